@@ -1,0 +1,23 @@
+"""blobpad: storage for what does not fit in an AI agent's context.
+
+Park a huge tool observation outside the model's context, hand the model a short
+summary and an id, and let it read slices (head, tail, ranges, line windows, grep)
+that cost the same on 100 KB or 1 GB.  See README.md.
+"""
+
+from __future__ import annotations
+
+from .chunking import ChunkParams
+from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
+from .index import Entry
+from .reads import EntryStream, GrepMatch, GrepResult
+from .store import GcReport, Stats, Store, VerifyReport, open
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "open", "Store", "Entry", "Stats", "GcReport", "VerifyReport", "ChunkParams",
+    "GrepMatch", "GrepResult", "EntryStream",
+    "BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull",
+    "__version__",
+]

@@ -1,0 +1,422 @@
+"""The storage interface, and its LMDB implementation.
+
+Everything that speaks to LMDB lives here.  The rest of blobpad sees a few named
+keyspaces of ordered byte keys and two kinds of transaction:
+
+* ``backend.read()`` – a context manager giving a :class:`ReadTxn` (``get`` and
+  ordered ``scan``), a consistent snapshot that never blocks the writer;
+* ``backend.write(fn)`` – runs ``fn(txn)`` in one write transaction
+  (:class:`WriteTxn` adds ``put`` and ``delete``) and commits it, retrying the whole
+  function when the map had to grow.  ``fn`` must therefore only touch the store
+  through ``txn`` (and may be called more than once).
+
+A second backend (Redis, for fleets of agents on many machines) implements the
+same three classes; chunking, reads and the notepad do not change.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Protocol, TypeVar
+
+import lmdb
+
+from .errors import BlobpadError, CorruptData, StoreFull
+
+__all__ = ["ReadTxn", "WriteTxn", "Backend", "LmdbBackend", "SPACES"]
+
+T = TypeVar("T")
+
+#: The keyspaces every backend provides.
+SPACES = (
+    "meta",       # settings and counters
+    "entries",    # entry id -> JSON record
+    "manifests",  # entry id -> packed chunk list with cumulative offsets
+    "chunks",     # chunk key -> zstd frame
+    "refs",       # chunk key -> reference count and sizes
+    "by_seq",     # creation sequence + id -> b""
+    "by_scope",   # session, turn, sequence, id -> b""
+    "expiry",     # expires_at + id -> b""
+    "names",      # session, name -> id
+    "pending",    # id + batch -> chunk keys of a put still in progress
+    "notes",      # notepad heads and versions
+)
+
+
+class ReadTxn(Protocol):
+    """A consistent read-only view of the store."""
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        """Return the value under ``key`` in ``space``, or None."""
+        ...
+
+    def scan(
+        self, space: str, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` for ``start <= key < stop`` in key order (or reversed)."""
+        ...
+
+
+class WriteTxn(ReadTxn, Protocol):
+    """A read-write transaction; its changes become visible together on commit."""
+
+    def put(self, space: str, key: bytes, value: bytes) -> None:
+        """Store ``value`` under ``key`` in ``space``, replacing any old value."""
+        ...
+
+    def delete(self, space: str, key: bytes) -> bool:
+        """Remove ``key`` from ``space``; return whether it existed."""
+        ...
+
+
+class Backend(Protocol):
+    """What blobpad needs from a storage engine."""
+
+    path: str
+
+    def read(self) -> Iterator[ReadTxn]:  # used as a context manager
+        """Open a read transaction (a context manager yielding a :class:`ReadTxn`)."""
+        ...
+
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn`` in a write transaction and commit; return its result."""
+        ...
+
+    def compact(self) -> tuple[int, int]:
+        """Give unused space back to the file system; return (bytes before, bytes after)."""
+        ...
+
+    def size_on_disk(self) -> int:
+        """Return the bytes the store occupies on disk."""
+        ...
+
+    def close(self) -> None:
+        """Release the files; the backend cannot be used afterwards."""
+        ...
+
+
+class _SharedLock:
+    """Many holders of the shared side, or one of the exclusive side.
+
+    LMDB may only change its map size while the process has no transaction open,
+    so every transaction holds the shared side and a resize takes the exclusive one.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    def acquire_shared(self) -> None:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._shared += 1
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._shared -= 1
+            if not self._shared:
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            while self._exclusive or self._shared:
+                self._cond.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class _LmdbTxn:
+    """A :class:`WriteTxn` (or read-only view) over one ``lmdb.Transaction``."""
+
+    __slots__ = ("_txn", "_dbs")
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, lmdb._Database]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        return self._txn.get(key, db=self._dbs[space])
+
+    def scan(
+        self, space: str, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(self._dbs[space]) as cur:
+            if not reverse:
+                if not cur.set_range(start):
+                    return
+                for key, value in cur:
+                    if stop is not None and key >= stop:
+                        return
+                    yield key, value
+            else:
+                if stop is None:
+                    found = cur.last()
+                else:
+                    found = cur.set_range(stop)
+                    found = cur.prev() if found else cur.last()
+                while found:
+                    key = cur.key()
+                    if key < start:
+                        return
+                    yield key, cur.value()
+                    found = cur.prev()
+
+    def put(self, space: str, key: bytes, value: bytes) -> None:
+        self._txn.put(key, value, db=self._dbs[space])
+
+    def delete(self, space: str, key: bytes) -> bool:
+        return bool(self._txn.delete(key, db=self._dbs[space]))
+
+
+class LmdbBackend:
+    """The LMDB backend: one environment per process, a map that grows by itself.
+
+    Parameters:
+        path: directory holding ``data.mdb`` and ``lock.mdb`` (created if missing).
+        map_size: the initial map size in bytes.  The map doubles whenever a write
+            needs more room, up to ``max_map_size``; other processes adopt the new
+            size on their next transaction.
+        max_map_size: the ceiling of the map; a write that needs more raises
+            :class:`~blobpad.StoreFull`.
+        max_readers: reader slots in the lock file (one per concurrent read
+            transaction across all processes).
+        sync: flush to disk on every commit, so that an acknowledged write survives
+            a crash of the machine, not only of the process.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        map_size: int = 64 << 20,
+        max_map_size: int = 1 << 40,
+        max_readers: int = 1024,
+        sync: bool = True,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.max_map_size = max_map_size
+        self._options = dict(map_size=map_size, max_readers=max_readers, sync=sync)
+        self._lock = _SharedLock()
+        self._env: lmdb.Environment | None = None
+        self._dbs: dict[str, lmdb._Database] = {}
+        self._pid = -1
+        self._closed = False
+        self._lockfile: int | None = None
+        self._open()
+
+    # -- environment lifecycle ------------------------------------------------------
+
+    def _open(self) -> None:
+        opts = self._options
+        os.makedirs(self.path, exist_ok=True)
+        data = os.path.join(self.path, "data.mdb")
+        if os.path.exists(data) and os.path.getsize(data) == 0:
+            raise CorruptData(f"{data} is empty: it is not a blobpad store; move it away or open another path")
+        try:
+            env = lmdb.open(
+                self.path,
+                map_size=opts["map_size"],
+                max_dbs=len(SPACES) + 2,
+                max_readers=opts["max_readers"],
+                sync=opts["sync"],
+                metasync=opts["sync"],
+                readahead=False,
+                lock=True,
+                subdir=True,
+            )
+        except lmdb.InvalidError as exc:
+            raise CorruptData(
+                f"{self.path} is not an LMDB store ({exc}); point blobpad at an empty or blobpad directory"
+            ) from exc
+        except lmdb.Error as exc:
+            raise CorruptData(f"cannot open the store at {self.path}: {exc}") from exc
+        try:
+            self._hold_open_lock()
+            env.reader_check()  # clear slots left by processes that died
+            self._env = env
+            self._pid = os.getpid()
+            self._dbs = {}
+            for name in SPACES:
+                self._dbs[name] = self._retry_resized(lambda n=name: env.open_db(n.encode(), create=True))
+        except lmdb.Error as exc:
+            env.close()
+            self._env = None
+            raise CorruptData(f"the store at {self.path} is damaged and cannot be opened: {exc}") from exc
+
+    def _hold_open_lock(self) -> None:
+        """Hold a shared lock on ``blobpad.lock`` while the store is open in this process.
+
+        compact() needs the only open handle; it asks for the exclusive side.
+        """
+        if fcntl is None:
+            return
+        if self._lockfile is None or self._pid != os.getpid():
+            self._lockfile = os.open(os.path.join(self.path, "blobpad.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._lockfile, fcntl.LOCK_SH)
+
+    def _retry_resized(self, fn: Callable[[], T]) -> T:
+        for _ in range(8):
+            try:
+                return fn()
+            except lmdb.MapResizedError:
+                self._adopt_size()
+        return fn()
+
+    def _environment(self) -> lmdb.Environment:
+        if self._closed:
+            raise BlobpadError("the store is closed; open it again with blobpad.open()")
+        if self._pid != os.getpid():
+            # A forked child must not use its parent's environment: open its own.
+            with self._lock.exclusive():
+                if self._pid != os.getpid():
+                    self._open()
+        assert self._env is not None
+        return self._env
+
+    def _adopt_size(self) -> None:
+        with self._lock.exclusive():
+            assert self._env is not None
+            self._env.set_mapsize(0)
+
+    def _grow(self, seen: int) -> None:
+        with self._lock.exclusive():
+            assert self._env is not None
+            current = self._env.info()["map_size"]
+            if current != seen:
+                return  # another thread already grew it
+            if current >= self.max_map_size:
+                raise StoreFull(
+                    f"the store reached its map-size ceiling of {self.max_map_size} bytes; "
+                    "delete entries or run gc(), or open it with a larger max_map_size"
+                )
+            self._env.set_mapsize(min(current * 2, self.max_map_size))
+
+    # -- transactions ---------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[ReadTxn]:
+        """Open a read transaction; see :class:`ReadTxn`."""
+        env = self._environment()
+        self._lock.acquire_shared()
+        try:
+            for attempt in range(8):
+                try:
+                    txn = env.begin(buffers=False)
+                    break
+                except lmdb.MapResizedError:
+                    self._lock.release_shared()
+                    try:
+                        self._adopt_size()
+                    finally:
+                        self._lock.acquire_shared()
+            else:  # pragma: no cover - another process resizing in a tight loop
+                txn = env.begin(buffers=False)
+            try:
+                yield _LmdbTxn(txn, self._dbs)
+            except lmdb.CorruptedError as exc:
+                raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
+            finally:
+                txn.abort()
+        finally:
+            self._lock.release_shared()
+
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn`` in one write transaction, growing the map and retrying as needed."""
+        env = self._environment()
+        while True:
+            self._lock.acquire_shared()
+            seen = -1
+            try:
+                seen = env.info()["map_size"]
+                with env.begin(write=True) as txn:
+                    return fn(_LmdbTxn(txn, self._dbs))
+            except lmdb.MapFullError:
+                pass
+            except lmdb.MapResizedError:
+                seen = -1
+            except lmdb.CorruptedError as exc:
+                raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
+            except lmdb.Error as exc:
+                if getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in str(exc):
+                    raise StoreFull(
+                        f"the disk holding {self.path} is full: {exc}; free disk space or run gc()"
+                    ) from exc
+                raise
+            finally:
+                self._lock.release_shared()
+            if seen < 0:
+                self._adopt_size()
+            else:
+                self._grow(seen)
+
+    # -- maintenance ----------------------------------------------------------------
+
+    def map_size(self) -> int:
+        """Return the current map size in bytes."""
+        return int(self._environment().info()["map_size"])
+
+    def size_on_disk(self) -> int:
+        return os.path.getsize(os.path.join(self.path, "data.mdb"))
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the data file without free pages (LMDB's compacting copy).
+
+        Needs the store to be open in this process only: other processes keep the old
+        file mapped, so compact() refuses (raises BlobpadError) while they hold it.
+        """
+        env = self._environment()
+        before = self.size_on_disk()
+        tmp = os.path.join(self.path, f".compact-{os.getpid()}")
+        with self._lock.exclusive():
+            if fcntl is not None and self._lockfile is not None:
+                try:
+                    fcntl.flock(self._lockfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    raise BlobpadError(
+                        "compact() needs the store to itself: another process has it open; "
+                        "close the other processes (agents, MCP servers) and try again"
+                    ) from None
+            try:
+                os.makedirs(tmp, exist_ok=True)
+                env.copy(tmp, compact=True)
+                env.close()
+                self._env = None
+                os.replace(os.path.join(tmp, "data.mdb"), os.path.join(self.path, "data.mdb"))
+                os.rmdir(tmp)
+            finally:
+                if self._env is None:
+                    self._open()
+                elif fcntl is not None and self._lockfile is not None:
+                    fcntl.flock(self._lockfile, fcntl.LOCK_SH)
+        return before, self.size_on_disk()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._env is not None and self._pid == os.getpid():
+            self._env.close()
+        self._env = None
+        if self._lockfile is not None and self._pid == os.getpid():
+            os.close(self._lockfile)
+        self._lockfile = None

@@ -1,0 +1,199 @@
+"""Content-defined chunking on line boundaries, and the manifest that lists chunks.
+
+A chunk ends after a line whose hash, compared with the line's length, falls under a
+threshold: the decision depends only on that line's bytes, so an edit only moves the
+cuts next to it and re-offloading a log that grew, or had a line inserted, produces
+the same chunks as before everywhere else.  The probability of cutting after a line
+is proportional to its length, so chunks average ``min_size + avg_extra`` bytes
+whatever the line lengths are.  No cut falls closer than ``min_size`` to the last
+one (those lines are not even hashed, which is most of the speed), and a chunk never
+grows past ``max_size``: content without newlines (minified JSON, binary) is cut at
+``max_size``, moved back to a UTF-8 character boundary so that every chunk of valid
+text decodes on its own.
+
+The manifest of an entry packs, for its n chunks, their keys and the cumulative raw
+byte, character and newline counts before each chunk (n + 1 values each), so that
+a read finds the chunk holding byte, character or line N with one binary search and
+decompresses nothing else.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import compress, count, repeat
+from operator import lt, mul
+
+import xxhash
+
+__all__ = ["ChunkParams", "cut_chunks", "chunk_stats", "Manifest", "KEY_SIZE"]
+
+#: chunk keys: 16 bytes of seeded xxh3-128, then one byte telling apart the
+#: (astronomically rare, or forced by an attacker) different chunks with equal hashes.
+KEY_SIZE = 17
+
+_WINDOW = 16 << 10  # bytes of lines examined at a time while looking for a cut
+_line_hash = xxhash.xxh32_intdigest
+
+
+@dataclass(frozen=True)
+class ChunkParams:
+    """Chunk size parameters; persisted with the store so cuts never change under it."""
+
+    min_size: int = 64 << 10
+    avg_extra: int = 32 << 10
+    max_size: int = 256 << 10
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.min_size < self.max_size and self.avg_extra >= 1):
+            raise ValueError("chunk sizes need 1 <= min_size < max_size and avg_extra >= 1")
+
+
+def _find_cut(data: bytes, pos: int, end: int, params: ChunkParams, final: bool) -> int | None:
+    """Return where the chunk starting at ``pos`` ends, or None if more data is needed.
+
+    ``data[pos:end]`` is what is buffered; ``final`` says nothing follows it.  A cut is
+    decided only once ``max_size`` bytes past ``pos`` are known (or the data ended),
+    so the result never depends on how the input was split into blocks.
+    """
+    avail = end - pos
+    if avail <= params.min_size:
+        return end if final else None
+    if avail <= params.max_size and not final:
+        return None  # the decision needs the byte after the window too
+    limit = min(pos + params.max_size, end)
+    nl = data.find(b"\n", pos + params.min_size - 1, limit)
+    if nl >= 0:
+        threshold = (1 << 32) // params.avg_extra
+        start = nl + 1
+        while start < limit:
+            stop = min(start + _WINDOW, limit)
+            lines = data[start:stop].split(b"\n")
+            lines.pop()  # the piece after the last newline is not a whole line
+            if not lines:
+                break
+            hit = next(compress(count(), map(lt, map(_line_hash, lines), map(mul, map(len, lines), repeat(threshold)))), None)
+            if hit is not None:
+                return start + sum(map(len, lines[: hit + 1])) + hit + 1
+            start += sum(map(len, lines)) + len(lines)
+    if limit == end and final:
+        return end
+    # No line qualified: end at the last newline, else at a character boundary.
+    last = data.rfind(b"\n", pos + params.min_size - 1, limit)
+    if last >= 0:
+        return last + 1
+    cut = limit
+    while cut - 1 > pos and limit - cut < 3 and 0x80 <= data[cut] < 0xC0:
+        cut -= 1
+    if 0x80 <= data[cut] < 0xC0:
+        cut = limit  # not UTF-8 text here: any place will do
+    return cut
+
+
+def cut_chunks(blocks: Iterable[bytes], params: ChunkParams) -> Iterator[bytes]:
+    """Cut a stream of byte blocks into content-defined chunks.
+
+    Holds at most one block plus ``max_size`` bytes in memory.  Concatenating the
+    chunks gives back the input exactly; an empty input gives no chunk.
+    """
+    buf = b""
+    pos = 0
+    it = iter(blocks)
+    final = False
+    while True:
+        if not final and len(buf) - pos <= params.max_size:
+            try:
+                block = next(it)
+            except StopIteration:
+                final = True
+            else:
+                if block:
+                    buf = buf[pos:] + bytes(block)
+                    pos = 0
+                continue
+        if pos >= len(buf):
+            return
+        cut = _find_cut(buf, pos, len(buf), params, final)
+        if cut is None:  # pragma: no cover - only when a block is empty forever
+            continue
+        yield buf[pos:cut]
+        pos = cut
+
+
+def chunk_stats(raw: bytes) -> tuple[int | None, int]:
+    """Return (characters, newlines) of a chunk; characters is None if not UTF-8."""
+    newlines = raw.count(b"\n")
+    if raw.isascii():
+        return len(raw), newlines
+    try:
+        return len(raw.decode("utf-8")), newlines
+    except UnicodeDecodeError:
+        return None, newlines
+
+
+def _u64(values: Iterable[int]) -> array:
+    arr = array("Q", values)
+    if sys.byteorder == "big":  # pragma: no cover
+        arr.byteswap()
+    return arr
+
+
+class Manifest:
+    """The chunk list of one entry, with cumulative byte, char and newline offsets.
+
+    ``bytes_at[i]``, ``chars_at[i]`` and ``lines_at[i]`` count what precedes chunk i;
+    the last value of each is the entry's total.  For binary entries ``chars_at``
+    equals ``bytes_at``.
+    """
+
+    __slots__ = ("keys", "bytes_at", "chars_at", "lines_at")
+
+    def __init__(self, keys: list[bytes], bytes_at: array, chars_at: array, lines_at: array) -> None:
+        self.keys = keys
+        self.bytes_at = bytes_at
+        self.chars_at = chars_at
+        self.lines_at = lines_at
+
+    @classmethod
+    def build(cls, keys: list[bytes], sizes: list[int], chars: list[int], newlines: list[int]) -> Manifest:
+        def cumulative(values: list[int]) -> array:
+            out = [0]
+            total = 0
+            for v in values:
+                total += v
+                out.append(total)
+            return _u64(out)
+
+        return cls(keys, cumulative(sizes), cumulative(chars), cumulative(newlines))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def pack(self) -> bytes:
+        n = len(self.keys)
+        head = n.to_bytes(8, "little")
+        return head + b"".join(self.keys) + self.bytes_at.tobytes() + self.chars_at.tobytes() + self.lines_at.tobytes()
+
+    @classmethod
+    def unpack(cls, blob: bytes) -> Manifest:
+        n = int.from_bytes(blob[:8], "little")
+        keys_end = 8 + n * KEY_SIZE
+        width = (n + 1) * 8
+        if len(blob) != keys_end + 3 * width:
+            raise ValueError("manifest has the wrong length")
+        keys = [blob[i : i + KEY_SIZE] for i in range(8, keys_end, KEY_SIZE)]
+        arrays = []
+        for k in range(3):
+            arr = array("Q")
+            arr.frombytes(blob[keys_end + k * width : keys_end + (k + 1) * width])
+            if sys.byteorder == "big":  # pragma: no cover
+                arr.byteswap()
+            arrays.append(arr)
+        return cls(keys, arrays[0], arrays[1], arrays[2])
+
+    def chunk_of(self, offsets: array, position: int) -> int:
+        """Index of the chunk holding unit ``position`` (0-based) of ``offsets``."""
+        return min(bisect_right(offsets, position) - 1, len(self.keys) - 1)

@@ -1,0 +1,142 @@
+"""The metadata index: entry records and the keys that find them.
+
+Keyspaces (see :mod:`blobpad.backend`):
+
+* ``entries``: 8-byte id -> the entry's JSON record;
+* ``by_seq``: creation sequence -> id, for listing everything in creation order;
+* ``by_scope``: (session) + sequence + id, and (session, turn) + sequence + id, so
+  that listing one session or one turn reads only that session's or turn's keys;
+* ``expiry``: expires_at (microseconds) + id, which gc() and the ``max_bytes``
+  eviction walk from the front;
+* ``names``: (session, name) -> id.
+
+Strings inside keys are length-prefixed, so no value of a session, turn or name can
+make its key the prefix of another's.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import struct
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import InvalidArgument
+
+__all__ = ["Entry", "new_id", "parse_id", "scope_key", "name_key", "expiry_key", "NEVER"]
+
+#: expires_at of entries without a TTL, in the expiry index (they sort last).
+NEVER = (1 << 64) - 1
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def new_id() -> str:
+    """Return a fresh random entry id: 16 lowercase hex characters (64 random bits)."""
+    return secrets.token_hex(8)
+
+
+def parse_id(entry_id: object) -> bytes:
+    """Return the 8 raw bytes of an entry id, or raise InvalidArgument."""
+    if not isinstance(entry_id, str):
+        raise InvalidArgument(f"an entry id is a string of 16 hex characters, not {type(entry_id).__name__}")
+    if len(entry_id) != 16 or not _HEX.issuperset(entry_id):
+        shown = entry_id[:40] + ("..." if len(entry_id) > 40 else "")
+        raise InvalidArgument(
+            f"{shown!r} is not an entry id: ids are 16 lowercase hex characters, like '485d7beae4e144eb'"
+        )
+    return bytes.fromhex(entry_id)
+
+
+def _part(value: str) -> bytes:
+    raw = value.encode("utf-8", "surrogatepass")
+    return struct.pack(">I", len(raw)) + raw
+
+
+def _turn_part(turn: str | int) -> bytes:
+    # Type-tagged so that the turn 1 and the turn "1" stay apart.
+    return (b"i" if isinstance(turn, int) else b"s") + _part(str(turn))
+
+
+def scope_key(session: str, turn: str | int | None = None) -> bytes:
+    """The ``by_scope`` prefix of a session, or of one turn in it."""
+    if turn is None:
+        return b"S" + _part(session)
+    return b"T" + _part(session) + _turn_part(turn)
+
+
+def name_key(session: str, name: str) -> bytes:
+    """The ``names`` key of a named entry."""
+    return _part(session) + _part(name)
+
+
+def expiry_key(expires_us: int, raw_id: bytes) -> bytes:
+    """The ``expiry`` key: big-endian microseconds, then the id."""
+    return expires_us.to_bytes(8, "big") + raw_id
+
+
+def seq_key(seq: int) -> bytes:
+    return seq.to_bytes(8, "big")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the store knows about one stored observation.
+
+    Attributes:
+        id: 16 lowercase hex characters, random.
+        session: the session it belongs to ("" when put without one).
+        turn, step, tool, name: what the caller said at put time (None if not given).
+        kind: "text" (valid UTF-8) or "binary".
+        size_bytes: length of the content in bytes.
+        chars: length in characters for text, None for binary.
+        lines: number of lines as ``sed`` and ``grep`` count them (a final line
+            without a newline counts; empty content has 0 lines).
+        created_at, expires_at: Unix times; expires_at is None when it never expires.
+        sha256: hex digest of the content.
+        meta: the caller's JSON-serialisable metadata.
+        chunks: how many chunks the content was cut into.
+    """
+
+    id: str
+    session: str
+    turn: str | int | None
+    step: int | None
+    tool: str | None
+    name: str | None
+    kind: str
+    size_bytes: int
+    chars: int | None
+    lines: int
+    created_at: float
+    expires_at: float | None
+    sha256: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    chunks: int = 0
+    seq: int = 0
+
+    @property
+    def size(self) -> int:
+        """Alias of :attr:`size_bytes`."""
+        return self.size_bytes
+
+    @property
+    def is_text(self) -> bool:
+        return self.kind == "text"
+
+    @property
+    def length(self) -> int:
+        """Length in the unit reads use: characters for text, bytes for binary."""
+        return self.chars if self.chars is not None else self.size_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict of every field."""
+        return asdict(self)
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Entry:
+        return cls(**json.loads(raw))

@@ -1,0 +1,1071 @@
+"""The store: content-addressed zstd chunks in LMDB, with sessions, turns and expiry.
+
+``Store.put`` cuts the content into content-defined chunks
+(:mod:`blobpad.chunking`), keys each one by its xxh3-128 hash seeded with a secret
+drawn when the store was created, compresses the new ones with zstd on a thread
+pool, and writes them in batches.  A chunk whose key is already stored is compared
+with the stored bytes before it is shared, so a hash collision (accidental, or
+crafted by someone who learnt the seed) can never make one entry read another's
+bytes: the new chunk gets the next free key variant instead.
+
+Durability: each batch is a committed transaction that also records which chunk
+references it added under the put's id in the ``pending`` keyspace.  The entry
+becomes visible only in the final transaction, which removes those records.  A put
+that fails rolls its batches back; one whose process was killed is rolled back by
+the next ``open`` or ``gc`` in any process, so nothing half-written is ever visible
+and no reference leaks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Any
+
+import xxhash
+import zstandard
+
+from .backend import LmdbBackend, ReadTxn, WriteTxn
+from .chunking import KEY_SIZE, ChunkParams, Manifest, chunk_stats, cut_chunks
+from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
+from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
+from .reads import ReadsMixin
+
+__all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open"]
+
+FORMAT = 1
+_BLOCK = 8 << 20          # bytes read from a file or stream at a time
+_BATCH = 16 << 20         # raw bytes per write transaction of a put
+_REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw length
+_COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
+_MAX_STR = 4096           # longest session, turn, tool or name accepted
+_MAX_META = 64 << 10      # largest caller meta, as JSON
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What ``Store.stats()`` reports.
+
+    ``logical_bytes`` is the sum of the entries' sizes, ``stored_bytes`` what their
+    compressed, deduplicated chunks occupy; ``compression_ratio`` compares the raw
+    bytes of the stored chunks with their compressed size, ``dedup_ratio`` the
+    logical bytes with the raw bytes of the distinct chunks.
+    """
+
+    entries: int
+    chunks: int
+    logical_bytes: int
+    stored_bytes: int
+    unique_bytes: int
+    disk_bytes: int
+    map_size: int
+    max_bytes: int | None
+
+    @property
+    def compression_ratio(self) -> float:
+        return self.unique_bytes / self.stored_bytes if self.stored_bytes else 1.0
+
+    @property
+    def dedup_ratio(self) -> float:
+        return self.logical_bytes / self.unique_bytes if self.unique_bytes else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["compression_ratio"] = round(self.compression_ratio, 3)
+        d["dedup_ratio"] = round(self.dedup_ratio, 3)
+        return d
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What ``Store.gc()`` freed."""
+
+    entries: int
+    chunks: int
+    bytes: int
+    aborted_puts: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What ``Store.verify()`` found: ``ok`` is true when ``problems`` is empty."""
+
+    ok: bool
+    entries: int
+    chunks: int
+    problems: list[str]
+    damaged_entries: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _process_token() -> str:
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with io.open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return "?"
+
+
+def _token_alive(token: str) -> bool:
+    host, _, rest = token.partition(":")
+    pid_s, _, start = rest.partition(":")
+    if host != socket.gethostname():
+        return True  # cannot tell; LMDB stores are not shared across machines anyway
+    try:
+        pid = int(pid_s)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return start == "?" or _start_time(pid) in ("?", start)
+
+
+def _default_path() -> str:
+    env = os.environ.get("BLOBPAD_DIR")
+    if env:
+        return env
+    import platformdirs
+
+    return platformdirs.user_data_dir("blobpad", appauthor=False)
+
+
+def _check_str(label: str, value: object, *, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{label} must be a string, not {type(value).__name__}")
+    if len(value) > _MAX_STR:
+        raise InvalidArgument(f"{label} is {len(value)} characters long; the limit is {_MAX_STR}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{label} contains lone surrogates; pass valid Unicode text") from None
+
+
+class _Cache:
+    """A thread-safe LRU of decompressed chunks, bounded in bytes (0 disables it)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[bytes, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> bytes | None:
+        if not self.capacity:
+            return None
+        with self._lock:
+            raw = self._items.get(key)
+            if raw is not None:
+                self._items.move_to_end(key)
+            return raw
+
+    def put(self, key: bytes, raw: bytes) -> None:
+        if not self.capacity or len(raw) > self.capacity:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = raw
+            self._size += len(raw)
+            while self._size > self.capacity:
+                _, old = self._items.popitem(last=False)
+                self._size -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+
+
+class _Codec(threading.local):
+    """Per-thread zstd contexts (they are not thread-safe, and are costly to create)."""
+
+    def __init__(self, level: int) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=level, write_content_size=True)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+class Store(ReadsMixin):
+    """A blobpad store: one LMDB environment holding observations and notepads.
+
+    Open it with :func:`blobpad.open`.  A Store is a context manager, may be shared by
+    the threads of a process, and several processes may open the same path at once.
+
+    Parameters:
+        path: directory of the store (created if missing).
+        cache_bytes: size of the LRU cache of decompressed chunks (0 turns it off).
+        max_bytes: cap on the stored (compressed) bytes; when a put would exceed it,
+            the entries closest to expiry are evicted first.  The cap is saved in the
+            store and applies to every process; 0 removes it, None keeps the saved one.
+        map_size: initial LMDB map size; it doubles on demand up to ``max_map_size``.
+        max_map_size: ceiling of the map; past it puts raise StoreFull.
+        max_readers: LMDB reader slots shared by all processes.
+        sync: fsync every commit (an acknowledged put survives a power cut).
+        level: zstd compression level of new chunks.
+        workers: threads used to compress and verify chunks (default: CPU count, at most 4).
+        clock: function returning the current Unix time; tests inject their own.
+        chunk_params: chunk sizes of a new store; an existing store keeps its own.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        cache_bytes: int = 64 << 20,
+        max_bytes: int | None = None,
+        map_size: int = 64 << 20,
+        max_map_size: int = 1 << 40,
+        max_readers: int = 1024,
+        sync: bool = True,
+        level: int = 3,
+        workers: int | None = None,
+        clock: Callable[[], float] = time.time,
+        chunk_params: ChunkParams | None = None,
+    ) -> None:
+        for label, value in (("cache_bytes", cache_bytes), ("map_size", map_size), ("max_map_size", max_map_size)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidArgument(f"{label} must be a non-negative integer, not {value!r}")
+        if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
+            raise InvalidArgument(f"max_bytes must be a non-negative integer or None, not {max_bytes!r}")
+        if not isinstance(level, int) or not -7 <= level <= 22:
+            raise InvalidArgument(f"level must be a zstd level from -7 to 22, not {level!r}")
+        self.path = os.fspath(path) if path is not None else _default_path()
+        self._backend = LmdbBackend(
+            self.path, map_size=max(map_size, 1 << 20), max_map_size=max_map_size, max_readers=max_readers, sync=sync
+        )
+        self._clock = clock
+        self._level = level
+        self._workers = workers or min(4, os.cpu_count() or 1)
+        self._cache = _Cache(cache_bytes)
+        self._codec = _Codec(level)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = -1
+        self._pool_lock = threading.Lock()
+        self._manifests: OrderedDict[bytes, Manifest] = OrderedDict()
+        self._manifest_lock = threading.Lock()
+        settings = self._backend.write(lambda txn: self._init_settings(txn, chunk_params, max_bytes))
+        self._seed: int = settings["seed"]
+        self.chunk_params = ChunkParams(settings["min_size"], settings["avg_extra"], settings["max_size"])
+        self.max_bytes: int | None = settings.get("max_bytes") or None
+        self._recover()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _init_settings(self, txn: WriteTxn, params: ChunkParams | None, max_bytes: int | None) -> dict[str, Any]:
+        raw = txn.get("meta", b"settings")
+        if raw is None:
+            if txn.get("meta", b"counters") is None and any(True for _ in txn.scan("entries")):
+                raise CorruptData(f"{self.path} holds entries but no settings: it is damaged")
+            p = params or ChunkParams()
+            settings = {
+                "format": FORMAT,
+                "seed": secrets.randbits(63),
+                "min_size": p.min_size,
+                "avg_extra": p.avg_extra,
+                "max_size": p.max_size,
+                "created_at": self._clock(),
+            }
+        else:
+            try:
+                settings = json.loads(raw)
+            except ValueError:
+                raise CorruptData(f"the settings of {self.path} are unreadable: the store is damaged") from None
+            if settings.get("format") != FORMAT:
+                raise BlobpadError(
+                    f"{self.path} was written by an incompatible blobpad (format {settings.get('format')}); "
+                    f"this version reads format {FORMAT}"
+                )
+        if max_bytes is not None:
+            settings["max_bytes"] = max_bytes or None
+        txn.put("meta", b"settings", json.dumps(settings).encode())
+        return settings
+
+    def close(self) -> None:
+        """Close the store; further calls raise BlobpadError."""
+        with self._pool_lock:
+            if self._pool is not None and self._pool_pid == os.getpid():
+                self._pool.shutdown(wait=True)
+            self._pool = None
+        self._backend.close()
+        self._cache.clear()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<blobpad.Store {self.path!r}>"
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="blobpad")
+                self._pool_pid = os.getpid()
+            return self._pool
+
+    def now(self) -> float:
+        """The store's clock (``time.time`` unless a ``clock`` was given)."""
+        return float(self._clock())
+
+    # -- counters ---------------------------------------------------------------------
+
+    @staticmethod
+    def _counters(txn: ReadTxn) -> dict[str, int]:
+        raw = txn.get("meta", b"counters")
+        if raw is None:
+            return dict.fromkeys(_COUNTERS, 0) | {"unique_bytes": 0}
+        return json.loads(raw)
+
+    @staticmethod
+    def _bump(txn: WriteTxn, **deltas: int) -> None:
+        c = Store._counters(txn)
+        for k, v in deltas.items():
+            c[k] = c.get(k, 0) + v
+        txn.put("meta", b"counters", json.dumps(c).encode())
+
+    # -- put --------------------------------------------------------------------------
+
+    def put(
+        self,
+        data: str | bytes | bytearray | memoryview | os.PathLike[str] | IO[bytes],
+        *,
+        session: str | None = None,
+        turn: str | int | None = None,
+        ttl: float | None = 3600,
+        name: str | None = None,
+        step: int | None = None,
+        tool: str | None = None,
+        meta: dict[str, Any] | None = None,
+        kind: str | None = None,
+    ) -> Entry:
+        """Store an observation and return its :class:`Entry`.
+
+        Args:
+            data: ``str`` (always stored as text, never read as a path), bytes-like,
+                an ``os.PathLike`` path to read, or a binary file object read as a
+                stream (a 2 GB file is never held in memory whole).
+            session: the session that owns the entry ("" when None).
+            turn: the turn inside the session (str or int).
+            ttl: seconds until the entry expires; None for never.
+            name: makes a named entry: putting the same name again in the same session
+                replaces the old entry.
+            step, tool: where the observation came from (kept in the index).
+            meta: JSON-serialisable caller metadata.
+            kind: "text" or "binary"; by default text when the content is valid UTF-8.
+
+        Raises:
+            InvalidArgument: a bad argument (the store is unchanged).
+            StoreFull: the store cannot hold the content even after evicting.
+        """
+        _check_str("session", session)
+        _check_str("name", name)
+        _check_str("tool", tool)
+        if session is None:
+            session = ""
+        if turn is not None:
+            if isinstance(turn, bool) or not isinstance(turn, (str, int)):
+                raise InvalidArgument(f"turn must be a string or an integer, not {type(turn).__name__}")
+            if isinstance(turn, str):
+                _check_str("turn", turn)
+            elif abs(turn) >= 1 << 63:
+                raise InvalidArgument("turn must fit in 64 bits")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 1 << 63):
+            raise InvalidArgument(f"step must be a non-negative integer, not {step!r}")
+        if ttl is not None:
+            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+                raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
+            if ttl > 100 * 365 * 86400:
+                raise InvalidArgument("ttl is over 100 years; pass ttl=None for an entry that never expires")
+        if kind not in (None, "text", "binary"):
+            raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {kind!r}")
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            raise InvalidArgument(f"meta must be a dict, not {type(meta).__name__}")
+        try:
+            meta_json = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"meta must be JSON-serialisable: {exc}") from None
+        if len(meta_json) > _MAX_META:
+            raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {_MAX_META}")
+        meta = json.loads(meta_json)
+
+        blocks, closer = self._blocks(data)
+        created = self.now()
+        raw_id = bytes.fromhex(new_id())
+        try:
+            writer = _PutWriter(self, raw_id)
+            try:
+                writer.run(blocks)
+                entry = self._finish_put(
+                    writer, raw_id, session=session, turn=turn, ttl=ttl, name=name, step=step,
+                    tool=tool, meta=meta, kind=kind, created=created,
+                )
+            except BaseException:
+                writer.rollback()
+                raise
+        finally:
+            closer()
+        return entry
+
+    @staticmethod
+    def _blocks(data: object) -> tuple[Iterable[bytes], Callable[[], None]]:
+        if isinstance(data, str):
+            try:
+                encoded = data.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidArgument("the text contains lone surrogates; pass valid Unicode or bytes") from None
+            return [encoded], lambda: None
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            return [bytes(data)], lambda: None
+        if isinstance(data, os.PathLike):
+            try:
+                fh = io.open(os.fspath(data), "rb")  # noqa: SIM115 - closed by the returned closer
+            except FileNotFoundError:
+                raise NotFound(f"no file at {os.fspath(data)!r}") from None
+            except IsADirectoryError:
+                raise InvalidArgument(f"{os.fspath(data)!r} is a directory; pass a file") from None
+            except OSError as exc:
+                raise InvalidArgument(f"cannot read {os.fspath(data)!r}: {exc.strerror}") from None
+            return _read_blocks(fh), fh.close
+        read = getattr(data, "read", None)
+        if callable(read):
+            return _read_blocks(data), lambda: None  # type: ignore[arg-type]
+        raise InvalidArgument(
+            f"put() takes str, bytes, a path (os.PathLike) or a binary file object, not {type(data).__name__}; "
+            "to store a path given as a string, pass pathlib.Path(s)"
+        )
+
+    def _finish_put(
+        self, writer: _PutWriter, raw_id: bytes, *, session: str, turn: str | int | None, ttl: float | None,
+        name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], kind: str | None, created: float,
+    ) -> Entry:
+        size = writer.size
+        is_text = writer.is_text if kind is None else kind == "text"
+        if kind == "text" and not writer.is_text:
+            raise InvalidArgument("kind='text' but the content is not valid UTF-8; use kind='binary' or omit kind")
+        chars = writer.chars if is_text else size
+        manifest = Manifest.build(writer.keys, writer.sizes, writer.char_counts if is_text else writer.sizes, writer.newlines)
+        newline_total = manifest.lines_at[-1]
+        lines = newline_total + (1 if size and not writer.ends_with_newline else 0)
+        expires = None if ttl is None else created + ttl
+        entry_id = raw_id.hex()
+        packed = manifest.pack()
+
+        def txn_fn(txn: WriteTxn) -> Entry:
+            counters = self._counters(txn)
+            seq = counters["seq"] + 1
+            entry = Entry(
+                id=entry_id, session=session, turn=turn, step=step, tool=tool, name=name,
+                kind="text" if is_text else "binary", size_bytes=size, chars=chars if is_text else None,
+                lines=lines, created_at=created, expires_at=expires, sha256=writer.sha256,
+                meta=meta, chunks=len(manifest), seq=seq,
+            )
+            if name is not None:
+                old = txn.get("names", name_key(session, name))
+                if old is not None:
+                    self._delete_in(txn, old)
+            txn.put("entries", raw_id, entry.encode())
+            txn.put("manifests", raw_id, packed)
+            txn.put("by_seq", seq_key(seq), raw_id)
+            txn.put("by_scope", scope_key(session) + seq_key(seq), raw_id)
+            if turn is not None:
+                txn.put("by_scope", scope_key(session, turn) + seq_key(seq), raw_id)
+            txn.put("expiry", expiry_key(_expiry_us(expires), raw_id), b"")
+            if name is not None:
+                txn.put("names", name_key(session, name), raw_id)
+            writer.clear_pending(txn)
+            self._bump(txn, entries=1, logical_bytes=size, seq=1)
+            return entry
+
+        return self._backend.write(txn_fn)
+
+    # -- lookup -----------------------------------------------------------------------
+
+    def _not_found(self, entry_id: str) -> NotFound:
+        return NotFound(
+            f"no entry {entry_id!r}: it does not exist, was deleted, or has expired; "
+            "use an id returned by put() (the scratchpad_id of an offloaded observation)"
+        )
+
+    def _load(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry]:
+        raw_id = parse_id(entry_id)
+        raw = txn.get("entries", raw_id)
+        if raw is None:
+            raise self._not_found(entry_id)
+        try:
+            entry = Entry.decode(raw)
+        except (ValueError, TypeError) as exc:
+            raise CorruptData(f"the record of entry {entry_id} is damaged ({exc}); delete it") from None
+        if entry.expires_at is not None and entry.expires_at <= self.now():
+            raise self._not_found(entry_id)
+        return raw_id, entry
+
+    def _manifest(self, txn: ReadTxn, raw_id: bytes) -> Manifest:
+        with self._manifest_lock:
+            m = self._manifests.get(raw_id)
+            if m is not None:
+                self._manifests.move_to_end(raw_id)
+                return m
+        blob = txn.get("manifests", raw_id)
+        if blob is None:
+            raise CorruptData(f"entry {raw_id.hex()} has no chunk list; the store is damaged, delete the entry")
+        try:
+            m = Manifest.unpack(blob)
+        except ValueError as exc:
+            raise CorruptData(f"the chunk list of entry {raw_id.hex()} is damaged ({exc}); delete the entry") from None
+        with self._manifest_lock:
+            self._manifests[raw_id] = m
+            while len(self._manifests) > 256:
+                self._manifests.popitem(last=False)
+        return m
+
+    def _chunk(self, txn: ReadTxn, key: bytes, raw_len: int) -> bytes:
+        """Return the verified raw bytes of one chunk (through the cache)."""
+        frame = txn.get("chunks", key)
+        if frame is None:
+            raise CorruptData(f"chunk {key.hex()} is missing; run verify() to find the damaged entries")
+        ident = key + xxhash.xxh3_64_digest(frame)
+        raw = self._cache.get(ident)
+        if raw is not None:
+            return raw
+        raw = self._decompress(frame, key, raw_len)
+        self._cache.put(ident, raw)
+        return raw
+
+    def _decompress(self, frame: bytes, key: bytes, raw_len: int) -> bytes:
+        try:
+            raw = self._codec.decompressor.decompress(frame, max_output_size=raw_len)
+        except zstandard.ZstdError as exc:
+            raise CorruptData(f"chunk {key.hex()} does not decompress ({exc}); run verify()") from None
+        if len(raw) != raw_len or xxhash.xxh3_128_digest(raw, seed=self._seed) != key[:16]:
+            raise CorruptData(f"chunk {key.hex()} failed its checksum; run verify() to find the damaged entries")
+        return raw
+
+    def stat(self, entry_id: str) -> Entry:
+        """Return the :class:`Entry` of an id; raise NotFound if unknown or expired."""
+        with self._backend.read() as txn:
+            return self._load(txn, entry_id)[1]
+
+    def exists(self, entry_id: str) -> bool:
+        """Whether the id names a live (unexpired) entry; malformed ids are simply absent."""
+        try:
+            self.stat(entry_id)
+        except (NotFound, InvalidArgument):
+            return False
+        return True
+
+    def find(self, name: str, *, session: str | None = None) -> Entry:
+        """Return the live entry called ``name`` in ``session``; raise NotFound otherwise."""
+        _check_str("name", name, allow_none=False)
+        _check_str("session", session)
+        with self._backend.read() as txn:
+            raw_id = txn.get("names", name_key(session or "", name))
+            if raw_id is None:
+                raise NotFound(f"no entry named {name[:200]!r} in this session; list the names with entries()")
+            try:
+                return self._load(txn, raw_id.hex())[1]
+            except NotFound:
+                raise NotFound(f"the entry named {name[:200]!r} has expired") from None
+
+    def entries(self, *, session: str | None = None, turn: str | int | None = None, limit: int | None = None) -> list[Entry]:
+        """List live entries in creation order.
+
+        With ``session`` (and optionally ``turn``) only that session's (turn's) index
+        keys are read; ``turn`` alone means the turn in the default session "".
+        With neither, every entry is listed.
+        """
+        _check_str("session", session)
+        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, (str, int))):
+            raise InvalidArgument(f"turn must be a string or an integer, not {type(turn).__name__}")
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise InvalidArgument(f"limit must be a non-negative integer, not {limit!r}")
+        out: list[Entry] = []
+        now = self.now()
+        with self._backend.read() as txn:
+            if session is None and turn is None:
+                rows: Iterator[tuple[bytes, bytes]] = txn.scan("by_seq")
+            else:
+                prefix = scope_key(session or "", turn)
+                rows = txn.scan("by_scope", prefix, _prefix_end(prefix))
+            for _, raw_id in rows:
+                raw = txn.get("entries", raw_id)
+                if raw is None:
+                    continue
+                entry = Entry.decode(raw)
+                if entry.expires_at is not None and entry.expires_at <= now:
+                    continue
+                out.append(entry)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def sessions(self) -> list[str]:
+        """The sessions that have live entries, in sorted order."""
+        return sorted({e.session for e in self.entries()})
+
+    # -- delete, gc, eviction -----------------------------------------------------------
+
+    def delete(self, entry_id: str) -> None:
+        """Delete an entry and release its chunks; raise NotFound if it does not exist."""
+        raw_id = parse_id(entry_id)
+
+        def txn_fn(txn: WriteTxn) -> bool:
+            raw = txn.get("entries", raw_id)
+            if raw is None:
+                return False
+            e = Entry.decode(raw)
+            if e.expires_at is not None and e.expires_at <= self.now():
+                self._delete_in(txn, raw_id)
+                return False
+            self._delete_in(txn, raw_id)
+            return True
+
+        if not self._backend.write(txn_fn):
+            raise self._not_found(entry_id)
+
+    def delete_session(self, session: str) -> int:
+        """Delete every entry of a session (and, through the notepad module, its notepad)."""
+        _check_str("session", session, allow_none=False)
+        prefix = scope_key(session)
+
+        def txn_fn(txn: WriteTxn) -> int:
+            ids = [raw_id for _, raw_id in txn.scan("by_scope", prefix, _prefix_end(prefix))]
+            for raw_id in ids:
+                self._delete_in(txn, raw_id)
+            for hook in _SESSION_HOOKS:
+                hook(txn, session)
+            return len(ids)
+
+        return self._backend.write(txn_fn)
+
+    def _delete_in(self, txn: WriteTxn, raw_id: bytes) -> tuple[int, int]:
+        """Delete one entry inside ``txn``; return (chunks freed, stored bytes freed)."""
+        raw = txn.get("entries", raw_id)
+        if raw is None:
+            return 0, 0
+        e = Entry.decode(raw)
+        txn.delete("entries", raw_id)
+        txn.delete("by_seq", seq_key(e.seq))
+        txn.delete("by_scope", scope_key(e.session) + seq_key(e.seq))
+        if e.turn is not None:
+            txn.delete("by_scope", scope_key(e.session, e.turn) + seq_key(e.seq))
+        txn.delete("expiry", expiry_key(_expiry_us(e.expires_at), raw_id))
+        if e.name is not None and txn.get("names", name_key(e.session, e.name)) == raw_id:
+            txn.delete("names", name_key(e.session, e.name))
+        blob = txn.get("manifests", raw_id)
+        txn.delete("manifests", raw_id)
+        freed = (0, 0)
+        if blob is not None:
+            try:
+                keys = Manifest.unpack(blob).keys
+            except ValueError:
+                keys = []
+            freed = self._release(txn, keys)
+        self._bump(txn, entries=-1, logical_bytes=-e.size_bytes)
+        with self._manifest_lock:
+            self._manifests.pop(raw_id, None)
+        return freed
+
+    def _release(self, txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
+        chunks = stored = unique = 0
+        for key in keys:
+            rec = txn.get("refs", key)
+            if rec is None:
+                continue
+            count, slen, rlen = _REF.unpack(rec)
+            if count <= 1:
+                txn.delete("refs", key)
+                txn.delete("chunks", key)
+                chunks += 1
+                stored += slen
+                unique += rlen
+            else:
+                txn.put("refs", key, _REF.pack(count - 1, slen, rlen))
+        if chunks:
+            self._bump(txn, chunks=-chunks, stored_bytes=-stored, unique_bytes=-unique)
+        return chunks, stored
+
+    def gc(self) -> GcReport:
+        """Remove expired entries (through the expiry index), free unreferenced chunks,
+        and roll back puts whose process died; report what was freed."""
+        aborted = self._recover()
+        now_us = _expiry_us(self.now())
+        total_entries = total_chunks = total_bytes = 0
+        while True:  # in bounded transactions, so a big gc never holds the writer for long
+
+            def txn_fn(txn: WriteTxn) -> tuple[int, int, int]:
+                n = chunks = freed = 0
+                for key, _ in txn.scan("expiry", b"", expiry_key(now_us + 1, b"")):
+                    c, b = self._delete_in(txn, key[8:])
+                    if not c and not b and txn.get("entries", key[8:]) is None:
+                        txn.delete("expiry", key)
+                    n += 1
+                    chunks += c
+                    freed += b
+                    if n >= 500:
+                        break
+                return n, chunks, freed
+
+            n, c, b = self._backend.write(txn_fn)
+            total_entries += n
+            total_chunks += c
+            total_bytes += b
+            if n < 500:
+                break
+        return GcReport(total_entries, total_chunks, total_bytes, aborted)
+
+    def _evict_for(self, txn: WriteTxn, needed: int) -> None:
+        """Evict entries closest to expiry until ``needed`` more stored bytes fit."""
+        if not self.max_bytes:
+            return
+        counters = self._counters(txn)
+        if counters["stored_bytes"] + needed <= self.max_bytes:
+            return
+        victims = []
+        over = counters["stored_bytes"] + needed - self.max_bytes
+        for key, _ in txn.scan("expiry"):
+            victims.append(key[8:])
+            if len(victims) > 10_000:
+                break
+        for raw_id in victims:
+            _, freed = self._delete_in(txn, raw_id)
+            over -= freed
+            if over <= 0:
+                return
+        raise StoreFull(
+            f"the store is capped at max_bytes={self.max_bytes} and this put needs {needed} more stored bytes "
+            "than evicting every other entry frees; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
+        )
+
+    # -- recovery of interrupted puts ---------------------------------------------------
+
+    def _recover(self) -> int:
+        """Roll back the pending puts of processes that died; return how many."""
+        with self._backend.read() as txn:
+            dead = [
+                key[:8]
+                for key, value in txn.scan("pending")
+                if key[8:9] == b"H" and not _token_alive(value.decode("utf-8", "replace"))
+            ]
+        for raw_id in dead:
+            self._backend.write(lambda txn, r=raw_id: _rollback_pending(self, txn, r))
+        return len(dead)
+
+    # -- stats, verify, compact -------------------------------------------------------
+
+    def stats(self) -> Stats:
+        """Counts and sizes of the store (see :class:`Stats`)."""
+        with self._backend.read() as txn:
+            c = self._counters(txn)
+        return Stats(
+            entries=c["entries"], chunks=c["chunks"], logical_bytes=c["logical_bytes"],
+            stored_bytes=c["stored_bytes"], unique_bytes=c.get("unique_bytes", 0),
+            disk_bytes=self._backend.size_on_disk(), map_size=self._backend.map_size(), max_bytes=self.max_bytes,
+        )
+
+    def compact(self) -> tuple[int, int]:
+        """Give free pages back to the file system; return (bytes before, bytes after).
+
+        Needs the store to be open in this process only.
+        """
+        return self._backend.compact()
+
+    def verify(self) -> VerifyReport:
+        """Check every entry's chunks, the reference counts and every chunk's checksum.
+
+        Returns a :class:`VerifyReport`; ``damaged_entries`` names the entries whose
+        content cannot be read back exactly.
+        """
+        problems: list[str] = []
+        damaged: set[str] = set()
+        expected: dict[bytes, int] = {}
+        chunk_owner: dict[bytes, list[str]] = {}
+        n_entries = 0
+        with self._backend.read() as txn:
+            for raw_id, raw in txn.scan("entries"):
+                n_entries += 1
+                eid = raw_id.hex()
+                try:
+                    e = Entry.decode(raw)
+                except (ValueError, TypeError):
+                    problems.append(f"entry {eid}: record unreadable")
+                    damaged.add(eid)
+                    continue
+                blob = txn.get("manifests", raw_id)
+                try:
+                    m = Manifest.unpack(blob) if blob is not None else None
+                except ValueError:
+                    m = None
+                if m is None:
+                    problems.append(f"entry {eid}: chunk list missing or damaged")
+                    damaged.add(eid)
+                    continue
+                if m.bytes_at[-1] != e.size_bytes:
+                    problems.append(f"entry {eid}: chunk sizes add up to {m.bytes_at[-1]}, not {e.size_bytes}")
+                    damaged.add(eid)
+                for key in m.keys:
+                    expected[key] = expected.get(key, 0) + 1
+                    chunk_owner.setdefault(key, []).append(eid)
+            for key, value in txn.scan("pending"):
+                if key[8:9] == b"B":
+                    for i in range(0, len(value), KEY_SIZE):
+                        k = value[i : i + KEY_SIZE]
+                        expected[k] = expected.get(k, 0) + 1
+            n_chunks = 0
+            for key, rec in txn.scan("refs"):
+                n_chunks += 1
+                count, slen, rlen = _REF.unpack(rec)
+                if expected.get(key, 0) != count:
+                    problems.append(f"chunk {key.hex()}: reference count {count}, but {expected.get(key, 0)} references")
+                frame = txn.get("chunks", key)
+                if frame is None:
+                    problems.append(f"chunk {key.hex()}: missing")
+                    damaged.update(chunk_owner.get(key, []))
+                    continue
+                try:
+                    self._decompress(frame, key, rlen)
+                except CorruptData as exc:
+                    problems.append(str(exc))
+                    damaged.update(chunk_owner.get(key, []))
+            for key in expected:
+                if txn.get("refs", key) is None:
+                    problems.append(f"chunk {key.hex()}: referenced but has no reference count")
+                    if txn.get("chunks", key) is None:
+                        damaged.update(chunk_owner.get(key, []))
+        return VerifyReport(not problems, n_entries, n_chunks, problems, sorted(damaged))
+
+
+class _PutWriter:
+    """The batches of one put: cut, hash, compress or verify, write, remember."""
+
+    def __init__(self, store: Store, raw_id: bytes) -> None:
+        self.store = store
+        self.raw_id = raw_id
+        self.keys: list[bytes] = []
+        self.sizes: list[int] = []
+        self.char_counts: list[int] = []
+        self.newlines: list[int] = []
+        self.chars = 0
+        self.is_text = True
+        self.size = 0
+        self.ends_with_newline = False
+        self._sha = hashlib.sha256()
+        self._batch = 0
+        self._written = False
+        self.sha256 = ""
+
+    def run(self, blocks: Iterable[bytes]) -> None:
+        store = self.store
+        pool = store._executor()
+        sha_future = None
+        pending: list[bytes] = []
+        pending_bytes = 0
+        for chunk in cut_chunks(blocks, store.chunk_params):
+            if sha_future is not None:
+                sha_future.result()
+            sha_future = pool.submit(self._sha.update, chunk)
+            pending.append(chunk)
+            pending_bytes += len(chunk)
+            if pending_bytes >= _BATCH:
+                self._flush(pending)
+                pending, pending_bytes = [], 0
+        if pending:
+            self._flush(pending)
+        if sha_future is not None:
+            sha_future.result()
+        self.sha256 = self._sha.hexdigest()
+
+    def _flush(self, chunks: list[bytes]) -> None:
+        store = self.store
+        seed = store._seed
+        pool = store._executor()
+        keys = [xxhash.xxh3_128_digest(c, seed=seed) + b"\0" for c in chunks]
+        with store._backend.read() as txn:
+            frames = [txn.get("chunks", k) for k in keys]
+            refs = [txn.get("refs", k) for k in keys]
+        prepared = list(pool.map(self._prepare, chunks, keys, frames, refs))
+        verified = [f if p is None else None for f, p in zip(frames, prepared)]
+        stats = list(pool.map(chunk_stats, chunks))
+        batch_no = self._batch
+        self._batch += 1
+        token = _process_token()
+
+        def txn_fn(txn: WriteTxn) -> list[bytes]:
+            final_keys: list[bytes] = []
+            new_stored = new_chunks = new_unique = 0
+            if batch_no == 0:
+                txn.put("pending", self.raw_id + b"H", token.encode())
+            for chunk, key, frame, seen in zip(chunks, keys, prepared, verified):
+                key, created, slen = self._place(txn, chunk, key, frame, seen)
+                final_keys.append(key)
+                if created:
+                    new_chunks += 1
+                    new_stored += slen
+                    new_unique += len(chunk)
+            store._evict_for(txn, 0 if not new_stored else new_stored)
+            txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
+            if new_chunks:
+                store._bump(txn, chunks=new_chunks, stored_bytes=new_stored, unique_bytes=new_unique)
+            return final_keys
+
+        final = store._backend.write(txn_fn)
+        self._written = True
+        for chunk, key, (chars, nl) in zip(chunks, final, stats):
+            self.keys.append(key)
+            self.sizes.append(len(chunk))
+            self.newlines.append(nl)
+            if chars is None:
+                self.is_text = False
+                self.char_counts.append(len(chunk))
+            else:
+                self.char_counts.append(chars)
+                self.chars += chars
+            self.size += len(chunk)
+        if chunks:
+            self.ends_with_newline = chunks[-1].endswith(b"\n")
+
+    def _prepare(self, chunk: bytes, key: bytes, frame: bytes | None, ref: bytes | None) -> bytes | None:
+        """In a worker: None if the stored chunk under ``key`` equals ``chunk``, else its zstd frame."""
+        store = self.store
+        if frame is not None and ref is not None:
+            try:
+                same = store._codec.decompressor.decompress(frame, max_output_size=len(chunk) + 1) == chunk
+            except zstandard.ZstdError:
+                same = False
+            if same:
+                return None
+        return store._codec.compressor.compress(chunk)
+
+    def _place(
+        self, txn: WriteTxn, chunk: bytes, key: bytes, frame: bytes | None, seen: bytes | None
+    ) -> tuple[bytes, bool, int]:
+        """Add one reference to ``chunk``; return (its key, whether it was created, stored size).
+
+        ``frame`` is the compressed chunk, or None when ``_prepare`` found ``seen``, the
+        stored frame under the first key, to hold the same bytes.
+        """
+        store = self.store
+        base = key[:16]
+        for variant in range(256):
+            k = base + bytes([variant])
+            rec = txn.get("refs", k)
+            if rec is None:
+                if frame is None:
+                    frame = store._codec.compressor.compress(chunk)
+                txn.put("chunks", k, frame)
+                txn.put("refs", k, _REF.pack(1, len(frame), len(chunk)))
+                return k, True, len(frame)
+            count, slen, rlen = _REF.unpack(rec)
+            if rlen == len(chunk):
+                stored = txn.get("chunks", k)
+                if variant == 0 and seen is not None and stored == seen:
+                    same = True  # verified against these very stored bytes by _prepare
+                else:
+                    try:
+                        same = stored is not None and store._codec.decompressor.decompress(
+                            stored, max_output_size=rlen + 1
+                        ) == chunk
+                    except zstandard.ZstdError:
+                        same = False
+                if same:
+                    txn.put("refs", k, _REF.pack(count + 1, slen, rlen))
+                    return k, False, 0
+        raise StoreFull(f"chunk hash {base.hex()} has 256 different contents; the store is under attack or damaged")
+
+    def clear_pending(self, txn: WriteTxn) -> None:
+        prefix = self.raw_id
+        for key in [k for k, _ in txn.scan("pending", prefix, _prefix_end(prefix))]:
+            txn.delete("pending", key)
+
+    def rollback(self) -> None:
+        if not self._written:
+            return
+        try:
+            self.store._backend.write(lambda txn: _rollback_pending(self.store, txn, self.raw_id))
+        except BlobpadError:
+            pass  # the next open or gc() rolls it back
+
+
+def _rollback_pending(store: Store, txn: WriteTxn, raw_id: bytes) -> None:
+    keys: list[bytes] = []
+    doomed = []
+    for key, value in txn.scan("pending", raw_id, _prefix_end(raw_id)):
+        doomed.append(key)
+        if key[8:9] == b"B":
+            keys.extend(value[i : i + KEY_SIZE] for i in range(0, len(value), KEY_SIZE))
+    if txn.get("entries", raw_id) is not None:
+        keys = []  # the put completed; only the bookkeeping is stale
+    store._release(txn, keys)
+    for key in doomed:
+        txn.delete("pending", key)
+
+
+def _read_blocks(fh: IO[bytes]) -> Iterator[bytes]:
+    while True:
+        block = fh.read(_BLOCK)
+        if not block:
+            return
+        if isinstance(block, str):
+            raise InvalidArgument("the file object returned str; open it in binary mode ('rb')")
+        yield bytes(block)
+
+
+def _expiry_us(expires_at: float | None) -> int:
+    if expires_at is None:
+        return NEVER
+    return max(0, min(NEVER - 1, int(expires_at * 1_000_000)))
+
+
+def _prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix``."""
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return None
+
+
+#: Functions ``(txn, session)`` run when a session is deleted (the notepad registers one).
+_SESSION_HOOKS: list[Callable[[WriteTxn, str], None]] = []
+
+
+def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:  # noqa: A001 - the public name
+    """Open (creating if needed) the store at ``path``.
+
+    ``path`` defaults to ``$BLOBPAD_DIR``, else the platform's user data directory
+    (``platformdirs.user_data_dir("blobpad")``).  ``options`` are those of
+    :class:`Store`.
+    """
+    return Store(path, **options)
+
+
+
