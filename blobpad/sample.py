@@ -44,7 +44,16 @@ def log_lines(seed: int = 0, start: int = 1_700_000_000) -> Iterator[str]:
     """Yield an endless, deterministic stream of varied log lines (without newlines)."""
     rnd = random.Random(seed)
     t = float(start)
+    # Requests and sessions span many lines, as in real logs: ids come from pools
+    # that renew slowly, not from a fresh random draw on every line.
+    requests = [f"{rnd.getrandbits(32):08x}" for _ in range(32)]
+    sessions = [f"{rnd.getrandbits(64):016x}" for _ in range(16)]
+    conns = [f"c-{rnd.getrandbits(24):06x}" for _ in range(24)]
     while True:
+        if rnd.random() < 0.05:
+            requests[rnd.randrange(32)] = f"{rnd.getrandbits(32):08x}"
+        if rnd.random() < 0.01:
+            sessions[rnd.randrange(16)] = f"{rnd.getrandbits(64):016x}"
         t += rnd.expovariate(50.0)
         level = rnd.choice(_LEVELS)
         template = rnd.choice(_FAILURES) if level in ("ERROR", "WARN") and rnd.random() < 0.6 else rnd.choice(_MESSAGES)
@@ -52,23 +61,23 @@ def log_lines(seed: int = 0, start: int = 1_700_000_000) -> Iterator[str]:
             "path": rnd.choice(_PATHS).format(n=rnd.randrange(10_000), key=rnd.choice(_WORDS)),
             "status": rnd.choice((200, 200, 200, 201, 204, 301, 404, 500, 503)),
             "ms": rnd.randrange(1, 5000),
-            "size": rnd.randrange(100, 2_000_000),
+            "size": rnd.choice((512, 1024, 4096, 16384, 65536)) + rnd.randrange(100),
             "user": f"{rnd.choice(_WORDS)}{rnd.randrange(1000)}",
-            "conn": f"c-{rnd.getrandbits(24):06x}",
+            "conn": rnd.choice(conns),
             "n": rnd.randrange(1, 64),
             "m": rnd.randrange(1, 64),
-            "sid": f"{rnd.getrandbits(64):016x}",
+            "sid": rnd.choice(sessions),
             "ttl": rnd.choice((300, 900, 3600)),
-            "job": f"job-{rnd.getrandbits(32):08x}",
-            "key": f"{rnd.choice(_WORDS)}/{rnd.getrandbits(40):010x}",
-            "host": f"10.{rnd.randrange(256)}.{rnd.randrange(256)}.{rnd.randrange(256)}:{rnd.choice((80, 443, 8080, 9090))}",
+            "job": f"job-{rnd.choice(requests)}",
+            "key": f"{rnd.choice(_WORDS)}/{rnd.choice(requests)}",
+            "host": f"10.0.{rnd.randrange(8)}.{rnd.randrange(32)}:{rnd.choice((80, 443, 8080, 9090))}",
         }
         secs = int(t)
         ms = int((t - secs) * 1000)
         stamp = _format_time(secs)
         yield (
             f"{stamp}.{ms:03d} {level:<5} [{rnd.choice(_COMPONENTS)}] "
-            f"req={rnd.getrandbits(32):08x} {template.format(**fields)}"
+            f"req={rnd.choice(requests)} {template.format(**fields)}"
         )
 
 
