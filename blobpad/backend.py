@@ -47,6 +47,7 @@ SPACES = (
     "by_scope",   # session, turn, sequence, id -> b""
     "expiry",     # expires_at + id -> b""
     "names",      # session, name -> id
+    "digests",    # size + sha256 + id -> b"": finds an identical entry to share
     "pending",    # id + batch -> chunk keys of a put still in progress
     "notes",      # notepad heads and versions
 )
@@ -319,7 +320,7 @@ class LmdbBackend:
         env = self._environment()
         self._lock.acquire_shared()
         try:
-            for attempt in range(8):
+            for _attempt in range(8):
                 try:
                     txn = env.begin(buffers=False)
                     break

@@ -18,19 +18,20 @@ and no reference leaks.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
-import io
 import json
 import math
 import os
 import secrets
 import socket
+import stat
 import struct
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -52,6 +53,10 @@ _REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw
 _COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
 _MAX_STR = 4096           # longest session, turn, tool or name accepted
 _MAX_META = 64 << 10      # largest caller meta, as JSON
+
+#: what a worker found for one chunk: key, new frame (None when the stored one is
+#: equal), the stored frame it compared with, characters (None if not UTF-8), newlines
+_Prepared = tuple[bytes, "bytes | None", "bytes | None", "int | None", int]
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,7 @@ def _process_token() -> str:
 
 def _start_time(pid: int) -> str:
     try:
-        with io.open(f"/proc/{pid}/stat", "rb") as fh:
+        with builtins.open(f"/proc/{pid}/stat", "rb") as fh:
             return fh.read().rsplit(b")", 1)[1].split()[19].decode()
     except (OSError, IndexError):
         return "?"
@@ -241,7 +246,7 @@ class Store(ReadsMixin):
         max_map_size: int = 1 << 40,
         max_readers: int = 1024,
         sync: bool = True,
-        level: int = 3,
+        level: int = 1,
         workers: int | None = None,
         clock: Callable[[], float] = time.time,
         chunk_params: ChunkParams | None = None,
@@ -416,95 +421,144 @@ class Store(ReadsMixin):
             raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {_MAX_META}")
         meta = json.loads(meta_json)
 
-        blocks, closer = self._blocks(data)
+        source = self._source(data)
         created = self.now()
         raw_id = bytes.fromhex(new_id())
+        fields = dict(session=session, turn=turn, ttl=ttl, name=name, step=step, tool=tool, meta=meta, created=created)
         try:
-            writer = _PutWriter(self, raw_id)
+            known_sha = None
+            if source.size is not None and self._has_size(source.size):
+                # Something of this very size is stored: hash first, and if the whole
+                # content is already there, share its chunks without cutting anything.
+                known_sha = source.sha256()
+                entry = self._put_duplicate(raw_id, source.size, known_sha, kind, fields)
+                if entry is not None:
+                    return entry
+            writer = _PutWriter(self, raw_id, known_sha)
             try:
-                writer.run(blocks)
-                entry = self._finish_put(
-                    writer, raw_id, session=session, turn=turn, ttl=ttl, name=name, step=step,
-                    tool=tool, meta=meta, kind=kind, created=created,
-                )
+                writer.run(source.blocks())
+                entry = self._finish_put(writer, raw_id, kind=kind, **fields)
             except BaseException:
                 writer.rollback()
                 raise
         finally:
-            closer()
+            source.close()
         return entry
 
+    def _has_size(self, size: int) -> bool:
+        prefix = size.to_bytes(8, "big")
+        with self._backend.read() as txn:
+            return any(True for _ in txn.scan("digests", prefix, _prefix_end(prefix)))
+
+    def _put_duplicate(
+        self, raw_id: bytes, size: int, sha: str, kind: str | None, fields: dict[str, Any]
+    ) -> Entry | None:
+        """Store a new entry sharing the chunks of an identical one; None if there is none.
+
+        Identity is decided by size and SHA-256 (collision-resistant), never by the
+        seeded chunk hashes alone.
+        """
+        prefix = size.to_bytes(8, "big") + bytes.fromhex(sha)
+
+        def txn_fn(txn: WriteTxn) -> Entry | None:
+            for key, _ in txn.scan("digests", prefix, _prefix_end(prefix)):
+                twin_raw = txn.get("entries", key[40:])
+                blob = txn.get("manifests", key[40:])
+                if twin_raw is None or blob is None:
+                    continue
+                twin = Entry.decode(twin_raw)
+                if kind is not None and kind != twin.kind:
+                    continue
+                keys = Manifest.unpack(blob).keys
+                recs = [txn.get("refs", k) for k in keys]
+                if any(r is None for r in recs):
+                    continue
+                for k, rec in zip(keys, recs, strict=True):
+                    count, slen, rlen = _REF.unpack(rec)  # type: ignore[arg-type]
+                    txn.put("refs", k, _REF.pack(count + 1, slen, rlen))
+                return self._commit_entry(
+                    txn, raw_id, blob, len(keys), kind=twin.kind, size=size, chars=twin.chars,
+                    lines=twin.lines, sha256=sha, **fields,
+                )
+            return None
+
+        return self._backend.write(txn_fn)
+
     @staticmethod
-    def _blocks(data: object) -> tuple[Iterable[bytes], Callable[[], None]]:
+    def _source(data: object) -> _Source:
         if isinstance(data, str):
             try:
-                encoded = data.encode("utf-8")
+                return _Source(data.encode("utf-8"))
             except UnicodeEncodeError:
                 raise InvalidArgument("the text contains lone surrogates; pass valid Unicode or bytes") from None
-            return [encoded], lambda: None
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return [bytes(data)], lambda: None
+            return _Source(bytes(data))
         if isinstance(data, os.PathLike):
+            path = os.fspath(data)
             try:
-                fh = io.open(os.fspath(data), "rb")  # noqa: SIM115 - closed by the returned closer
+                fh = builtins.open(path, "rb")  # noqa: SIM115 - closed by _Source.close
             except FileNotFoundError:
-                raise NotFound(f"no file at {os.fspath(data)!r}") from None
+                raise NotFound(f"no file at {path!r}") from None
             except IsADirectoryError:
-                raise InvalidArgument(f"{os.fspath(data)!r} is a directory; pass a file") from None
+                raise InvalidArgument(f"{path!r} is a directory; pass a file") from None
             except OSError as exc:
-                raise InvalidArgument(f"cannot read {os.fspath(data)!r}: {exc.strerror}") from None
-            return _read_blocks(fh), fh.close
-        read = getattr(data, "read", None)
-        if callable(read):
-            return _read_blocks(data), lambda: None  # type: ignore[arg-type]
+                raise InvalidArgument(f"cannot read {path!r}: {exc.strerror}") from None
+            st = os.fstat(fh.fileno())
+            return _Source(None, fh, st.st_size if stat.S_ISREG(st.st_mode) else None, owned=True)
+        if callable(getattr(data, "read", None)):
+            return _Source(None, data)  # type: ignore[arg-type]
         raise InvalidArgument(
             f"put() takes str, bytes, a path (os.PathLike) or a binary file object, not {type(data).__name__}; "
             "to store a path given as a string, pass pathlib.Path(s)"
         )
 
-    def _finish_put(
-        self, writer: _PutWriter, raw_id: bytes, *, session: str, turn: str | int | None, ttl: float | None,
-        name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], kind: str | None, created: float,
-    ) -> Entry:
+    def _finish_put(self, writer: _PutWriter, raw_id: bytes, *, kind: str | None, **fields: Any) -> Entry:
         size = writer.size
         is_text = writer.is_text if kind is None else kind == "text"
         if kind == "text" and not writer.is_text:
             raise InvalidArgument("kind='text' but the content is not valid UTF-8; use kind='binary' or omit kind")
-        chars = writer.chars if is_text else size
         manifest = Manifest.build(writer.keys, writer.sizes, writer.char_counts if is_text else writer.sizes, writer.newlines)
-        newline_total = manifest.lines_at[-1]
-        lines = newline_total + (1 if size and not writer.ends_with_newline else 0)
-        expires = None if ttl is None else created + ttl
-        entry_id = raw_id.hex()
+        lines = manifest.lines_at[-1] + (1 if size and not writer.ends_with_newline else 0)
         packed = manifest.pack()
 
         def txn_fn(txn: WriteTxn) -> Entry:
-            counters = self._counters(txn)
-            seq = counters["seq"] + 1
-            entry = Entry(
-                id=entry_id, session=session, turn=turn, step=step, tool=tool, name=name,
-                kind="text" if is_text else "binary", size_bytes=size, chars=chars if is_text else None,
-                lines=lines, created_at=created, expires_at=expires, sha256=writer.sha256,
-                meta=meta, chunks=len(manifest), seq=seq,
-            )
-            if name is not None:
-                old = txn.get("names", name_key(session, name))
-                if old is not None:
-                    self._delete_in(txn, old)
-            txn.put("entries", raw_id, entry.encode())
-            txn.put("manifests", raw_id, packed)
-            txn.put("by_seq", seq_key(seq), raw_id)
-            txn.put("by_scope", scope_key(session) + seq_key(seq), raw_id)
-            if turn is not None:
-                txn.put("by_scope", scope_key(session, turn) + seq_key(seq), raw_id)
-            txn.put("expiry", expiry_key(_expiry_us(expires), raw_id), b"")
-            if name is not None:
-                txn.put("names", name_key(session, name), raw_id)
             writer.clear_pending(txn)
-            self._bump(txn, entries=1, logical_bytes=size, seq=1)
-            return entry
+            return self._commit_entry(
+                txn, raw_id, packed, len(manifest), kind="text" if is_text else "binary", size=size,
+                chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, **fields,
+            )
 
         return self._backend.write(txn_fn)
+
+    def _commit_entry(
+        self, txn: WriteTxn, raw_id: bytes, packed: bytes, n_chunks: int, *, kind: str, size: int,
+        chars: int | None, lines: int, sha256: str, session: str, turn: str | int | None, ttl: float | None,
+        name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], created: float,
+    ) -> Entry:
+        """Make an entry visible: its record, manifest and every index, in ``txn``."""
+        seq = self._counters(txn)["seq"] + 1
+        expires = None if ttl is None else created + ttl
+        entry = Entry(
+            id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
+            size_bytes=size, chars=chars, lines=lines, created_at=created, expires_at=expires,
+            sha256=sha256, meta=meta, chunks=n_chunks, seq=seq,
+        )
+        if name is not None:
+            old = txn.get("names", name_key(session, name))
+            if old is not None:
+                self._delete_in(txn, old)
+        txn.put("entries", raw_id, entry.encode())
+        txn.put("manifests", raw_id, packed)
+        txn.put("by_seq", seq_key(seq), raw_id)
+        txn.put("by_scope", scope_key(session) + seq_key(seq), raw_id)
+        if turn is not None:
+            txn.put("by_scope", scope_key(session, turn) + seq_key(seq), raw_id)
+        txn.put("expiry", expiry_key(_expiry_us(expires), raw_id), b"")
+        txn.put("digests", _digest_key(size, sha256, raw_id), b"")
+        if name is not None:
+            txn.put("names", name_key(session, name), raw_id)
+        self._bump(txn, entries=1, logical_bytes=size, seq=1)
+        return entry
 
     # -- lookup -----------------------------------------------------------------------
 
@@ -677,6 +731,7 @@ class Store(ReadsMixin):
         if e.turn is not None:
             txn.delete("by_scope", scope_key(e.session, e.turn) + seq_key(e.seq))
         txn.delete("expiry", expiry_key(_expiry_us(e.expires_at), raw_id))
+        txn.delete("digests", _digest_key(e.size_bytes, e.sha256, raw_id))
         if e.name is not None and txn.get("names", name_key(e.session, e.name)) == raw_id:
             txn.delete("names", name_key(e.session, e.name))
         blob = txn.get("manifests", raw_id)
@@ -865,9 +920,10 @@ class Store(ReadsMixin):
 class _PutWriter:
     """The batches of one put: cut, hash, compress or verify, write, remember."""
 
-    def __init__(self, store: Store, raw_id: bytes) -> None:
+    def __init__(self, store: Store, raw_id: bytes, known_sha: str | None = None) -> None:
         self.store = store
         self.raw_id = raw_id
+        self._known_sha = known_sha
         self.keys: list[bytes] = []
         self.sizes: list[int] = []
         self.char_counts: list[int] = []
@@ -882,37 +938,59 @@ class _PutWriter:
         self.sha256 = ""
 
     def run(self, blocks: Iterable[bytes]) -> None:
-        store = self.store
-        pool = store._executor()
-        sha_future = None
-        pending: list[bytes] = []
-        pending_bytes = 0
-        for chunk in cut_chunks(blocks, store.chunk_params):
-            if sha_future is not None:
-                sha_future.result()
-            sha_future = pool.submit(self._sha.update, chunk)
-            pending.append(chunk)
-            pending_bytes += len(chunk)
-            if pending_bytes >= _BATCH:
-                self._flush(pending)
-                pending, pending_bytes = [], 0
-        if pending:
-            self._flush(pending)
-        if sha_future is not None:
-            sha_future.result()
-        self.sha256 = self._sha.hexdigest()
+        """Cut ``blocks`` into chunks and write them in batches.
 
-    def _flush(self, chunks: list[bytes]) -> None:
+        The calling thread cuts; each chunk is hashed, looked up, and compressed (or
+        compared with the stored copy) on the worker pool while the next ones are
+        being cut, and the SHA-256 of the whole content runs on a thread of its own.
+        At most two batches are in flight, so memory stays bounded on any input size.
+        """
         store = self.store
-        seed = store._seed
         pool = store._executor()
-        keys = [xxhash.xxh3_128_digest(c, seed=seed) + b"\0" for c in chunks]
+        sha_thread = ThreadPoolExecutor(1, thread_name_prefix="blobpad-sha")
+        inflight: deque[tuple[bytes, Future[_Prepared]]] = deque()
+        inflight_bytes = 0
+        try:
+            for chunk in cut_chunks(blocks, store.chunk_params):
+                if self._known_sha is None:
+                    sha_thread.submit(self._sha.update, chunk)
+                inflight.append((chunk, pool.submit(self._prepare, chunk)))
+                inflight_bytes += len(chunk)
+                if inflight_bytes >= 2 * _BATCH:
+                    inflight_bytes -= self._flush(inflight, _BATCH)
+            while inflight:
+                self._flush(inflight, _BATCH)
+        finally:
+            for _, fut in inflight:
+                fut.cancel()
+            sha_thread.shutdown(wait=True)
+        self.sha256 = self._known_sha or self._sha.hexdigest()
+
+    def _prepare(self, chunk: bytes) -> _Prepared:
+        """In a worker: key, stats, and either the stored frame found equal or a new frame."""
+        store = self.store
+        key = xxhash.xxh3_128_digest(chunk, seed=store._seed) + b"\0"
+        chars, newlines = chunk_stats(chunk)
         with store._backend.read() as txn:
-            frames = [txn.get("chunks", k) for k in keys]
-            refs = [txn.get("refs", k) for k in keys]
-        prepared = list(pool.map(self._prepare, chunks, keys, frames, refs))
-        verified = [f if p is None else None for f, p in zip(frames, prepared)]
-        stats = list(pool.map(chunk_stats, chunks))
+            stored = txn.get("chunks", key)
+        if stored is not None:
+            try:
+                same = store._codec.decompressor.decompress(stored, max_output_size=len(chunk) + 1) == chunk
+            except zstandard.ZstdError:
+                same = False
+            if same:
+                return key, None, stored, chars, newlines
+        return key, store._codec.compressor.compress(chunk), None, chars, newlines
+
+    def _flush(self, inflight: deque[tuple[bytes, Future[_Prepared]]], limit: int) -> int:
+        """Write the oldest chunks in flight, up to ``limit`` raw bytes, in one transaction."""
+        store = self.store
+        batch: list[tuple[bytes, _Prepared]] = []
+        taken = 0
+        while inflight and taken < limit:
+            chunk, fut = inflight.popleft()
+            batch.append((chunk, fut.result()))
+            taken += len(chunk)
         batch_no = self._batch
         self._batch += 1
         token = _process_token()
@@ -922,14 +1000,14 @@ class _PutWriter:
             new_stored = new_chunks = new_unique = 0
             if batch_no == 0:
                 txn.put("pending", self.raw_id + b"H", token.encode())
-            for chunk, key, frame, seen in zip(chunks, keys, prepared, verified):
+            for chunk, (key, frame, seen, _, _) in batch:
                 key, created, slen = self._place(txn, chunk, key, frame, seen)
                 final_keys.append(key)
                 if created:
                     new_chunks += 1
                     new_stored += slen
                     new_unique += len(chunk)
-            store._evict_for(txn, 0 if not new_stored else new_stored)
+            store._evict_for(txn, new_stored)
             txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
             if new_chunks:
                 store._bump(txn, chunks=new_chunks, stored_bytes=new_stored, unique_bytes=new_unique)
@@ -937,7 +1015,7 @@ class _PutWriter:
 
         final = store._backend.write(txn_fn)
         self._written = True
-        for chunk, key, (chars, nl) in zip(chunks, final, stats):
+        for (chunk, (_, _, _, chars, nl)), key in zip(batch, final, strict=True):
             self.keys.append(key)
             self.sizes.append(len(chunk))
             self.newlines.append(nl)
@@ -948,20 +1026,9 @@ class _PutWriter:
                 self.char_counts.append(chars)
                 self.chars += chars
             self.size += len(chunk)
-        if chunks:
-            self.ends_with_newline = chunks[-1].endswith(b"\n")
-
-    def _prepare(self, chunk: bytes, key: bytes, frame: bytes | None, ref: bytes | None) -> bytes | None:
-        """In a worker: None if the stored chunk under ``key`` equals ``chunk``, else its zstd frame."""
-        store = self.store
-        if frame is not None and ref is not None:
-            try:
-                same = store._codec.decompressor.decompress(frame, max_output_size=len(chunk) + 1) == chunk
-            except zstandard.ZstdError:
-                same = False
-            if same:
-                return None
-        return store._codec.compressor.compress(chunk)
+        if batch:
+            self.ends_with_newline = batch[-1][0].endswith(b"\n")
+        return taken
 
     def _place(
         self, txn: WriteTxn, chunk: bytes, key: bytes, frame: bytes | None, seen: bytes | None
@@ -1027,14 +1094,52 @@ def _rollback_pending(store: Store, txn: WriteTxn, raw_id: bytes) -> None:
         txn.delete("pending", key)
 
 
-def _read_blocks(fh: IO[bytes]) -> Iterator[bytes]:
-    while True:
-        block = fh.read(_BLOCK)
-        if not block:
+class _Source:
+    """The content of a put: in memory, or a binary file read in blocks.
+
+    ``size`` is known for in-memory content and regular files.  ``blocks()`` can be
+    called again after ``sha256()`` only when the file is seekable.
+    """
+
+    def __init__(self, data: bytes | None, fh: IO[bytes] | None = None, size: int | None = None, *, owned: bool = False):
+        self.data = data
+        self.fh = fh
+        self.size = len(data) if data is not None else size
+        self.owned = owned
+
+    def blocks(self) -> Iterator[bytes]:
+        if self.data is not None:
+            if self.data:
+                yield self.data
             return
-        if isinstance(block, str):
-            raise InvalidArgument("the file object returned str; open it in binary mode ('rb')")
-        yield bytes(block)
+        assert self.fh is not None
+        while True:
+            block = self.fh.read(_BLOCK)
+            if not block:
+                return
+            if isinstance(block, str):
+                raise InvalidArgument("the file object returned str; open it in binary mode ('rb')")
+            yield bytes(block)
+
+    def sha256(self) -> str:
+        """Hash the whole content, then rewind so that blocks() reads it again."""
+        sha = hashlib.sha256()
+        if self.fh is not None:
+            start = self.fh.tell()
+            for block in self.blocks():
+                sha.update(block)
+            self.fh.seek(start)
+        else:
+            sha.update(self.data or b"")
+        return sha.hexdigest()
+
+    def close(self) -> None:
+        if self.owned and self.fh is not None:
+            self.fh.close()
+
+
+def _digest_key(size: int, sha256: str, raw_id: bytes) -> bytes:
+    return size.to_bytes(8, "big") + bytes.fromhex(sha256) + raw_id
 
 
 def _expiry_us(expires_at: float | None) -> int:
