@@ -26,13 +26,13 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import lmdb
 
 from .errors import BlobpadError, CorruptData, StoreFull
 
-__all__ = ["ReadTxn", "WriteTxn", "Backend", "LmdbBackend", "SPACES"]
+__all__ = ["ReadTxn", "WriteTxn", "Backend", "LmdbBackend", "acquire_lmdb", "SPACES"]
 
 T = TypeVar("T")
 
@@ -187,6 +187,29 @@ class _LmdbTxn:
 
     def delete(self, space: str, key: bytes) -> bool:
         return bool(self._txn.delete(key, db=self._dbs[space]))
+
+
+_REGISTRY: dict[str, tuple[LmdbBackend, int]] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def acquire_lmdb(path: str, **options: Any) -> LmdbBackend:
+    """Return this process's backend for ``path``, opening it on first use.
+
+    LMDB allows one environment per file per process, so every Store on the same
+    directory shares one backend (the first opener's map options apply); each
+    acquire must be paired with :meth:`LmdbBackend.close`.
+    """
+    os.makedirs(path, exist_ok=True)
+    key = os.path.realpath(path)
+    with _REGISTRY_LOCK:
+        held = _REGISTRY.get(key)
+        if held is not None and not held[0]._closed:
+            _REGISTRY[key] = (held[0], held[1] + 1)
+            return held[0]
+        backend = LmdbBackend(key, **options)
+        _REGISTRY[key] = (backend, 1)
+        return backend
 
 
 class LmdbBackend:
@@ -412,6 +435,14 @@ class LmdbBackend:
         return before, self.size_on_disk()
 
     def close(self) -> None:
+        """Release one holder; the environment closes when the last one lets go."""
+        with _REGISTRY_LOCK:
+            held = _REGISTRY.get(self.path)
+            if held is not None and held[0] is self:
+                if held[1] > 1:
+                    _REGISTRY[self.path] = (self, held[1] - 1)
+                    return
+                del _REGISTRY[self.path]
         if self._closed:
             return
         self._closed = True

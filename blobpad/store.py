@@ -38,7 +38,7 @@ from typing import IO, Any
 import xxhash
 import zstandard
 
-from .backend import LmdbBackend, ReadTxn, WriteTxn
+from .backend import ReadTxn, WriteTxn, acquire_lmdb
 from .chunking import KEY_SIZE, ChunkParams, Manifest, chunk_stats, cut_chunks
 from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
 from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
@@ -259,7 +259,7 @@ class Store(ReadsMixin):
         if not isinstance(level, int) or not -7 <= level <= 22:
             raise InvalidArgument(f"level must be a zstd level from -7 to 22, not {level!r}")
         self.path = os.fspath(path) if path is not None else _default_path()
-        self._backend = LmdbBackend(
+        self._backend = acquire_lmdb(
             self.path, map_size=max(map_size, 1 << 20), max_map_size=max_map_size, max_readers=max_readers, sync=sync
         )
         self._clock = clock
@@ -310,12 +310,13 @@ class Store(ReadsMixin):
         return settings
 
     def close(self) -> None:
-        """Close the store; further calls raise BlobpadError."""
+        """Close the store (idempotent); further calls raise BlobpadError."""
         with self._pool_lock:
             if self._pool is not None and self._pool_pid == os.getpid():
                 self._pool.shutdown(wait=True)
             self._pool = None
-        self._backend.close()
+        backend, self._backend = self._backend, _ClosedBackend()
+        backend.close()
         self._cache.clear()
 
     def __enter__(self) -> Store:
@@ -915,6 +916,18 @@ class Store(ReadsMixin):
                     if txn.get("chunks", key) is None:
                         damaged.update(chunk_owner.get(key, []))
         return VerifyReport(not problems, n_entries, n_chunks, problems, sorted(damaged))
+
+
+class _ClosedBackend:
+    """Stands in for the backend of a closed Store: every use raises."""
+
+    path = ""
+
+    def __getattr__(self, name: str) -> Any:
+        raise BlobpadError("the store is closed; open it again with blobpad.open()")
+
+    def close(self) -> None:
+        pass
 
 
 class _PutWriter:
