@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import io
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import re2
 
-from .errors import InvalidArgument, NotFound
+from .errors import CorruptData, InvalidArgument, NotFound
 
 if TYPE_CHECKING:
     from .backend import ReadTxn
@@ -95,30 +97,59 @@ class GrepResult:
         return {"matches": [m.to_dict() for m in self.matches], "truncated": self.truncated}
 
 
-def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
-    """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason."""
+def _options(ignore_case: bool, literal: bool) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.never_nl = True  # like rg: a match never spans lines
+    options.case_sensitive = not ignore_case
+    options.literal = literal
+    options.max_mem = 64 << 20
+    options.never_capture = True  # only whole-match spans are used: lets RE2 stay in its DFA
+    return options
+
+
+def _encode_pattern(pattern: object) -> bytes:
     if not isinstance(pattern, str):
         raise InvalidArgument(f"pattern must be a string, not {type(pattern).__name__}")
     if len(pattern) > MAX_PATTERN:
         raise InvalidArgument(f"pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN}")
     try:
-        raw = pattern.encode("utf-8")
+        return pattern.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidArgument("pattern contains lone surrogates; pass valid Unicode") from None
-    options = re2.Options()
-    options.log_errors = False
-    options.never_nl = True
-    options.case_sensitive = not ignore_case
-    options.literal = bool(fixed)
-    options.max_mem = 64 << 20
+
+
+def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
+    """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason."""
+    raw = _encode_pattern(pattern)
     try:
-        return re2.compile(raw if fixed else b"(?m)" + raw, options)
+        return re2.compile(raw if fixed else b"(?m)" + raw, _options(ignore_case, bool(fixed)))
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
         raise InvalidArgument(f"invalid pattern: {str(reason)[:300]}; patterns use RE2 syntax "
                               "(no backreferences or look-around); pass fixed=True for a literal") from None
+
+
+def _line_matcher(pattern: str, *, ignore_case: bool, fixed: bool) -> Callable[[bytes, int, int], tuple[int, int]]:
+    """A function finding, from a position, the first matching line's (match start, line end).
+
+    The pattern is extended to run to the end of the line, so RE2 itself skips the
+    rest of a matching line and one call finds one matching line.  It is compiled
+    only after the bare pattern compiled, so the wrapping group cannot be escaped.
+    """
+    compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
+    raw = _encode_pattern(pattern)
+    body = re2.escape(raw) if fixed else raw
+    regex = re2.compile(b"(?m)(?:" + body + b")[^\n]*", _options(ignore_case, False))
+    match = regex._regexp.Match  # the binding under re2's pure-Python wrapper: no Match objects
+    unanchored = re2._Anchor.UNANCHORED
+
+    def find(text: bytes, pos: int, end: int) -> tuple[int, int]:
+        return match(unanchored, text, pos, end)[0]
+
+    return find
 
 
 def _check_int(label: str, value: object, *, minimum: int | None = None) -> int:
@@ -152,6 +183,20 @@ class _View:
             m = self.m
             r = self.store._chunk(self.txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
             self._raw[i] = r
+        return r
+
+    def frame(self, i: int) -> bytes:
+        """The compressed chunk i, read in this view's transaction."""
+        frame = self.txn.get("chunks", self.m.keys[i])
+        if frame is None:
+            raise CorruptData(f"chunk {self.m.keys[i].hex()} is missing; run verify() to find the damaged entries")
+        return frame
+
+    def cached(self, i: int) -> bytes | None:
+        """Chunk i if this view or the store's cache already holds it."""
+        r = self._raw.get(i)
+        if r is None:
+            r = self.store._cached(self.txn, self.m.keys[i])
         return r
 
     def decoded(self, i: int) -> str:
@@ -341,84 +386,132 @@ class ReadsMixin:
 
     def count(self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False) -> int:
         """Count the lines matching ``pattern`` (like ``grep -c`` / ``rg -c``)."""
-        regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
-        n = 0
+        find = _line_matcher(pattern, ignore_case=ignore_case, fixed=fixed)
         with self._view(entry_id) as v:
-            for seg, _ in _segments(v):
-                n += _count_lines(regex, seg)
-        return n
+            return _parallel_count(v, find)
 
 
-def _count_lines(regex: Any, seg: bytes) -> int:
+def _count_lines(find: Callable[[bytes, int, int], tuple[int, int]], seg: bytes, pos: int = 0, size: int = -1) -> int:
+    """Count the matching lines of ``seg[pos:size]``, which starts at a line start."""
     n = 0
-    pos = 0
-    size = len(seg)
-    search = regex.search
-    find = seg.find
-    while pos <= size:
-        m = search(seg, pos)
-        if m is None:
-            break
+    if size < 0:
+        size = len(seg)
+    while pos < size:  # the text ends with its last line's newline, or is the unterminated last line
+        start, end = find(seg, pos, size)
+        if start < 0 or (start == size and seg[size - 1] == 10):
+            break  # none, or an empty match after the last newline: no line is there
         n += 1
-        nl = find(b"\n", m.end() if m.end() > m.start() else m.start())
-        if nl < 0:
-            break
-        pos = nl + 1
-        if pos == size:
-            break
+        pos = end + 1  # the line's newline, consumed by the extended pattern's [^\n]*
     return n
+
+
+def _chunks_ahead(v: _View, depth: int) -> Iterator[bytes]:
+    """Yield the entry's raw chunks in order, decompressing up to ``depth`` ahead on
+    the worker pool (zstd releases the GIL) while the caller searches the current one."""
+    store = v.store
+    m = v.m
+    n = len(m)
+    if depth <= 0 or n <= 1:
+        for i in range(n):
+            yield v.raw(i)
+            v._raw.pop(i, None)
+        return
+    pool = store._executor()
+
+    def submit(i: int) -> Future[bytes] | bytes:
+        hit = v.cached(i)
+        if hit is not None:
+            return hit
+        return pool.submit(store._decompress_cached, v.frame(i), m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+
+    pending: deque[Future[bytes] | bytes] = deque(submit(i) for i in range(min(depth, n)))
+    nxt = len(pending)
+    try:
+        while pending:
+            item = pending.popleft()
+            raw = item if isinstance(item, bytes) else item.result()
+            if nxt < n:
+                pending.append(submit(nxt))
+                nxt += 1
+            yield raw
+    finally:
+        for item in pending:
+            if not isinstance(item, bytes):
+                item.cancel()
+
+
+def _parallel_count(v: _View, find: Callable[[bytes, int, int], tuple[int, int]]) -> int:
+    """Count matching lines, one RE2 call per matching line, chunks decompressed ahead.
+
+    Lines that straddle chunk boundaries are stitched together before counting.
+    """
+    total = 0
+    carry = b""
+    for raw in _chunks_ahead(v, 2 * v.store._workers):
+        first = raw.find(b"\n")
+        if first < 0:
+            carry += raw
+            continue
+        last = raw.rfind(b"\n")
+        if carry:
+            line = carry + raw[: first + 1]
+            total += _count_lines(find, line)
+            total += _count_lines(find, raw, first + 1, last + 1)
+        else:
+            total += _count_lines(find, raw, 0, last + 1)
+        carry = raw[last + 1 :]
+    if carry:
+        total += _count_lines(find, carry)
+    return total
 
 
 def _clip(text: str, window: int) -> str:
     return text if len(text) <= window else text[:window]
 
 
-def _segments(v: _View) -> Iterator[tuple[bytes, int]]:
-    """Yield (bytes of whole lines, number of the first line) covering the content.
+def _segments(v: _View, depth: int = 2) -> Iterator[tuple[bytes, int, int]]:
+    """Yield (buffer, end, number of the first line): ``buffer[:end]`` is whole lines.
 
     Chunks end on newlines except inside very long lines; those are carried over to
-    the next chunk (up to ``_MAX_SEGMENT`` bytes).
+    the next chunk (up to ``_MAX_SEGMENT`` bytes, past which a line is searched in
+    pieces).  Chunks are decompressed ``depth`` ahead.
     """
     carry = b""
     line_no = 1
-    n = len(v.m)
-    for i in range(n):
-        raw = v.raw(i)
-        if len(v._raw) > 4:
-            v._raw.pop(next(iter(v._raw)))  # keep the view's memory bounded
-        if i == n - 1:
-            seg = carry + raw if carry else raw
-            if seg:
-                yield seg, line_no
-            return
+    for raw in _chunks_ahead(v, depth):
         cut = raw.rfind(b"\n") + 1
         if cut == 0 and len(carry) + len(raw) < _MAX_SEGMENT:
             carry += raw
             continue
         if cut == 0:
             cut = len(raw)
-        seg = carry + raw[:cut] if carry else raw[:cut]
-        yield seg, line_no
-        line_no += seg.count(b"\n")
+        if carry:
+            seg = carry + raw[:cut]
+            yield seg, len(seg), line_no
+            line_no += seg.count(b"\n")
+        else:
+            yield raw, cut, line_no
+            line_no += raw.count(b"\n", 0, cut)
         carry = raw[cut:]
     if carry:
-        yield carry, line_no
+        yield carry, len(carry), line_no
 
 
 def _matching_lines(v: _View, regex: Any) -> Iterator[tuple[int, bytes, list[tuple[int, int]]]]:
     """Yield (line number, line bytes, byte spans) of each matching line, in order."""
-    for seg, first_line in _segments(v):
+    for seg, size, first_line in _segments(v):
         pos = 0
-        size = len(seg)
         line_no = first_line
         counted = 0  # newlines of seg[:counted] are included in line_no
-        while pos <= size:
-            m = regex.search(seg, pos)
+        while pos < size:
+            m = regex.search(seg, pos, size)
             if m is None:
                 break
             s = m.start()
+            if s == size and seg[size - 1] == 10:
+                break  # an empty match after the last newline: no line is there
             start = seg.rfind(b"\n", 0, s) + 1
-            end = seg.find(b"\n", s)
+            end = seg.find(b"\n", s, size)
             if end < 0:
                 end = size
             line_no += seg.count(b"\n", counted, start)

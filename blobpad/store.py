@@ -614,6 +614,19 @@ class Store(ReadsMixin):
         self._cache.put(ident, raw)
         return raw
 
+    def _cached(self, txn: ReadTxn, key: bytes) -> bytes | None:
+        """The raw chunk under ``key`` if the cache holds it (checked against the stored frame)."""
+        if not self._cache.capacity:
+            return None
+        frame = txn.get("chunks", key)
+        return None if frame is None else self._cache.get(key + xxhash.xxh3_64_digest(frame))
+
+    def _decompress_cached(self, frame: bytes, key: bytes, raw_len: int) -> bytes:
+        """Decompress and verify a frame read by the caller, filling the cache."""
+        raw = self._decompress(frame, key, raw_len)
+        self._cache.put(key + xxhash.xxh3_64_digest(frame), raw)
+        return raw
+
     def _decompress(self, frame: bytes, key: bytes, raw_len: int) -> bytes:
         try:
             raw = self._codec.decompressor.decompress(frame, max_output_size=raw_len)
