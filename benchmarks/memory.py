@@ -1,0 +1,96 @@
+"""Peak memory of one operation, measured in a fresh process.
+
+The parent runs ``python -m benchmarks.memory '<json spec>'``; the child imports
+what it needs, opens the store, notes its peak RSS so far (the baseline), runs the
+operation once and prints a JSON line with the baseline, the peak and the time.
+Command-line peers are reaped with ``os.wait4``, which gives their own peak RSS.
+
+Operations: ``put`` (a file, streamed: ``Store.put(pathlib.Path(...))``; the
+peers' own way), ``put_bytes`` (blobpad given the content in memory), and
+``lines`` (a 100-line window from the middle of a stored observation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
+from .config import WINDOW_LINES
+
+
+def _peak_kb() -> int:
+    if resource is not None:
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KB on Linux
+    import psutil  # pragma: no cover
+
+    info = psutil.Process().memory_info()  # pragma: no cover
+    return int(getattr(info, "peak_wset", info.rss)) // 1024  # pragma: no cover
+
+
+def _child(spec: dict[str, Any]) -> dict[str, Any]:
+    from .data import Dataset
+    from .peers import READERS, WRITERS, BlobpadWriter
+
+    ds = Dataset(spec["kind"], spec["size_mb"])
+    op = spec["op"]
+    peer = spec["peer"]
+    cli_peak = None
+    if op in ("put", "put_bytes"):
+        writer = WRITERS[peer](Path(spec["directory"]))
+        payload = ds.path.read_bytes() if op == "put_bytes" else None
+        baseline = _peak_kb()
+        t0 = time.perf_counter()
+        if payload is not None:
+            assert isinstance(writer, BlobpadWriter)
+            writer.store.put(payload)
+        else:
+            writer.put(ds)
+        seconds = time.perf_counter() - t0
+        last = getattr(writer, "last", None)
+        if last is not None:
+            cli_peak = last.peak_rss_kb
+        writer.close()
+    elif op == "lines":
+        reader = READERS[peer].reopen(ds, spec["location"])
+        first = spec["first"]
+        baseline = _peak_kb()
+        t0 = time.perf_counter()
+        got = reader.lines(first, first + WINDOW_LINES - 1)
+        seconds = time.perf_counter() - t0
+        if len(got) != WINDOW_LINES:
+            raise AssertionError(f"{peer} returned {len(got)} lines, not {WINDOW_LINES}")
+        if reader.last_peak_rss_kb:
+            cli_peak = reader.last_peak_rss_kb
+        reader.close()
+    else:
+        raise ValueError(f"unknown operation {op!r}")
+    return {"baseline_kb": baseline, "peak_kb": _peak_kb(), "cli_peak_kb": cli_peak, "seconds": seconds}
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one operation in a fresh interpreter and return what it reported."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.memory", json.dumps(spec)],
+        cwd=root, env=env, capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(_child(json.loads(sys.argv[1]))))
