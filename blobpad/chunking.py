@@ -62,8 +62,8 @@ def _find_cut(data: bytes, pos: int, end: int, params: ChunkParams, final: bool)
     avail = end - pos
     if avail <= params.min_size:
         return end if final else None
-    if avail <= params.max_size and not final:
-        return None  # the decision needs the byte after the window too
+    if avail <= params.max_size + 3 and not final:
+        return None  # the decision may look three bytes past the window
     limit = min(pos + params.max_size, end)
     nl = data.find(b"\n", pos + params.min_size - 1, limit)
     if nl >= 0:
@@ -85,12 +85,28 @@ def _find_cut(data: bytes, pos: int, end: int, params: ChunkParams, final: bool)
     last = data.rfind(b"\n", pos + params.min_size - 1, limit)
     if last >= 0:
         return last + 1
-    cut = limit
-    while cut - 1 > pos and limit - cut < 3 and 0x80 <= data[cut] < 0xC0:
-        cut -= 1
-    if 0x80 <= data[cut] < 0xC0:
-        cut = limit  # not UTF-8 text here: any place will do
-    return cut
+    return _char_boundary(data, pos, limit, end)
+
+
+def _char_boundary(data: bytes, pos: int, limit: int, end: int) -> int:
+    """A forced cut near ``limit`` that does not split a UTF-8 character.
+
+    Moves back (or, when the chunk is too small for that, forward) by at most three
+    bytes to a byte that is not a continuation byte; binary data is cut at ``limit``.
+    """
+    if limit >= end or not 0x80 <= data[limit] < 0xC0:
+        return limit
+    back = limit
+    while back - 1 > pos and limit - back < 3 and 0x80 <= data[back] < 0xC0:
+        back -= 1
+    if not 0x80 <= data[back] < 0xC0:
+        return back
+    fwd = limit
+    while fwd < end and fwd - limit < 3 and 0x80 <= data[fwd] < 0xC0:
+        fwd += 1
+    if fwd == end or not 0x80 <= data[fwd] < 0xC0:
+        return fwd
+    return limit  # not UTF-8 here: any place will do
 
 
 def cut_chunks(blocks: Iterable[bytes], params: ChunkParams) -> Iterator[bytes]:
@@ -104,7 +120,7 @@ def cut_chunks(blocks: Iterable[bytes], params: ChunkParams) -> Iterator[bytes]:
     it = iter(blocks)
     final = False
     while True:
-        if not final and len(buf) - pos <= params.max_size:
+        if not final and len(buf) - pos <= params.max_size + 3:
             try:
                 block = next(it)
             except StopIteration:
