@@ -1,0 +1,782 @@
+"""The ``blobpad`` command: the library's second face.
+
+Every subcommand is a thin layer over one :class:`blobpad.Store` method, in the way
+sqlite-utils' CLI sits on its Python API: ``put`` is ``Store.put``, ``read --lines``
+is ``Store.lines``, ``grep`` is ``Store.grep``/``Store.count``, ``ls`` is
+``Store.entries`` and so on.  The CLI adds only what a shell needs:
+
+* content goes to stdout unchanged (``read ID --lines 10:20`` prints what
+  ``sed -n 10,20p`` prints on the original, ``grep`` prints what ``rg -n`` prints);
+* errors are one line on stderr (``blobpad: error: ...``), never a traceback;
+* exit codes: 0 success, 1 not found / no match / ``verify`` found damage,
+  2 usage errors, bad input and every other failure, 130 on Ctrl-C;
+* a progress bar (tqdm) on stderr for large puts, only when stderr is a terminal.
+
+Turns given with ``--turn`` are kept as strings: ``--turn 3`` stores the string
+``"3"``, and ``ls --turn 3`` lists the entries whose turn is the string ``"3"`` (not
+those a Python caller put with the integer ``3``).
+
+Run ``blobpad --help`` or ``blobpad COMMAND --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import stat as stat_module
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, Any, NoReturn
+
+from . import __version__
+from .errors import BlobpadError, InvalidArgument, NotFound
+from .index import Entry
+from .store import Store
+
+__all__ = ["main", "build_parser"]
+
+#: exit codes
+OK, NOT_FOUND, USAGE = 0, 1, 2
+#: characters kept at each end of a text summary
+SUMMARY_EDGE = 500
+#: inputs larger than this get a progress bar (when stderr is a terminal)
+PROGRESS_THRESHOLD = 32 << 20
+#: seconds before the bar of an input of unknown size appears (a quick pipe shows none)
+PROGRESS_DELAY_UNKNOWN = 0.5
+_STREAM_BLOCK = 1 << 20
+#: --ttl not given: the library's default applies
+_DEFAULT_TTL: Any = object()
+
+
+class UsageError(Exception):
+    """A bad command line or bad input detected by the CLI itself (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line: ``blobpad: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see '{self.prog} --help')")
+        raise SystemExit(USAGE)
+
+
+def _fail(message: str) -> None:
+    """Print one error line on stderr."""
+    one_line = " ".join(str(message).split())
+    try:
+        sys.stderr.write(f"blobpad: error: {one_line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _note(message: str) -> None:
+    """Print one informational line on stderr (never on stdout, which carries content)."""
+    try:
+        sys.stderr.write(f"blobpad: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def _out() -> IO[bytes]:
+    return sys.stdout.buffer
+
+
+def _write(data: str | bytes) -> None:
+    """Write content to stdout exactly: bytes as they are, text as UTF-8."""
+    _out().write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
+
+
+def _println(text: str = "") -> None:
+    _write(text + "\n")
+
+
+def _json_line(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def _print_json(obj: Any) -> None:
+    _println(json.dumps(obj, ensure_ascii=False, indent=2))
+
+
+def _human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+# -- argument types -----------------------------------------------------------------------
+
+_TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_ttl(text: str) -> float | None:
+    """``3600``, ``90s``, ``30m``, ``2h``, ``7d`` -> seconds; ``never`` -> None."""
+    t = text.strip().lower()
+    if t in ("never", "none"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)", t)
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid TTL {text!r}: use seconds (3600), 90s, 30m, 2h, 7d or 'never'")
+    seconds = float(m.group(1)) * _TTL_UNITS.get(m.group(2) or "s", 1)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid TTL {text!r}: it must be positive (use 'never' for no expiry)")
+    return seconds
+
+
+def parse_meta(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` -> (key, value); the value stays a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"invalid --meta {text!r}: use KEY=VALUE")
+    return key, value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}: use a non-negative integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}: use a non-negative integer")
+    return n
+
+
+def _int_or_none(text: str, what: str, spec: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"invalid {what} {spec!r}: use A:B with integers, like 100:200") from None
+
+
+def parse_slice(spec: str, what: str) -> tuple[int, int | None]:
+    """``A:B``, ``A:`` or ``:B`` -> (start, end) with Python slice semantics (negatives count from the end)."""
+    if ":" not in spec:
+        raise UsageError(f"invalid {what} {spec!r}: use A:B (A: to the end, :B from the start, negatives count from the end)")
+    a, b = spec.split(":", 1)
+    start = _int_or_none(a, what, spec)
+    return (start or 0), _int_or_none(b, what, spec)
+
+
+def parse_lines(spec: str) -> tuple[int, int | None]:
+    """``A:B`` (1-based, inclusive), ``A:``, ``:B`` or ``N`` -> (first, last or None)."""
+    if ":" not in spec:
+        n = _int_or_none(spec, "--lines", spec)
+        if n is None:
+            raise UsageError("invalid --lines '': use A:B, 1-based and inclusive, like 10:20")
+        first, last = n, n
+    else:
+        a, b = spec.split(":", 1)
+        start = _int_or_none(a, "--lines", spec)
+        first = 1 if start is None else start
+        last = _int_or_none(b, "--lines", spec)
+    if first < 1:
+        raise UsageError(f"invalid --lines {spec!r}: lines are numbered from 1, like sed")
+    if last is not None and last < first:
+        raise UsageError(f"invalid --lines {spec!r}: the last line is before the first")
+    return first, last
+
+
+# -- the store ----------------------------------------------------------------------------
+
+
+def _open(args: argparse.Namespace) -> Store:
+    from .store import open as open_store
+
+    return open_store(args.db)
+
+
+def summary(store: Store, entry: Entry) -> str:
+    """The short view of an entry an agent gets in place of the content.
+
+    Text: the whole content up to 1000 characters, else the first 500 characters,
+    ``\\n[... N characters omitted ...]\\n`` and the last 500.  Binary:
+    ``[BINARY: N bytes, sha256=<hex>]``.
+    """
+    if entry.kind != "text":
+        return f"[BINARY: {entry.size_bytes} bytes, sha256={entry.sha256}]"
+    chars = entry.chars or 0
+    if chars <= 2 * SUMMARY_EDGE:
+        text = store.get(entry.id)
+        assert isinstance(text, str)
+        return text
+    head = store.head(entry.id, SUMMARY_EDGE)
+    tail = store.tail(entry.id, SUMMARY_EDGE)
+    return f"{head}\n[... {chars - 2 * SUMMARY_EDGE} characters omitted ...]\n{tail}"
+
+
+def _put_view(store: Store, entry: Entry) -> dict[str, Any]:
+    return {
+        "id": entry.id, "size": entry.size_bytes, "kind": entry.kind, "lines": entry.lines,
+        "chars": entry.chars, "expires_at": entry.expires_at, "summary": summary(store, entry),
+    }
+
+
+# -- put ----------------------------------------------------------------------------------
+
+
+class _ProgressReader:
+    """A binary file object whose reads advance a tqdm bar."""
+
+    def __init__(self, fh: IO[bytes], bar: Any) -> None:
+        self._fh = fh
+        self._bar = bar
+
+    def read(self, n: int = -1) -> bytes:
+        block = self._fh.read(n)
+        if block:
+            self._bar.update(len(block))
+        return block
+
+
+def _input_size(fh: IO[bytes]) -> int | None:
+    try:
+        st = os.fstat(fh.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return st.st_size if stat_module.S_ISREG(st.st_mode) else None
+
+
+def _want_progress(size: int | None, disabled: bool) -> bool:
+    if disabled:
+        return False
+    try:
+        if not sys.stderr.isatty():
+            return False
+    except (AttributeError, ValueError):
+        return False
+    return size is None or size > PROGRESS_THRESHOLD
+
+
+def _cmd_put(args: argparse.Namespace) -> int:
+    meta = dict(args.meta or [])
+    options: dict[str, Any] = dict(session=args.session, turn=args.turn, name=args.name, tool=args.tool, meta=meta)
+    if args.ttl is not _DEFAULT_TTL:
+        options["ttl"] = args.ttl
+    if args.file == "-":
+        fh: IO[bytes] = sys.stdin.buffer
+        owned = False
+    else:
+        path = pathlib.Path(args.file)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise UsageError(f"no file at {args.file!r}") from None
+        if stat_module.S_ISDIR(st.st_mode):
+            raise UsageError(f"{args.file!r} is a directory; pass a file, or - for stdin")
+        size = st.st_size if stat_module.S_ISREG(st.st_mode) else None
+        if not _want_progress(size, args.no_progress):
+            # The library reads the path itself: it knows the size, and an identical
+            # content already stored is recognised without cutting anything.
+            with _open(args) as store:
+                entry = store.put(path, **options)
+                _println(_json_line(_put_view(store, entry)))
+            return OK
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+        owned = True
+    try:
+        size = _input_size(fh)
+        source: Any = fh
+        bar = None
+        if _want_progress(size, args.no_progress):
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="put", file=sys.stderr,
+                leave=False, dynamic_ncols=True, delay=0 if size is not None else PROGRESS_DELAY_UNKNOWN,
+            )
+            source = _ProgressReader(fh, bar)
+        try:
+            with _open(args) as store:
+                entry = store.put(source, **options)
+                if bar is not None:
+                    bar.close()
+                    bar = None
+                _println(_json_line(_put_view(store, entry)))
+        finally:
+            if bar is not None:
+                bar.close()
+    finally:
+        if owned:
+            fh.close()
+    return OK
+
+
+# -- read ---------------------------------------------------------------------------------
+
+
+def _cmd_read(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        eid = args.id
+        if args.full:
+            with store.stream(eid) as fh:
+                while block := fh.read(_STREAM_BLOCK):
+                    _write(block)
+        elif args.head is not None:
+            _write(store.head(eid, args.head))
+        elif args.tail is not None:
+            _write(store.tail(eid, args.tail))
+        elif args.range is not None:
+            start, end = parse_slice(args.range, "--range")
+            _write(store.range(eid, start, end))
+        elif args.bytes is not None:
+            start, end = parse_slice(args.bytes, "--bytes")
+            _write(store.byte_range(eid, start, end))
+        else:
+            first, last = parse_lines(args.lines)
+            _read_lines(store, eid, first, last)
+    return OK
+
+
+def _read_lines(store: Store, eid: str, first: int, last: int | None) -> None:
+    """Write lines ``first`` to ``last`` with their newlines, as ``sed -n first,lastp`` does."""
+    entry = store.stat(eid)
+    if entry.kind != "text":
+        _binary_lines(store, eid, first, last)
+        return
+    lines = store.lines(eid, first, last)
+    if not lines:
+        return
+    stop = first + len(lines) - 1
+    text = "\n".join(lines)
+    if stop < entry.lines or store.byte_range(eid, -1) == b"\n":
+        text += "\n"
+    _write(text)
+
+
+def _binary_lines(store: Store, eid: str, first: int, last: int | None) -> None:
+    """Lines of a binary entry, bytes unchanged (a scan: binary entries have no line index)."""
+    line = 1
+    with store.stream(eid) as fh:
+        while last is None or line <= last:
+            block = fh.read(_STREAM_BLOCK)
+            if not block:
+                return
+            pos = 0
+            while pos < len(block) and (last is None or line <= last):
+                nl = block.find(b"\n", pos)
+                end = len(block) if nl < 0 else nl + 1
+                if line >= first:
+                    _write(block[pos:end])
+                pos = end
+                if nl >= 0:
+                    line += 1
+
+
+# -- grep ---------------------------------------------------------------------------------
+
+#: line_window for "whole lines", as rg prints them
+_WHOLE_LINES = 1 << 60
+
+
+def _cmd_grep(args: argparse.Namespace) -> int:
+    before = args.before if args.before is not None else (args.context or 0)
+    after = args.after if args.after is not None else (args.context or 0)
+    with _open(args) as store:
+        if args.count:
+            n = store.count(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
+            if args.max_count is not None:
+                n = min(n, args.max_count)
+            _println(_json_line({"count": n}) if args.json else str(n))
+            return OK if n else NOT_FOUND
+        result = store.grep(
+            args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed, before=before, after=after,
+            max_matches=100 if args.max_count is None else args.max_count,
+            line_window=args.max_columns or _WHOLE_LINES,
+        )
+    if args.json:
+        _println(_json_line(result.to_dict()))
+    else:
+        _print_grep(result, args, context=bool(before or after))
+    if result.truncated:
+        shown = len(result.matches)
+        _note(f"stopped after {shown} matching line{'s' if shown != 1 else ''}; more exist (raise -m)")
+    return OK if result.matches else NOT_FOUND
+
+
+def _print_grep(result: Any, args: argparse.Namespace, *, context: bool) -> None:
+    """Print like ``rg -n``: each line once, ``N:`` for matches, ``N-`` for context, ``--`` between groups."""
+    rows: dict[int, tuple[bool, str]] = {}
+    for m in result.matches:
+        for number, text in m.before:
+            rows.setdefault(number, (False, text))
+        rows[m.line] = (True, m.text)
+        for number, text in m.after:
+            rows.setdefault(number, (False, text))
+    if result.truncated and result.matches and result.matches[-1].after:
+        # Matches past the -m limit may sit in the last match's trailing context: rg
+        # prints those as matches (N:), so mark them by testing the pattern.
+        from .reads import compile_pattern
+
+        regex = compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
+        for number, text in result.matches[-1].after:
+            if not rows[number][0] and regex.search(text.encode("utf-8", "surrogateescape")) is not None:
+                rows[number] = (True, text)
+    out: list[str] = []
+    previous = None
+    for number in sorted(rows):
+        is_match, text = rows[number]
+        if context and previous is not None and number > previous + 1:
+            out.append("--\n")
+        out.append(f"{number}{':' if is_match else '-'}{text}\n")
+        previous = number
+        if len(out) >= 4096:
+            _write("".join(out))
+            out.clear()
+    _write("".join(out))
+
+
+# -- ls, stat, rm, maintenance ------------------------------------------------------------
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _expires_in(entry: Entry, now: float) -> str:
+    if entry.expires_at is None:
+        return "never"
+    left = entry.expires_at - now
+    if left < 60:
+        return f"{max(0, int(left))}s"
+    if left < 3600:
+        return f"{int(left // 60)}m"
+    if left < 86400:
+        return f"{int(left // 3600)}h{int(left % 3600 // 60):02d}m"
+    return f"{int(left // 86400)}d"
+
+
+def _cmd_ls(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        entries = store.entries(session=args.session, turn=args.turn)
+        now = store.now()
+    if args.json:
+        if not entries:
+            _println("[]")
+            return OK
+        _println("[\n" + ",\n".join(_json_line(e.to_dict()) for e in entries) + "\n]")
+        return OK
+    if not entries:
+        return OK
+    header = ("ID", "SIZE", "LINES", "KIND", "CREATED", "EXPIRES", "SESSION", "TURN", "NAME", "TOOL")
+    rows = [header] + [
+        (
+            e.id, _human_size(e.size_bytes), str(e.lines), e.kind, _when(e.created_at), _expires_in(e, now),
+            e.session or "-", "-" if e.turn is None else str(e.turn), e.name or "-", e.tool or "-",
+        )
+        for e in entries
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    right = {1, 2}
+    for r in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        _println("  ".join(cells).rstrip())
+    return OK
+
+
+def _cmd_stat(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        _print_json(store.stat(args.id).to_dict())
+    return OK
+
+
+def _cmd_rm(args: argparse.Namespace) -> int:
+    rc = OK
+    with _open(args) as store:
+        for eid in args.ids:
+            try:
+                store.delete(eid)
+            except NotFound as exc:
+                _fail(str(exc))
+                rc = NOT_FOUND
+    return rc
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        _print_json(store.gc().to_dict())
+    return OK
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        d = store.stats().to_dict()
+        d["path"] = store.path
+    _print_json(d)
+    return OK
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        before, after = store.compact()
+    _print_json({"bytes_before": before, "bytes_after": after, "freed": before - after})
+    return OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        report = store.verify()
+    _print_json(report.to_dict())
+    return OK if report.ok else NOT_FOUND
+
+
+# -- notes --------------------------------------------------------------------------------
+
+
+def _cmd_notes(args: argparse.Namespace) -> int:
+    raise UsageError("notes: the session notepad is not available in this build")
+
+
+# -- mcp, demo ----------------------------------------------------------------------------
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from . import mcp_server
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or ""
+        if missing == "mcp" or missing.startswith("mcp."):
+            raise UsageError("the MCP server needs the mcp extra: install blobpad[mcp]") from None
+        raise UsageError(f"the MCP server is not available in this build ({exc})") from None
+    argv: list[str] = []
+    if args.db is not None:
+        argv += ["--db", args.db]
+    if args.session is not None:
+        argv += ["--session", args.session]
+    for directory in args.allow or []:
+        argv += ["--allow", directory]
+    if args.profile is not None:
+        argv += ["--profile", args.profile]
+    rc = mcp_server.main(argv)
+    return rc if isinstance(rc, int) else OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run
+
+    return run(db=args.db, keep=args.keep, size=args.size)
+
+
+# -- the parser ---------------------------------------------------------------------------
+
+
+def _sub(
+    subparsers: Any, name: str, func: Callable[[argparse.Namespace], int], help_text: str, example: str,
+    common: argparse.ArgumentParser, description: str | None = None,
+) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help_text, description=description or help_text, parents=[common],
+        epilog="example:\n" + "\n".join("  " + line for line in example.strip().splitlines()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=func)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the ``blobpad`` command."""
+    db_help = "store directory (default: $BLOBPAD_DIR, else the user data dir, as blobpad.open())"
+    parser = _Parser(
+        prog="blobpad",
+        description="blobpad: park huge observations outside an agent's context, read them by slices.",
+        epilog="examples:\n  blobpad demo\n  blobpad put big.log --session s1\n"
+        "  blobpad read ID --lines 100:120\n  blobpad grep ID 'ERROR|WARN' -C 2\n\n"
+        "exit codes: 0 ok, 1 not found or no match, 2 usage or bad input",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--db", metavar="DIR", default=None, help=db_help)
+    parser.add_argument("--version", action="version", version=f"blobpad {__version__}")
+    # --db is accepted after the subcommand too (blobpad ls --db DIR).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", metavar="DIR", default=argparse.SUPPRESS, help=db_help)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = _sub(
+        sub, "put", _cmd_put, "store a file or stdin; print the entry as one JSON object",
+        "blobpad put build.log --session s1 --turn 3 --tool make --meta path=build.log\n"
+        "make 2>&1 | blobpad put - --ttl 2h",
+        common,
+        description="Store a file (or stdin with -) and print the entry as one JSON line: "
+        "id, size, kind, lines, chars, expires_at and the summary an agent sees "
+        "(first and last 500 characters, or [BINARY: N bytes, sha256=...]). "
+        "Turns are stored as the strings given.",
+    )
+    p.add_argument("file", metavar="FILE", help="file to store, or - for stdin")
+    p.add_argument("--session", help="session owning the entry (default: the default session \"\")")
+    p.add_argument("--turn", help="turn inside the session (kept as a string)")
+    p.add_argument("--ttl", type=parse_ttl, default=_DEFAULT_TTL,
+                   help="time to live: seconds, or 90s, 30m, 2h, 7d, or 'never' (default: 1h)")
+    p.add_argument("--name", help="name the entry; a put with the same name in the session replaces it")
+    p.add_argument("--tool", help="tool that produced the content")
+    p.add_argument("--meta", type=parse_meta, action="append", metavar="KEY=VALUE",
+                   help="metadata (repeatable; values are strings)")
+    p.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+
+    p = _sub(
+        sub, "read", _cmd_read, "write a slice of an entry to stdout, unchanged",
+        "blobpad read 485d7beae4e144eb --lines 10:20      # what sed -n 10,20p prints\n"
+        "blobpad read 485d7beae4e144eb --head 2000\n"
+        "blobpad read 485d7beae4e144eb --range=-500:      # the last 500 characters",
+        common,
+        description="Write one slice of an entry to stdout, unchanged. Text is counted in characters, "
+        "binary in bytes; A:B slices like Python (A: to the end, :B from the start, negatives count "
+        "from the end; write --range=-500: for a negative start).",
+    )
+    p.add_argument("id", metavar="ID", help="entry id")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--head", type=_non_negative, metavar="N", help="the first N characters (bytes if binary)")
+    mode.add_argument("--tail", type=_non_negative, metavar="N", help="the last N characters (bytes if binary)")
+    mode.add_argument("--range", metavar="A:B", help="characters A to B (bytes if binary)")
+    mode.add_argument("--bytes", metavar="A:B", help="bytes A to B")
+    mode.add_argument("--lines", metavar="A:B", help="lines A to B, 1-based and inclusive, with their newlines (or N)")
+    mode.add_argument("--full", action="store_true", help="the whole content")
+
+    p = _sub(
+        sub, "grep", _cmd_grep, "print the lines matching a pattern, like rg -n",
+        "blobpad grep 485d7beae4e144eb 'ERROR|timed out' -i -C 2\n"
+        "blobpad grep 485d7beae4e144eb -F '[warn]' -c\n"
+        "blobpad grep 485d7beae4e144eb -- -leading-dash",
+        common,
+        description="Print the matching lines as LINE:TEXT and context lines as LINE-TEXT, like rg -n "
+        "(each line once, -- between groups). Patterns use RE2 syntax (no backreferences or look-around) "
+        "and match within a line. Exit status 1 when nothing matched.",
+    )
+    p.add_argument("id", metavar="ID", help="entry id")
+    p.add_argument("pattern", metavar="PATTERN", help="RE2 regular expression (a literal with -F)")
+    p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
+    p.add_argument("-F", "--fixed-strings", dest="fixed", action="store_true", help="the pattern is a literal string")
+    p.add_argument("-A", "--after-context", dest="after", type=_non_negative, metavar="N", help="N lines after each match")
+    p.add_argument("-B", "--before-context", dest="before", type=_non_negative, metavar="N", help="N lines before each match")
+    p.add_argument("-C", "--context", type=_non_negative, metavar="N", help="N lines before and after each match")
+    p.add_argument("-m", "--max-count", type=_non_negative, metavar="N",
+                   help="stop after N matching lines (default 100; with -c, cap the count)")
+    p.add_argument("-M", "--max-columns", type=_non_negative, metavar="N",
+                   help="print a window of N characters around the first match of longer lines (default: whole lines)")
+    p.add_argument("-c", "--count", action="store_true", help="print the number of matching lines")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+    p = _sub(
+        sub, "ls", _cmd_ls, "list live entries",
+        "blobpad ls --session s1 --turn 3\nblobpad ls --json", common,
+        description="List live entries in creation order: all of them, a session's, or a turn's "
+        "(--turn alone means the default session). --json prints a JSON array, one entry per line.",
+    )
+    p.add_argument("--session", help="only this session's entries")
+    p.add_argument("--turn", help="only this turn's entries (a string, as put stores it)")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
+    p = _sub(sub, "stat", _cmd_stat, "print an entry's record as JSON", "blobpad stat 485d7beae4e144eb", common)
+    p.add_argument("id", metavar="ID", help="entry id")
+
+    p = _sub(sub, "rm", _cmd_rm, "delete entries", "blobpad rm 485d7beae4e144eb 9fe69da4eb73e6d6", common,
+             description="Delete entries and free their chunks. Exit status 1 if any id was not found.")
+    p.add_argument("ids", metavar="ID", nargs="+", help="entry ids")
+
+    _sub(sub, "gc", _cmd_gc, "remove expired entries and free their chunks", "blobpad gc", common,
+         description="Remove expired entries, free unreferenced chunks and roll back interrupted puts; "
+         "print what was freed as JSON.")
+    _sub(sub, "stats", _cmd_stats, "print counts and sizes of the store as JSON", "blobpad stats", common)
+    _sub(sub, "compact", _cmd_compact, "give free space back to the file system", "blobpad compact", common,
+         description="Rewrite the store file without its free pages. Needs the store to itself: "
+         "stop the agents and MCP servers using it first.")
+    _sub(sub, "verify", _cmd_verify, "check every chunk; exit 1 if anything is damaged", "blobpad verify", common,
+         description="Check every entry's chunks, reference counts and checksums; print the report as JSON. "
+         "Exit status 1 when problems were found.")
+
+    _add_notes(sub, common)
+
+    p = _sub(
+        sub, "mcp", _cmd_mcp, "run the MCP server on stdio (needs blobpad[mcp])",
+        "blobpad mcp --session agent-1 --allow ~/project --allow /tmp", common,
+        description="Run the Model Context Protocol server on stdin/stdout, so that an agent can offload "
+        "and read observations. Needs the extra: pip install 'blobpad[mcp]'.",
+    )
+    p.add_argument("--session", help="session of the server's entries")
+    p.add_argument("--allow", action="append", metavar="DIR", help="directory the server may read files from (repeatable)")
+    p.add_argument("--profile", help="tool profile of the server")
+
+    p = _sub(
+        sub, "demo", _cmd_demo, "offload a multi-MB log and read it back, with timings",
+        "blobpad demo\nblobpad demo --db /tmp/demo-db --keep", common,
+        description="Write a realistic multi-MB log, offload it, print what an agent would see, then a head, "
+        "a line window and a grep, with timings. Uses the default store (or --db) and deletes its entry "
+        "afterwards unless --keep.",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the demo entry (it expires in an hour)")
+    p.add_argument("--size", type=_non_negative, default=6 << 20, help=argparse.SUPPRESS)
+    return parser
+
+
+def _add_notes(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = _sub(sub, "notes", _cmd_notes, "show or edit a session's notepad", "blobpad notes --session s1 show", common)
+    p.add_argument("--session", help="the session")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``blobpad`` command; return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        _fail("no command given; try 'blobpad demo' or 'blobpad --help'")
+        return USAGE
+    try:
+        rc = func(args)
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:
+        # The reader went away (blobpad read ID --full | head): stop quietly, like rg.
+        _silence_stdout()
+        return OK
+    except NotFound as exc:
+        _fail(str(exc))
+        return NOT_FOUND
+    except (UsageError, InvalidArgument) as exc:
+        _fail(str(exc))
+        return USAGE
+    except BlobpadError as exc:
+        _fail(str(exc))
+        return USAGE
+    except OSError as exc:
+        _fail(_os_message(exc))
+        return USAGE
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return 130
+
+
+def _os_message(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {exc.filename!r}" if exc.filename else reason
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

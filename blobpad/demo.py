@@ -1,0 +1,121 @@
+"""``blobpad demo``: the main job end to end, in a few seconds.
+
+It writes a realistic multi-MB log (:mod:`blobpad.sample`), offloads it into the
+store, prints what an agent would see in its context instead of the log (the
+synthetic observation: a summary and an id), then reads a head, a line window and a
+grep by id, timing each call.  The entry is deleted at the end unless ``keep``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
+
+from . import sample
+from .cli import summary
+from .store import Store
+from .store import open as open_store
+
+__all__ = ["run", "synthetic_observation"]
+
+T = TypeVar("T")
+
+#: the session and name of the demo entry (a second demo replaces the first)
+DEMO_SESSION = "blobpad-demo"
+DEMO_NAME = "demo-log"
+
+
+def _timed(fn: Callable[[], T]) -> tuple[T, float]:
+    t0 = time.perf_counter()
+    value = fn()
+    return value, (time.perf_counter() - t0) * 1000
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB"
+
+
+def synthetic_observation(store: Store, entry_id: str, path: str) -> dict[str, Any]:
+    """The observation an agent's history holds in place of the content (seed 000's shape)."""
+    entry = store.stat(entry_id)
+    return {
+        "ok": True,
+        "scratchpad_id": entry.id,
+        "size_bytes": entry.size_bytes,
+        "kind": entry.kind,
+        "summary": summary(store, entry),
+        "metadata": {"path": path, "bytes": entry.size_bytes, "lines": entry.lines, "encoding": "utf-8"},
+        "_note": "Large observation saved in blobpad. Read slices by id: blobpad read ID --head N | --tail N | "
+        "--lines A:B, or blobpad grep ID PATTERN.",
+    }
+
+
+def run(db: str | None = None, *, keep: bool = False, size: int = 6 << 20, out: IO[str] | None = None) -> int:
+    """Run the demo on the store at ``db`` (default: ``blobpad.open()``'s); return 0."""
+    out = out or sys.stdout
+
+    def say(text: str = "") -> None:
+        out.write(text + "\n")
+
+    prefix = "blobpad" if db is None else f"blobpad --db {shlex.quote(db)}"
+    with open_store(db) as store, tempfile.TemporaryDirectory(prefix="blobpad-demo-") as tmp:
+        say(f"blobpad demo: store {store.path}")
+        say()
+        path = os.path.join(tmp, "service.log")
+        written, ms = _timed(lambda: sample.write_log(path, size))
+        say(f"1. A tool returned a {_mb(written)} log, far too big for a model's context")
+        say(f"   (generated in {ms:.0f} ms: {path})")
+        say()
+
+        before = store.stats().stored_bytes
+        entry, put_ms = _timed(lambda: store.put(pathlib.Path(path), session=DEMO_SESSION, name=DEMO_NAME))
+        added = store.stats().stored_bytes - before
+        try:
+            say(f"2. Offload it: put in {put_ms:.1f} ms -> id {entry.id}")
+            say(f"   {entry.lines:,} lines, {entry.chunks} chunks, {_mb(max(0, added))} stored after compression")
+            say()
+            obs = synthetic_observation(store, entry.id, path)
+            shown = json.dumps(obs, ensure_ascii=False, indent=2)
+            say(f"3. What the agent sees instead ({len(shown.encode()):,} bytes instead of {entry.size_bytes:,}):")
+            say(shown)
+            say()
+            say("4. The agent reads slices by id; each read decompresses only the chunks it needs:")
+            eid = entry.id
+            middle = max(1, entry.lines // 2)
+            reads: list[tuple[str, Callable[[], str]]] = [
+                (f"read {eid} --head 300", lambda: _text(store.head(eid, 300))),
+                (f"read {eid} --lines {middle}:{middle + 4}", lambda: "\n".join(store.lines(eid, middle, middle + 4))),
+                (f"grep {eid} 'ERROR.*timed out' -m 3", lambda: _grep(store, eid, "ERROR.*timed out", 3)),
+                (f"grep {eid} -c ERROR", lambda: str(store.count(eid, "ERROR"))),
+            ]
+            for command, read in reads:
+                text, ms = _timed(read)
+                say()
+                say(f"$ {prefix} {command}    # {ms:.1f} ms")
+                say(text.rstrip("\n"))
+            say()
+        finally:
+            if not keep:
+                store.delete(entry.id)
+        if keep:
+            say(f"5. Kept entry {entry.id} (it expires in an hour). Try: {prefix} grep {entry.id} -i 'quota' -C 1")
+        else:
+            say("5. Deleted the demo entry (pass --keep to keep it and try more reads).")
+    out.flush()
+    return 0
+
+
+def _text(value: str | bytes) -> str:
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+
+def _grep(store: Store, eid: str, pattern: str, limit: int) -> str:
+    result = store.grep(eid, pattern, max_matches=limit)
+    return "\n".join(f"{m.line}:{m.text}" for m in result.matches)
