@@ -3,7 +3,7 @@
 The parent runs ``python -m benchmarks.memory '<json spec>'``; the child imports
 what it needs, opens the store, notes its peak RSS so far (the baseline), runs the
 operation once and prints a JSON line with the baseline, the peak and the time.
-Command-line peers are reaped with ``os.wait4``, which gives their own peak RSS.
+Command-line peers run under GNU ``time -f %M``, which gives their own peak RSS.
 
 Operations: ``put`` (a file, streamed: ``Store.put(pathlib.Path(...))``; the
 peers' own way), ``put_bytes`` (blobpad given the content in memory), and
@@ -29,8 +29,21 @@ from .config import WINDOW_LINES
 
 
 def _peak_kb() -> int:
+    """This process's peak RSS in KB.
+
+    Linux's ``VmHWM`` first: ``ru_maxrss`` of a process started by another one
+    counts the parent's peak at fork time (the pytest process, often bigger than
+    what is measured here).
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     if resource is not None:
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KB on Linux
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KB on Linux, bytes on macOS
     import psutil  # pragma: no cover
 
     info = psutil.Process().memory_info()  # pragma: no cover
@@ -47,6 +60,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     cli_peak = None
     if op in ("put", "put_bytes"):
         writer = WRITERS[peer](Path(spec["directory"]))
+        if hasattr(writer, "measure_memory"):
+            writer.measure_memory = True
         payload = ds.path.read_bytes() if op == "put_bytes" else None
         baseline = _peak_kb()
         t0 = time.perf_counter()
@@ -56,12 +71,11 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         else:
             writer.put(ds)
         seconds = time.perf_counter() - t0
-        last = getattr(writer, "last", None)
-        if last is not None:
-            cli_peak = last.peak_rss_kb
+        cli_peak = getattr(writer, "last_peak_rss_kb", None)
         writer.close()
     elif op == "lines":
         reader = READERS[peer].reopen(ds, spec["location"])
+        reader.measure_memory = True
         first = spec["first"]
         baseline = _peak_kb()
         t0 = time.perf_counter()
@@ -69,8 +83,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         seconds = time.perf_counter() - t0
         if len(got) != WINDOW_LINES:
             raise AssertionError(f"{peer} returned {len(got)} lines, not {WINDOW_LINES}")
-        if reader.last_peak_rss_kb:
-            cli_peak = reader.last_peak_rss_kb
+        cli_peak = reader.last_peak_rss_kb
         reader.close()
     else:
         raise ValueError(f"unknown operation {op!r}")

@@ -33,6 +33,7 @@ so the benchmarks can check each answer against :class:`benchmarks.data.Truth`.
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import mmap
 import os
@@ -41,6 +42,7 @@ import secrets
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -97,24 +99,47 @@ def disk_bytes(path: Path) -> int:
 
 
 class CommandResult:
-    """Standard output of a pipeline and the peak RSS of its processes."""
+    """Standard output of a pipeline, exit codes, and (when measured) the peak RSS of its processes."""
 
-    def __init__(self, out: bytes, codes: list[int], peak_rss_kb: int) -> None:
+    def __init__(self, out: bytes, codes: list[int], peak_rss_kb: list[int | None]) -> None:
         self.out = out
         self.codes = codes
         self.peak_rss_kb = peak_rss_kb
 
 
-def run_pipeline(*commands: list[str]) -> CommandResult:
+@functools.lru_cache(maxsize=1)
+def _gnu_time() -> str | None:
+    path = shutil.which("time") or ("/usr/bin/time" if os.path.exists("/usr/bin/time") else None)
+    if path is None:
+        return None
+    probe = subprocess.run([path, "-f", "%M", "true"], capture_output=True, text=True, check=False)
+    return path if probe.returncode == 0 and probe.stderr.strip().isdigit() else None
+
+
+def run_pipeline(*commands: list[str], measure: bool = False) -> CommandResult:
     """Run ``commands`` connected by pipes, like a shell's ``a | b``.
 
-    Each process is reaped with ``os.wait4`` so that its own peak RSS is known.
+    With ``measure``, each process runs under GNU ``time -f %M`` to learn its own
+    peak RSS.  (``ru_maxrss`` from ``wait4`` or ``RUSAGE_CHILDREN`` cannot be used:
+    on Linux a child's ``ru_maxrss`` starts at its parent's peak RSS at fork time.)
     """
+    timer = _gnu_time() if measure else None
+    reports: list[str | None] = []
+    argvs = []
+    for cmd in commands:
+        if timer:
+            fd, report = tempfile.mkstemp(prefix="blobpad-bench-rss-")
+            os.close(fd)
+            reports.append(report)
+            argvs.append([timer, "-f", "%M", "-o", report, *cmd])
+        else:
+            reports.append(None)
+            argvs.append(cmd)
     procs: list[subprocess.Popen[bytes]] = []
     prev = None
     try:
-        for cmd in commands:
-            p = subprocess.Popen(cmd, stdin=prev, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        for argv in argvs:
+            p = subprocess.Popen(argv, stdin=prev, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             if prev is not None:
                 prev.close()  # the upstream process gets SIGPIPE when the downstream one quits early
             prev = p.stdout
@@ -123,14 +148,17 @@ def run_pipeline(*commands: list[str]) -> CommandResult:
         out = prev.read()
         prev.close()
     finally:
-        codes = []
-        peak = 0
-        for p in procs:
-            _, status, usage = os.wait4(p.pid, 0)
-            p.returncode = os.waitstatus_to_exitcode(status)
-            codes.append(p.returncode)
-            peak = max(peak, usage.ru_maxrss)
-    return CommandResult(out, codes, peak)
+        codes = [p.wait() for p in procs]
+    peaks: list[int | None] = []
+    for report in reports:
+        if report is None:
+            peaks.append(None)
+            continue
+        with open(report) as fh:
+            last = fh.read().strip().splitlines()[-1:] or [""]
+        os.unlink(report)
+        peaks.append(int(last[0]) if last[0].isdigit() else None)
+    return CommandResult(out, codes, peaks)
 
 
 def tool(name: str) -> str | None:
@@ -219,7 +247,8 @@ class Reader:
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
-        self.last_peak_rss_kb = 0  # peak RSS of the last command, for CLI readers
+        self.measure_memory = False  # CLI readers: learn each command's peak RSS (slower)
+        self.last_peak_rss_kb: int | None = None
 
     @classmethod
     def unavailable(cls, dataset: Dataset) -> str | None:
@@ -562,10 +591,11 @@ class _CliReader(Reader):
     def _run(self, command: list[str]) -> bytes:
         """Run ``command`` on the file (reading it from ``zstd -dc`` when compressed)."""
         if self.compressed:
-            result = run_pipeline([self.exe["zstd"], "-dcq", str(self.path)], command)
+            result = run_pipeline([self.exe["zstd"], "-dcq", str(self.path)], command, measure=self.measure_memory)
         else:
-            result = run_pipeline([*command, str(self.path)])
-        self.last_peak_rss_kb = result.peak_rss_kb
+            result = run_pipeline([*command, str(self.path)], measure=self.measure_memory)
+        known = [p for p in result.peak_rss_kb if p is not None]
+        self.last_peak_rss_kb = max(known) if known else None
         if result.codes[-1] not in (0, 1):
             raise RuntimeError(f"{command[0]} failed with exit code {result.codes[-1]}")
         return result.out
@@ -803,6 +833,8 @@ class FileWriter(Writer):
 class ZstdWriter(Writer):
     name = "zstd-cli"
     label = "zstd -3 -T2"
+    measure_memory = False
+    last_peak_rss_kb: int | None = None
 
     @classmethod
     def unavailable(cls, dataset: Dataset) -> str | None:
@@ -810,10 +842,11 @@ class ZstdWriter(Writer):
 
     def put(self, dataset: Dataset) -> str:
         handle = secrets.token_hex(8) + ".zst"
-        self.last = run_pipeline([tool("zstd") or "zstd", "-3", "-T2", "-q", "-f", str(dataset.path), "-o",
-                                  str(self.directory / handle)])
-        if self.last.codes != [0]:
-            raise RuntimeError(f"zstd failed with exit code {self.last.codes}")
+        result = run_pipeline([tool("zstd") or "zstd", "-3", "-T2", "-q", "-f", str(dataset.path), "-o",
+                               str(self.directory / handle)], measure=self.measure_memory)
+        if result.codes != [0]:
+            raise RuntimeError(f"zstd failed with exit code {result.codes}")
+        self.last_peak_rss_kb = result.peak_rss_kb[0]
         return handle
 
     def remove(self, handle: str) -> None:

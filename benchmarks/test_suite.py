@@ -1,0 +1,91 @@
+"""Checks of the benchmark machinery itself (they run under plain ``pytest``, not with --benchmark-only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .config import Settings, parse_sizes, resolve
+from .peers import run_pipeline, split_window, tool
+from .report import Results, chart, render
+
+
+def test_plain_pytest_is_smoke_mode(request: pytest.FixtureRequest, settings: Settings) -> None:
+    session = request.config._benchmarksession  # type: ignore[attr-defined]
+    assert settings.smoke
+    assert session.disabled, "pytest-benchmark must be disabled so that each benchmark runs once"
+    assert len(settings.sizes_mb) == 1
+
+
+def test_sizes() -> None:
+    assert parse_sizes("100,1, 10") == (1, 10, 100)
+    assert parse_sizes("1GB,1") == (1, 1024)
+    with pytest.raises(ValueError):
+        parse_sizes("0")
+    assert resolve(sizes="1,10,100", one_gb=True, kinds=None, rounds=None, smoke=False).sizes_mb == (1, 10, 100, 1024)
+    assert resolve(sizes="10,100", one_gb=True, kinds="log", rounds=None, smoke=True).sizes_mb == (10,)
+    assert resolve(sizes="1,1024", one_gb=False, kinds=None, rounds=None, smoke=False).kinds_at(1024) == ("log",)
+
+
+def test_split_window() -> None:
+    text = "a\nb\nc\n"
+    assert split_window(text, 2, 3) == ["b", "c"]
+    assert split_window(text, 3, 5) == ["c"]
+    assert split_window("a\nb", 2, 2) == ["b"]
+
+
+@pytest.mark.skipif(tool("sed") is None, reason="sed is not installed")
+def test_pipeline_measures_the_tool_not_its_parent(tmp_path: Path) -> None:
+    ballast = bytearray(64 << 20)
+    ballast[::4096] = b"\1" * len(ballast[::4096])  # make this process's RSS big
+    f = tmp_path / "f.txt"
+    f.write_text("x\ny\n")
+    result = run_pipeline(["sed", "-n", "2p", str(f)], measure=True)
+    assert result.out == b"y\n"
+    if result.peak_rss_kb[0] is not None:  # GNU time is installed
+        assert result.peak_rss_kb[0] < 32 << 10, result.peak_rss_kb
+    del ballast
+
+
+def _fake_run() -> dict[str, object]:
+    benches = []
+
+    def add(op: str, kind: str, size_mb: int, peer: str, median: float, **extra: object) -> None:
+        benches.append({
+            "group": f"{op} {kind} {size_mb:>4}MB", "name": f"bench_{op}[{peer}]",
+            "stats": {"median": median, "rounds": 5},
+            "extra_info": {"op": op, "kind": kind, "size_mb": size_mb, "size_bytes": size_mb << 20, "peer": peer,
+                           **extra},
+        })
+
+    for size in (1, 100):
+        add("put", "log", size, "blobpad", 0.01 * size, new_stored_bytes=size << 18, ratio=4.0, new_chunks=10)
+        add("put", "log", size, "zstd-cli", 0.008 * size, new_stored_bytes=size << 18, ratio=4.2)
+        add("reput_same", "log", size, "blobpad", 0.001 * size, new_stored_bytes=0, new_chunks=0,
+            new_size_bytes=size << 20)
+        add("reput_append", "log", size, "blobpad", 0.002 * size, new_stored_bytes=200_000, new_chunks=10,
+            new_size_bytes=(size + 1) << 20)
+        add("reput_insert", "log", size, "blobpad", 0.002 * size, new_stored_bytes=20_000, new_chunks=1,
+            new_size_bytes=size << 20)
+        for peer, t in (("blobpad", 1e-4), ("blobpad-warm", 3e-5), ("sqlite-seed", 1e-4 * size), ("zstd-sed", 0.01)):
+            add("lines_mid", "log", size, peer, t)
+            add("head", "log", size, peer, t)
+        for peer, t in (("blobpad", 0.003 * size), ("zstd-rg", 0.004 * size), ("rg", 0.002 * size)):
+            add("count", "log", size, peer, t, matches=42)
+    benches.append({"group": None, "name": "x", "stats": {"median": 1.0}, "extra_info": {}})
+    return {"datetime": "2025-01-01T00:00:00", "machine_info": {"system": "Linux"}, "benchmarks": benches,
+            "blobpad": {"version": "0", "commit": "abc", "cpus": 2, "tools": {"rg": "ripgrep 13"}}}
+
+
+def test_report_renders(tmp_path: Path) -> None:
+    res = Results(_fake_run())
+    md = render(res, "python -m benchmarks", "latency.png")
+    assert "### Offloading 100 MB of log text" in md
+    assert "new stored bytes: 0" in md
+    assert "zstd -dc \\| sed -n" in md  # pipes inside table cells are escaped
+    assert "| lines: 100-line window from the middle (log) |" in md
+    assert "10×" in md or "100×" in md
+    pytest.importorskip("matplotlib")
+    assert chart(res, tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 10_000
