@@ -1,0 +1,521 @@
+"""Offloading: park a large tool observation in the store, hand the model a summary.
+
+The runtime calls :meth:`Offloader.offload` on every observation a tool returns.  A
+small observation passes through; a large one has its content put in the store and
+comes back as a short *synthetic observation* with the entry's id, which the model
+reads in slices through the tools of :mod:`blobpad.tools`.
+
+Two policies, one per design seed:
+
+``"seed000"`` (the default): offload when ``len(json.dumps(observation)) > 4096``.
+The synthetic observation is exactly seed 000's::
+
+    {"ok": true, "scratchpad_id": "485d7beae4e144eb", "size_bytes": 89042, "kind": "text",
+     "summary": "<first 500 characters>\\n[... 88042 characters omitted ...]\\n<last 500>",
+     "metadata": {<every other field of the observation>},
+     "_note": "Large observation saved in scratchpad. ..."}
+
+A binary content's summary is ``[BINARY: <n> bytes, sha256=<hex>]``.
+
+``"seed003"``: offload when the observation is over 30,000 characters, under an
+automatic entry name ``<tool>_<n>`` (``n`` counts from 1 per session and tool), with
+a preview of the first 2,000 characters; such entries never expire unless a ``ttl``
+is given (they live as long as the session).
+
+Which part of an observation is "the content": a ``str`` or ``bytes`` observation is
+its own content.  For a dict, ``content_field`` when given; otherwise the field
+``"content"`` if present, else the largest field.  If what remains would still be
+over the threshold, the whole observation is stored as JSON instead and only its
+small fields are kept in ``metadata``.
+
+References: :func:`resolve_refs` replaces ``{{stepN.field}}`` in a tool call's
+arguments with the value of that field of step N's observation, read back in full
+from the store when step N was offloaded (seed 000's ``fs_write`` example).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import IO, Any, Literal
+
+from .errors import InvalidArgument, NotFound
+from .index import Entry
+from .store import Store
+
+__all__ = ["Offloader", "resolve_refs", "POLICIES", "text_summary", "binary_summary"]
+
+#: The offload policies, by name.
+POLICIES: dict[str, str] = {
+    "seed000": "offload when len(json.dumps(observation)) > 4096; head+tail summary; TTL 1 hour (seed 000)",
+    "seed003": "offload output over 30,000 characters under the name <tool>_<n> with a preview; no TTL (seed 003)",
+}
+
+SEED000_NOTE = "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
+
+_UNSET: Any = object()
+_SMALL_FIELD = 256   # JSON length of a field kept in metadata when the whole observation is stored
+_MAX_INT = (1 << 53) - 1
+
+
+def text_summary(text: str, head: int = 500, tail: int = 500) -> str:
+    """Seed 000's smart truncation: the first ``head`` characters, a line
+    ``[... N characters omitted ...]`` with the exact N, and the last ``tail``.
+
+    Text no longer than ``head + tail`` is returned whole.
+    """
+    omitted = len(text) - head - tail
+    if omitted <= 0:
+        return text
+    return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[len(text) - tail:]}"
+
+
+def binary_summary(size: int, sha256: str) -> str:
+    """Seed 000's note for binary content: ``[BINARY: N bytes, sha256=<hex>]``."""
+    return f"[BINARY: {size} bytes, sha256={sha256}]"
+
+
+def _b64_len(n: int) -> int:
+    return 4 * ((n + 2) // 3)
+
+
+def _measure_default(value: Any) -> Any:
+    """json.dumps fallback used to *measure* an observation: bytes count as base64."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "x" * _b64_len(len(value))
+    return str(value)
+
+
+def _json_len(value: Any, *, ensure_ascii: bool = True, limit: int | None = None) -> int:
+    """len(json.dumps(value)), short-circuited above ``limit`` for big strings and bytes."""
+    if limit is not None:
+        if isinstance(value, str) and len(value) > limit:
+            return len(value) + 2  # a lower bound, already over the limit
+        if isinstance(value, (bytes, bytearray, memoryview)) and _b64_len(len(value)) > limit:
+            return _b64_len(len(value)) + 2
+        if isinstance(value, Mapping):
+            for v in value.values():
+                if _json_len(v, ensure_ascii=ensure_ascii, limit=limit) > limit:
+                    return limit + 1
+    return len(json.dumps(value, ensure_ascii=ensure_ascii, default=_measure_default))
+
+
+def _check_count(label: str, value: object, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _MAX_INT:
+        raise InvalidArgument(f"{label} must be an integer from {minimum} to {_MAX_INT}, not {value!r}")
+    return value
+
+
+class Offloader:
+    """Decide, per observation, whether it goes to the store; build what the model sees.
+
+    Parameters:
+        store: the :class:`~blobpad.Store` to park content in.
+        policy: ``"seed000"`` (default) or ``"seed003"``; see the module docstring.
+        threshold: size above which an observation is offloaded.  seed000: length of
+            ``json.dumps(observation)``, default 4096.  seed003: characters of the
+            output (JSON for a dict), default 30,000.
+        head_chars, tail_chars: the summary's head and tail (default 500 each).
+        preview_chars: length of seed003's preview (default 2000).
+        ttl: seconds an offloaded entry lives (seed000: 3600; seed003: None, never).
+        truncate: below the threshold, cut the content to this many characters
+            (seed 000's "optional truncation"); None (default) passes it through.
+        content_field: the dict field that holds the content (default: automatic).
+        note: the ``_note`` of the synthetic observation; may use ``{id}``,
+            ``{name}``, ``{field}`` and ``{step}``.  None: the policy's own note.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        policy: Literal["seed000", "seed003"] = "seed000",
+        threshold: int | None = None,
+        head_chars: int = 500,
+        tail_chars: int = 500,
+        preview_chars: int = 2000,
+        ttl: float | None = _UNSET,
+        truncate: int | None = None,
+        content_field: str | None = None,
+        note: str | None = None,
+    ) -> None:
+        if policy not in POLICIES:
+            raise InvalidArgument(f"policy must be one of {sorted(POLICIES)}, not {policy!r}")
+        self.store = store
+        self.policy = policy
+        default_threshold = 4096 if policy == "seed000" else 30_000
+        self.threshold = _check_count("threshold", default_threshold if threshold is None else threshold)
+        self.head_chars = _check_count("head_chars", head_chars)
+        self.tail_chars = _check_count("tail_chars", tail_chars)
+        self.preview_chars = _check_count("preview_chars", preview_chars)
+        if ttl is _UNSET:
+            ttl = 3600 if policy == "seed000" else None
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
+            raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
+        self.ttl: float | None = ttl
+        self.truncate = None if truncate is None else _check_count("truncate", truncate)
+        if content_field is not None and not isinstance(content_field, str):
+            raise InvalidArgument(f"content_field must be a string or None, not {type(content_field).__name__}")
+        self.content_field = content_field
+        self.note = note
+
+    # -- the decision -------------------------------------------------------------------
+
+    def size_of(self, observation: Any) -> int:
+        """The size the policy compares with the threshold (exact up to the threshold)."""
+        if self.policy == "seed000":
+            return _json_len(observation, limit=self.threshold)
+        if isinstance(observation, str):
+            return len(observation)
+        if isinstance(observation, (bytes, bytearray, memoryview)):
+            return len(observation)
+        return _json_len(observation, ensure_ascii=False, limit=self.threshold)
+
+    def offload(
+        self,
+        observation: Any,
+        *,
+        session: str,
+        turn: str | int | None,
+        step: int | None = None,
+        tool: str | None = None,
+    ) -> dict[str, Any]:
+        """Return what the model's history should hold for ``observation``.
+
+        Over the threshold, the content goes to the store (owned by ``session`` and
+        ``turn``, tagged with ``step`` and ``tool``) and the synthetic observation
+        comes back.  Below it, a dict comes back unchanged (cut to ``truncate``
+        characters if set); a str or bytes comes back as ``{"ok": true, "content": ...}``
+        (bytes base64-encoded, with ``"encoding": "base64"``).
+
+        Raises:
+            InvalidArgument: a bad argument or an observation that cannot be stored.
+            StoreFull: the store cannot hold it.
+        """
+        if self.size_of(observation) <= self.threshold:
+            return self._pass_through(observation)
+        content, field, encoding, metadata, ok = self._split(observation)
+        return self._park(
+            content, field=field, encoding=encoding, metadata=metadata, ok=ok,
+            session=session, turn=turn, step=step, tool=tool,
+        )
+
+    def offload_content(
+        self,
+        content: str | bytes | os.PathLike[str] | IO[bytes],
+        *,
+        session: str,
+        turn: str | int | None,
+        step: int | None = None,
+        tool: str | None = None,
+        field: str | None = "content",
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Always offload ``content`` (whatever its size) and return the synthetic observation.
+
+        ``content`` may be a path or a binary file object: it is streamed into the
+        store and the summary is read back from the store, so a file of any size is
+        never held in memory.  ``field`` names the observation field the content
+        stands for (what ``{{stepN.<field>}}`` resolves to).
+        """
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidArgument(f"metadata must be a dict, not {type(metadata).__name__}")
+        encoding = "bytes" if isinstance(content, (bytes, bytearray, memoryview)) else "text"
+        return self._park(
+            content, field=field, encoding=encoding, metadata=dict(metadata or {}), ok=True,
+            session=session, turn=turn, step=step, tool=tool,
+        )
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _pass_through(self, observation: Any) -> dict[str, Any]:
+        if isinstance(observation, (bytes, bytearray, memoryview)):
+            return {"ok": True, "content": base64.b64encode(bytes(observation)).decode("ascii"), "encoding": "base64"}
+        if not isinstance(observation, dict):
+            observation = {"ok": True, "content": observation}
+        if self.truncate is None:
+            return observation
+        field = self._field_of(observation)
+        value = observation.get(field) if field is not None else None
+        if isinstance(value, str) and len(value) > self.truncate:
+            out = dict(observation)
+            out[field] = value[: self.truncate] + f"\n[... {len(value) - self.truncate} characters truncated ...]"
+            return out
+        return observation
+
+    def _field_of(self, observation: dict[str, Any]) -> str | None:
+        if self.content_field is not None:
+            return self.content_field if self.content_field in observation else None
+        if "content" in observation:
+            return "content"
+        candidates = [(k, v) for k, v in observation.items() if k != "ok"]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda kv: _json_len(kv[1], ensure_ascii=False, limit=self.threshold))[0]
+
+    def _split(self, observation: Any) -> tuple[str | bytes, str | None, str, dict[str, Any], bool]:
+        """(content, field, encoding, metadata, ok) of an observation to offload.
+
+        encoding is "text" (a str field), "bytes" (a bytes field) or "json" (any
+        other value, or the whole observation, stored as JSON text).
+        """
+        if isinstance(observation, str):
+            return observation, "content", "text", {}, True
+        if isinstance(observation, (bytes, bytearray, memoryview)):
+            return bytes(observation), "content", "bytes", {}, True
+        if not isinstance(observation, dict):
+            return self._as_json(observation), None, "json", {}, True
+        ok = observation.get("ok", True)
+        ok = ok if isinstance(ok, bool) else True
+        field = self._field_of(observation)
+        if field is not None:
+            rest = {k: v for k, v in observation.items() if k not in (field, "ok")}
+            if _json_len(rest, limit=self.threshold) <= self.threshold:
+                value = observation[field]
+                if isinstance(value, str):
+                    return value, field, "text", rest, ok
+                if isinstance(value, (bytes, bytearray, memoryview)):
+                    return bytes(value), field, "bytes", rest, ok
+                return self._as_json(value), field, "json", rest, ok
+        small = {
+            k: v for k, v in observation.items()
+            if k != "ok" and _json_len(v, limit=_SMALL_FIELD) <= _SMALL_FIELD
+        }
+        return self._as_json(observation), None, "json", small, ok
+
+    @staticmethod
+    def _as_json(value: Any) -> str:
+        try:
+            return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"the observation cannot be stored as JSON: {exc}") from None
+
+    def _auto_name(self, session: str, tool: str | None) -> str:
+        prefix = (tool or "tool_output") + "_"
+        pattern = re.compile(re.escape(prefix) + r"([1-9][0-9]{0,17})")
+        highest = 0
+        for e in self.store.entries(session=session):
+            if e.name is not None:
+                m = pattern.fullmatch(e.name)
+                if m:
+                    highest = max(highest, int(m.group(1)))
+        return f"{prefix}{highest + 1}"
+
+    def _park(
+        self,
+        content: Any,
+        *,
+        field: str | None,
+        encoding: str,
+        metadata: dict[str, Any],
+        ok: bool,
+        session: str,
+        turn: str | int | None,
+        step: int | None,
+        tool: str | None,
+    ) -> dict[str, Any]:
+        name = self._auto_name(session or "", tool) if self.policy == "seed003" else None
+        meta = {"field": field, "encoding": encoding}
+        kind = "binary" if encoding == "bytes" else None
+        if not isinstance(content, (str, bytes, bytearray, memoryview, os.PathLike)) and not hasattr(content, "read"):
+            raise InvalidArgument(f"cannot offload content of type {type(content).__name__}")
+        entry = self.store.put(
+            content, session=session, turn=turn, step=step, tool=tool, name=name, meta=meta, ttl=self.ttl, kind=kind,
+        )
+        text = content if isinstance(content, str) else None
+        note_args = {"id": entry.id, "name": name or "", "field": field or "", "step": "" if step is None else step}
+        if self.policy == "seed000":
+            summary = self._summary(entry, text, self.head_chars, self.tail_chars)
+            return {
+                "ok": ok,
+                "scratchpad_id": entry.id,
+                "size_bytes": entry.size_bytes,
+                "kind": entry.kind,
+                "summary": summary,
+                "metadata": metadata,
+                "_note": self._note(note_args, step, field),
+            }
+        preview = self._preview(entry, text)
+        return {
+            "ok": ok,
+            "name": name,
+            "scratchpad_id": entry.id,
+            "size_bytes": entry.size_bytes,
+            "kind": entry.kind,
+            "preview": preview,
+            "metadata": metadata,
+            "_note": self._note(note_args, step, field, entry=entry),
+        }
+
+    def _summary(self, entry: Entry, text: str | None, head: int, tail: int) -> str:
+        if entry.kind != "text":
+            return binary_summary(entry.size_bytes, entry.sha256)
+        if text is not None:
+            return text_summary(text, head, tail)
+        chars = entry.length
+        if chars <= head + tail:
+            whole = self.store.get(entry.id)
+            assert isinstance(whole, str)
+            return whole
+        first = self.store.head(entry.id, head)
+        last = self.store.tail(entry.id, tail) if tail else ""
+        return f"{first}\n[... {chars - head - tail} characters omitted ...]\n{last}"
+
+    def _preview(self, entry: Entry, text: str | None) -> str:
+        if entry.kind != "text":
+            return binary_summary(entry.size_bytes, entry.sha256)
+        n = self.preview_chars
+        shown = text[:n] if text is not None else self.store.head(entry.id, n)
+        assert isinstance(shown, str)
+        rest = entry.length - len(shown)
+        if rest <= 0:
+            return shown
+        return f"{shown}\n[... {rest} more characters in the scratchpad ...]"
+
+    def _note(self, args: dict[str, Any], step: int | None, field: str | None, entry: Entry | None = None) -> str:
+        if self.note is not None:
+            try:
+                return self.note.format(**args)
+            except (KeyError, IndexError, ValueError):
+                return self.note
+        if self.policy == "seed000":
+            note = SEED000_NOTE[:-1] + f" with scratchpad_id \"{args['id']}\"."
+        else:
+            assert entry is not None
+            name = args["name"]
+            unit = "characters" if entry.kind == "text" else "bytes"
+            note = (
+                f"Output too large ({entry.length} {unit}); saved to the scratchpad as {name!r}. "
+                f"Read it with scratchpad_read(name={name!r}, offset=..., limit=...), "
+                f"or search it with scratchpad_read(name={name!r}, regex=...)."
+            )
+        if step is not None and field:
+            note += f" To pass the full {field} to another tool, write {{{{step{step}.{field}}}}}."
+        return note
+
+
+# -- references between steps -------------------------------------------------------------
+
+_REF = re.compile(r"\{\{\s*step(\d{1,9})((?:\.[A-Za-z0-9_\-]+)*)\s*\}\}")
+
+
+def _lookup_step(steps: Mapping[Any, Any], n: int) -> Any:
+    for key in (n, str(n)):
+        if key in steps:
+            return steps[key]
+    raise InvalidArgument(f"{{{{step{n}...}}}} refers to step {n}, which has no observation; known steps: "
+                          f"{sorted(str(k) for k in steps)[:20]}")
+
+
+def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cache: dict[str, Any]) -> Any:
+    """The value of ``stepN.<path>``: offloaded content comes back whole from the store."""
+    value: Any = observation
+    rest = path
+    if isinstance(observation, dict) and isinstance(observation.get("scratchpad_id"), str) and (
+        "summary" in observation or "preview" in observation
+    ):
+        entry_id = observation["scratchpad_id"]
+        try:
+            meta = store.stat(entry_id).meta
+        except NotFound:
+            raise NotFound(f"step {n} was offloaded to the scratchpad, but its entry {entry_id} has expired or "
+                           "was deleted; run the step again") from None
+        field = meta.get("field")
+        encoding = meta.get("encoding", "text")
+
+        def full() -> Any:
+            if entry_id not in cache:
+                raw = store.get(entry_id)
+                cache[entry_id] = json.loads(raw) if encoding == "json" and isinstance(raw, str) else raw
+            return cache[entry_id]
+
+        metadata = observation.get("metadata") if isinstance(observation.get("metadata"), dict) else {}
+        if not path:
+            if field is None:
+                return full()
+            whole = dict(metadata)
+            whole[field] = full()
+            return whole
+        head, rest = path[0], path[1:]
+        if field is None:
+            stored = full()
+            if isinstance(stored, dict) and head in stored:
+                value = stored[head]
+            elif head in observation:
+                value = observation[head]
+            else:
+                raise InvalidArgument(f"step {n} has no field {head!r}")
+        elif head == field:
+            value = full()
+        elif head in metadata:
+            value = metadata[head]
+        elif head in observation:
+            value = observation[head]
+        else:
+            raise InvalidArgument(f"step {n} has no field {head!r}; its fields: "
+                                  f"{sorted({field, *metadata, *observation} - {'_note'})}")
+    for i, key in enumerate(rest):
+        if isinstance(value, dict) and key in value:
+            value = value[key]
+        elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        else:
+            where = ".".join([f"step{n}", *path[: len(path) - len(rest) + i]])
+            raise InvalidArgument(f"{where} has no field {key!r}")
+    return value
+
+
+def _as_text(value: Any, ref: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        raise InvalidArgument(f"{ref} is binary content; it can only be passed as a whole argument, "
+                              "not inside a larger string")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store) -> Any:
+    """Replace ``{{stepN.field}}`` references in tool arguments with real values.
+
+    ``value`` is a tool call's arguments (any nesting of dicts, lists and strings);
+    ``steps`` maps each step number (int or str) to the observation that step
+    produced, as :meth:`Offloader.offload` returned it.  When step N was offloaded,
+    ``{{stepN.<field that was offloaded>}}`` resolves to the full content read back
+    from the store, not the summary; the other fields come from its ``metadata``.
+    ``{{stepN.a.b}}`` walks into nested fields; ``{{stepN}}`` is the whole observation.
+
+    A string that is exactly one reference becomes the referenced value itself (a
+    str, bytes, number, dict...); references inside a longer string are replaced by
+    their text (JSON for non-strings).  Returns a new value; ``value`` is unchanged.
+
+    Raises:
+        InvalidArgument: an unknown step or field, or binary content inside a string.
+        NotFound: the step's entry has expired or was deleted.
+    """
+    cache: dict[str, Any] = {}
+
+    def one(match: re.Match[str]) -> Any:
+        n = int(match.group(1))
+        path = [p for p in match.group(2).split(".") if p]
+        return _resolve_field(_lookup_step(steps, n), n, path, store, cache)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            whole = _REF.fullmatch(v.strip()) if "{{" in v else None
+            if whole is not None:
+                return one(whole)
+            if "{{" not in v:
+                return v
+            return _REF.sub(lambda m: _as_text(one(m), m.group(0)), v)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(walk(x) for x in v)
+        return v
+
+    return walk(value)
