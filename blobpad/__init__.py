@@ -10,8 +10,10 @@ from __future__ import annotations
 from .chunking import ChunkParams
 from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
 from .index import Entry
+from .offload import Offloader, resolve_refs
 from .reads import EntryStream, GrepMatch, GrepResult
 from .store import GcReport, Stats, Store, VerifyReport, open
+from .tools import PROFILES, Toolbox
 
 __version__ = "0.1.0"
 
@@ -19,5 +21,6 @@ __all__ = [
     "open", "Store", "Entry", "Stats", "GcReport", "VerifyReport", "ChunkParams",
     "GrepMatch", "GrepResult", "EntryStream",
     "BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull",
+    "Offloader", "resolve_refs", "Toolbox", "PROFILES",
     "__version__",
 ]
