@@ -418,6 +418,10 @@ def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cach
         "summary" in observation or "preview" in observation
     ):
         entry_id = observation["scratchpad_id"]
+        metadata = observation.get("metadata") if isinstance(observation.get("metadata"), dict) else {}
+        if path and path[0] in metadata:  # never the offloaded field: no store read needed
+            value, rest = metadata[path[0]], path[1:]
+            return _walk(value, n, path, rest)
         try:
             meta = store.stat(entry_id).meta
         except NotFound:
@@ -432,7 +436,6 @@ def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cach
                 cache[entry_id] = json.loads(raw) if encoding == "json" and isinstance(raw, str) else raw
             return cache[entry_id]
 
-        metadata = observation.get("metadata") if isinstance(observation.get("metadata"), dict) else {}
         if not path:
             if field is None:
                 return full()
@@ -450,13 +453,16 @@ def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cach
                 raise InvalidArgument(f"step {n} has no field {head!r}")
         elif head == field:
             value = full()
-        elif head in metadata:
-            value = metadata[head]
         elif head in observation:
             value = observation[head]
         else:
             raise InvalidArgument(f"step {n} has no field {head!r}; its fields: "
                                   f"{sorted({field, *metadata, *observation} - {'_note'})}")
+    return _walk(value, n, path, rest)
+
+
+def _walk(value: Any, n: int, path: list[str], rest: list[str]) -> Any:
+    """Follow the ``rest`` of ``path`` into nested dicts and lists."""
     for i, key in enumerate(rest):
         if isinstance(value, dict) and key in value:
             value = value[key]

@@ -1,0 +1,351 @@
+"""Offloading (issue 4): seed 000's rule and synthetic observation, seed 003's named
+policy, and ``{{stepN.field}}`` references resolved from the store.
+
+Oracles: ``json.dumps`` for the threshold, Python slicing of the original content for
+summaries, ``hashlib`` for binary fingerprints, and the original values for references.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import blobpad
+from blobpad import InvalidArgument, NotFound, Offloader, resolve_refs, sample
+from blobpad.offload import binary_summary, text_summary
+
+SEED000_KEYS = {"ok", "scratchpad_id", "size_bytes", "kind", "summary", "metadata", "_note"}
+
+
+@functools.cache
+def _log(size: int, seed: int = 0) -> str:
+    return sample.log_text(size, seed)
+
+
+def _summary_oracle(text: str, head: int = 500, tail: int = 500) -> str:
+    if len(text) <= head + tail:
+        return text
+    return text[:head] + f"\n[... {len(text) - head - tail} characters omitted ...]\n" + text[len(text) - tail:]
+
+
+# -- seed 000: the threshold -----------------------------------------------------------------
+
+
+def test_threshold_is_4096_characters_of_json_dumps(store):
+    off = Offloader(store)
+    empty = len(json.dumps({"ok": True, "content": ""}))
+    at = {"ok": True, "content": "x" * (4096 - empty)}
+    over = {"ok": True, "content": "x" * (4096 - empty + 1)}
+    assert len(json.dumps(at)) == 4096 and len(json.dumps(over)) == 4097
+    assert off.offload(at, session="s", turn=1) is at          # passes through untouched
+    assert store.entries() == []
+    synthetic = off.offload(over, session="s", turn=1)
+    assert set(synthetic) == SEED000_KEYS
+    assert store.get(synthetic["scratchpad_id"]) == over["content"]
+
+
+def test_threshold_counts_json_escapes_like_json_dumps(store):
+    # 700 'é' are 700 characters but 4200 characters of json.dumps (\u00e9): over 4096.
+    off = Offloader(store)
+    obs = {"content": "é" * 700}
+    assert len(json.dumps(obs)) > 4096
+    assert "scratchpad_id" in off.offload(obs, session="s", turn=1)
+    small = {"content": "é" * 600}
+    assert len(json.dumps(small)) <= 4096
+    assert off.offload(small, session="s", turn=1) is small
+
+
+def test_threshold_is_an_option(store):
+    off = Offloader(store, threshold=100)
+    obs = {"content": "y" * 200}
+    assert "scratchpad_id" in off.offload(obs, session="s", turn=1)
+    assert Offloader(store, threshold=10_000).offload(obs, session="s", turn=1) is obs
+
+
+# -- seed 000: the synthetic observation ---------------------------------------------------------
+
+
+def test_synthetic_observation_of_the_seed_000_fs_read_example(store):
+    text = _log(89_042)
+    obs = {"ok": True, "content": text, "path": "/tmp/big_log.txt", "bytes": len(text.encode()), "encoding": "utf-8"}
+    out = Offloader(store).offload(obs, session="sess", turn="t1", step=1, tool="fs_read")
+    assert set(out) == SEED000_KEYS
+    assert out["ok"] is True
+    assert out["kind"] == "text"
+    assert out["size_bytes"] == len(text.encode("utf-8"))
+    assert out["metadata"] == {"path": "/tmp/big_log.txt", "bytes": len(text.encode()), "encoding": "utf-8"}
+    expected = text[:500] + f"\n[... {len(text) - 1000} characters omitted ...]\n" + text[-500:]
+    assert out["summary"] == expected
+    assert "scratchpad_read" in out["_note"] and out["scratchpad_id"] in out["_note"]
+    assert "{{step1.content}}" in out["_note"]
+    e = store.stat(out["scratchpad_id"])
+    assert (e.session, e.turn, e.step, e.tool, e.kind) == ("sess", "t1", 1, "fs_read", "text")
+    assert len(e.id) == 16 and all(c in "0123456789abcdef" for c in e.id)
+    assert e.expires_at - e.created_at == pytest.approx(3600)        # seed 000's default TTL
+    assert store.get(e.id) == text
+    json.dumps(out)  # what goes into the model's history is JSON
+
+
+def test_summary_counts_characters_not_bytes(store):
+    text = sample.multibyte_text(20_000, seed=3)
+    assert len(text.encode()) > len(text)
+    out = Offloader(store).offload({"content": text}, session="s", turn=1)
+    assert out["summary"] == _summary_oracle(text)
+    assert out["size_bytes"] == len(text.encode("utf-8"))
+
+
+def test_binary_observation_gets_the_sha256_note(store):
+    blob = sample.binary_blob(45_123, seed=1)
+    out = Offloader(store).offload({"ok": True, "content": blob, "path": "/tmp/a.zip", "encoding": "binary"},
+                                   session="s", turn=1)
+    assert out["kind"] == "binary"
+    assert out["summary"] == f"[BINARY: 45123 bytes, sha256={hashlib.sha256(blob).hexdigest()}]"
+    assert out["size_bytes"] == 45_123
+    assert out["metadata"] == {"path": "/tmp/a.zip", "encoding": "binary"}
+    assert store.get(out["scratchpad_id"]) == blob
+
+
+def test_valid_utf8_bytes_stay_binary(store):
+    data = b"plain ascii bytes\n" * 400
+    out = Offloader(store).offload(data, session="s", turn=1)
+    assert out["kind"] == "binary"
+    assert store.get(out["scratchpad_id"]) == data
+
+
+def test_a_bare_string_observation_is_its_own_content(store):
+    text = _log(10_000, seed=2)
+    out = Offloader(store).offload(text, session="s", turn=1)
+    assert out["metadata"] == {}
+    assert out["summary"] == _summary_oracle(text)
+    assert store.get(out["scratchpad_id"]) == text
+
+
+def test_ok_false_is_preserved(store):
+    out = Offloader(store).offload({"ok": False, "content": "E" * 5000, "code": 2}, session="s", turn=1)
+    assert out["ok"] is False
+    assert out["metadata"] == {"code": 2}
+
+
+def test_summary_sizes_and_ttl_are_options(store_factory):
+    now = [1_000_000.0]
+    store = store_factory(clock=lambda: now[0])
+    text = _log(9_000, seed=4)
+    out = Offloader(store, head_chars=100, tail_chars=40, ttl=60).offload({"content": text}, session="s", turn=1)
+    assert out["summary"] == _summary_oracle(text, 100, 40)
+    e = store.stat(out["scratchpad_id"])
+    assert e.expires_at == pytest.approx(now[0] + 60)
+    now[0] += 61
+    with pytest.raises(NotFound):
+        store.stat(out["scratchpad_id"])
+    forever = Offloader(store, ttl=None).offload({"content": text}, session="s", turn=1)
+    assert store.stat(forever["scratchpad_id"]).expires_at is None
+
+
+def test_content_no_longer_than_head_plus_tail_is_shown_whole(store):
+    content = "z" * 1000
+    out = Offloader(store, threshold=10).offload({"content": content}, session="s", turn=1)
+    assert out["summary"] == content
+    one_more = Offloader(store, threshold=10).offload({"content": content + "!"}, session="s", turn=1)
+    assert "[... 1 characters omitted ...]" in one_more["summary"]
+
+
+def test_optional_truncation_below_the_threshold(store):
+    obs = {"ok": True, "content": "a" * 2000, "path": "/x"}
+    assert Offloader(store).offload(obs, session="s", turn=1) is obs     # off by default
+    out = Offloader(store, truncate=1500).offload(obs, session="s", turn=1)
+    assert out["content"] == "a" * 1500 + "\n[... 500 characters truncated ...]"
+    assert out["path"] == "/x"
+    assert obs["content"] == "a" * 2000          # the caller's dict is not modified
+    assert store.entries() == []
+
+
+def test_small_str_and_bytes_observations_come_back_as_dicts(store):
+    off = Offloader(store)
+    assert off.offload("hello", session="s", turn=1) == {"ok": True, "content": "hello"}
+    assert off.offload(b"\x00\x01", session="s", turn=1) == {
+        "ok": True, "content": base64.b64encode(b"\x00\x01").decode(), "encoding": "base64"}
+
+
+def test_the_largest_field_is_the_content_when_there_is_no_content_field(store):
+    body = _log(20_000, seed=5)
+    out = Offloader(store).offload({"status": 200, "body": body, "url": "https://e.x/"}, session="s", turn=1, step=4)
+    assert out["metadata"] == {"status": 200, "url": "https://e.x/"}
+    assert out["summary"] == _summary_oracle(body)
+    assert "{{step4.body}}" in out["_note"]
+    assert store.get(out["scratchpad_id"]) == body
+
+
+def test_content_field_option(store):
+    obs = {"content": "short", "stdout": _log(8000, seed=6)}
+    out = Offloader(store, content_field="stdout").offload(obs, session="s", turn=1)
+    assert out["metadata"] == {"content": "short"}
+    assert store.get(out["scratchpad_id"]) == obs["stdout"]
+
+
+def test_two_large_fields_store_the_whole_observation(store):
+    obs = {"ok": True, "stdout": _log(9000, seed=7), "stderr": _log(8000, seed=8), "exit_code": 1}
+    out = Offloader(store).offload(obs, session="s", turn=1, step=1)
+    assert out["metadata"] == {"exit_code": 1}
+    assert len(json.dumps(out)) < 4096 + 2000
+    assert json.loads(store.get(out["scratchpad_id"])) == obs
+    resolved = resolve_refs({"a": "{{step1.stderr}}", "b": "{{step1.exit_code}}"}, {1: out}, store)
+    assert resolved == {"a": obs["stderr"], "b": 1}
+
+
+def test_a_non_string_content_field_is_stored_as_json(store):
+    rows = [{"i": i, "v": "x" * 20} for i in range(300)]
+    out = Offloader(store).offload({"content": rows, "table": "t"}, session="s", turn=1, step=2)
+    assert out["metadata"] == {"table": "t"}
+    assert json.loads(store.get(out["scratchpad_id"])) == rows
+    assert resolve_refs("{{step2.content}}", {2: out}, store) == rows
+    assert resolve_refs("{{step2.content.7.i}}", {2: out}, store) == 7
+
+
+def test_offload_content_streams_a_file_and_reads_the_summary_back(store, tmp_path):
+    path = tmp_path / "big.log"
+    text = _log(300_000, seed=9)
+    path.write_text(text)
+    out = Offloader(store).offload_content(path, session="s", turn=1, metadata={"path": str(path)})
+    assert out["summary"] == _summary_oracle(text)
+    assert out["metadata"] == {"path": str(path)}
+    assert store.get(out["scratchpad_id"]) == text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=300), head=st.integers(0, 120), tail=st.integers(0, 120))
+def test_summary_property(store, text, head, tail):
+    out = Offloader(store, threshold=0, head_chars=head, tail_chars=tail).offload(text, session="p", turn=1)
+    assert out["summary"] == _summary_oracle(text, head, tail) == text_summary(text, head, tail)
+    assert store.get(out["scratchpad_id"]) == text
+
+
+def test_binary_summary_format():
+    assert binary_summary(3, "ab" * 32) == f"[BINARY: 3 bytes, sha256={'ab' * 32}]"
+
+
+def test_bad_options_are_rejected(store):
+    for kwargs in ({"policy": "nope"}, {"threshold": -1}, {"head_chars": "5"}, {"ttl": 0}, {"truncate": -3}):
+        with pytest.raises(InvalidArgument):
+            Offloader(store, **kwargs)
+
+
+# -- seed 003: automatic names ----------------------------------------------------------------------
+
+
+def test_seed003_threshold_is_30000_characters(store):
+    off = Offloader(store, policy="seed003")
+    at = "q" * 30_000
+    assert off.offload(at, session="s", turn=1, tool="execute_command") == {"ok": True, "content": at}
+    out = off.offload(at + "q", session="s", turn=1, tool="execute_command")
+    assert out["name"] == "execute_command_1"
+
+
+def test_seed003_names_count_per_session_and_never_expire(store):
+    off = Offloader(store, policy="seed003")
+    big = [_log(31_000, seed=i) for i in range(3)]
+    a1 = off.offload(big[0], session="A", turn=1, tool="execute_command")
+    a2 = off.offload(big[1], session="A", turn=2, tool="execute_command")
+    b1 = off.offload(big[2], session="B", turn=1, tool="execute_command")
+    r1 = off.offload(big[2], session="A", turn=2, tool="read_file")
+    assert [a1["name"], a2["name"], b1["name"], r1["name"]] == [
+        "execute_command_1", "execute_command_2", "execute_command_1", "read_file_1"]
+    assert store.find("execute_command_2", session="A").id == a2["scratchpad_id"]
+    assert store.get(store.find("execute_command_1", session="B").id) == big[2]
+    assert store.stat(a1["scratchpad_id"]).expires_at is None
+    # a new Offloader (a restarted runtime) continues the count
+    again = Offloader(store, policy="seed003").offload(big[0], session="A", turn=3, tool="execute_command")
+    assert again["name"] == "execute_command_3"
+
+
+def test_seed003_preview(store):
+    text = _log(40_000, seed=11)
+    out = Offloader(store, policy="seed003").offload({"content": text, "cmd": "make"}, session="s", turn=1,
+                                                     tool="execute_command")
+    assert out["preview"] == text[:2000] + f"\n[... {len(text) - 2000} more characters in the scratchpad ...]"
+    assert out["metadata"] == {"cmd": "make"}
+    assert "scratchpad_read" in out["_note"] and "execute_command_1" in out["_note"]
+    assert store.get(out["scratchpad_id"]) == text
+
+
+# -- references between steps ---------------------------------------------------------------------------
+
+
+def test_fs_write_example_gets_the_full_content_not_the_summary(store):
+    body = json.dumps({"headers": {"Accept": "*/*", "User-Agent": "v" * 400}, "args": {},
+                       "data": _log(14_000, seed=12)}, indent=2)
+    steps = {1: Offloader(store).offload({"ok": True, "content": body, "url": "https://httpbin.org/get"},
+                                         session="s", turn=1, step=1, tool="web_fetch")}
+    assert "scratchpad_id" in steps[1] and steps[1]["summary"] != body
+    args = {"path": "/tmp/out.txt", "content": "{{step1.content}}"}
+    resolved = resolve_refs(args, steps, store)
+    assert resolved == {"path": "/tmp/out.txt", "content": body}
+    assert args == {"path": "/tmp/out.txt", "content": "{{step1.content}}"}   # not modified in place
+
+
+def test_references_in_nested_arguments_and_inside_strings(store):
+    text = _log(6000, seed=13)
+    off = Offloader(store)
+    steps = {
+        1: off.offload({"content": text, "path": "/var/log/app.log"}, session="s", turn=1, step=1),
+        "2": {"ok": True, "content": "small", "n": 3},        # not offloaded; str key
+    }
+    args = {
+        "files": [{"name": "{{ step1.path }}", "body": "{{step1.content}}"}],
+        "message": "copied {{step1.path}} ({{step2.n}} files, {{step2.content}})",
+        "whole": "{{step2}}",
+        "untouched": 42,
+        "tuple": ("{{step2.content}}",),
+    }
+    assert resolve_refs(args, steps, store) == {
+        "files": [{"name": "/var/log/app.log", "body": text}],
+        "message": "copied /var/log/app.log (3 files, small)",
+        "whole": {"ok": True, "content": "small", "n": 3},
+        "untouched": 42,
+        "tuple": ("small",),
+    }
+    inline = resolve_refs("head: {{step1.content}}", steps, store)
+    assert inline == "head: " + text
+
+
+def test_synthetic_fields_resolve_too(store):
+    out = Offloader(store).offload({"content": "x" * 5000}, session="s", turn=1)
+    assert resolve_refs("{{step1.scratchpad_id}}", {1: out}, store) == out["scratchpad_id"]
+    assert resolve_refs("{{step1.size_bytes}}", {1: out}, store) == 5000
+
+
+def test_binary_references(store):
+    blob = sample.binary_blob(9000, seed=14)
+    steps = {1: Offloader(store).offload({"content": blob}, session="s", turn=1)}
+    assert resolve_refs({"data": "{{step1.content}}"}, steps, store) == {"data": blob}
+    with pytest.raises(InvalidArgument, match="binary"):
+        resolve_refs("prefix {{step1.content}}", steps, store)
+
+
+def test_reference_errors(store_factory):
+    now = [2_000_000.0]
+    store = store_factory(clock=lambda: now[0])
+    steps = {1: Offloader(store, ttl=10).offload({"content": "w" * 5000, "path": "/p"}, session="s", turn=1)}
+    with pytest.raises(InvalidArgument, match="step 7"):
+        resolve_refs("{{step7.content}}", steps, store)
+    with pytest.raises(InvalidArgument, match="nope"):
+        resolve_refs("{{step1.nope}}", steps, store)
+    with pytest.raises(InvalidArgument, match="missing"):
+        resolve_refs("{{step1.path.missing}}", steps, store)
+    assert resolve_refs("{{step1}}", steps, store) == {"path": "/p", "content": "w" * 5000}
+    assert resolve_refs("no {{refs here", steps, store) == "no {{refs here"
+    now[0] += 11
+    with pytest.raises(NotFound, match="expired"):
+        resolve_refs("{{step1.content}}", steps, store)
+    assert resolve_refs("{{step1.path}}", steps, store) == "/p"   # metadata needs no store read
+
+
+def test_offloader_is_exported():
+    assert blobpad.Offloader is Offloader and blobpad.resolve_refs is resolve_refs
+    assert os.path.basename(blobpad.offload.__file__) == "offload.py"
