@@ -14,6 +14,7 @@ against something that is not one of the contestants.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -45,6 +46,7 @@ def data_dir() -> Path:
     return root
 
 
+@functools.lru_cache(maxsize=1)
 def _fingerprint() -> str:
     source = Path(sample.__file__).read_bytes()
     return hashlib.sha256(source + str(_DERIVE_VERSION).encode()).hexdigest()[:8]

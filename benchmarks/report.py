@@ -99,6 +99,21 @@ class Results:
         return [p for p in order if p in present] + sorted(present - set(order))
 
 
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run made of several: benchmarks of later runs replace those of earlier ones with the same name."""
+    merged = dict(runs[0])
+    by_name: dict[str, Any] = {}
+    for run in runs:
+        for b in run.get("benchmarks", []):
+            by_name[b.get("fullname") or b.get("name")] = b
+    merged["benchmarks"] = list(by_name.values())
+    extra = [r.get("blobpad", {}).get("command") for r in runs[1:] if r.get("blobpad", {}).get("command")]
+    if extra:
+        merged["blobpad"] = {**merged.get("blobpad", {}),
+                             "command": " + ".join([merged.get("blobpad", {}).get("command", "?"), *extra])}
+    return merged
+
+
 # -- formatting --------------------------------------------------------------------------
 
 
@@ -409,12 +424,12 @@ def render(res: Results, command: str, chart: str | None) -> str:
     out += _memory(res)
     out += _all_results(res)
     out += _peers_section()
-    out += ["## Reproduce", "", "```sh", 'pip install -e ".[bench]"        # pytest-benchmark, diskcache, psutil, '
-            "matplotlib; rg and zstd from the system",
-            "python -m benchmarks --full --out benchmarks/results   # this report (1, 10, 100 MB)",
-            "python -m benchmarks                                   # a quick version (1, 10 MB)",
-            "pytest benchmarks/ --benchmark-only --bench-sizes 1,10,100   # pytest-benchmark's own tables",
-            "BLOBPAD_BENCH_1GB=1 python -m benchmarks --full         # adds 1 GB of log text",
+    out += ["## Reproduce", "", "```sh",
+            'pip install -e ".[bench]"   # pytest-benchmark, diskcache, psutil, matplotlib; rg, zstd, sed, GNU time',
+            "python -m benchmarks --full --out benchmarks/results        # this report: 1, 10 and 100 MB",
+            "python -m benchmarks                                        # a quick version: 1 and 10 MB",
+            "pytest benchmarks/ --benchmark-only --bench-sizes 1,10,100  # pytest-benchmark's own tables",
+            "BLOBPAD_BENCH_1GB=1 python -m benchmarks --full             # adds 1 GB of log text",
             "```", "",
             "Data are generated deterministically (`blobpad.sample`) and cached in `bench-data/`; every answer of "
             "every peer is checked against a reference computed from the file before its time is kept.", ""]
@@ -431,6 +446,7 @@ def chart(res: Results, path: Path) -> bool:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return False
     panels = [("put", "log"), ("head", "log"), ("tail", "log"), ("range", "multibyte"),
@@ -458,8 +474,12 @@ def chart(res: Results, path: Path) -> bool:
                     linestyle="--" if peer == "blobpad-warm" else "-", label=label(peer, op))
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ticks = res.sizes(op, kind)
+        ax.set_xticks(ticks, [size_label(t) for t in ticks])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xlim(ticks[0] / 1.6, ticks[-1] * 1.6)
         ax.set_title(f"{op} ({kind})", fontsize=10)
-        ax.set_xlabel("size (MB)", fontsize=8)
+        ax.set_xlabel("size of the entry", fontsize=8)
         ax.set_ylabel("median time (s)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, which="both", alpha=0.3)
@@ -483,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--1gb", dest="one_gb", action="store_true", help="also 1 GB of log text (env BLOBPAD_BENCH_1GB=1)")
     ap.add_argument("--kinds", help="restrict the kinds: log,multibyte,json,binary")
     ap.add_argument("--out", default=str(ROOT / "bench-data" / "report"), help="output folder (default bench-data/report)")
-    ap.add_argument("--from-json", help="render this pytest-benchmark JSON instead of running the suite")
+    ap.add_argument("--from-json", nargs="+", metavar="FILE",
+                    help="render these pytest-benchmark JSON files (merged, later ones win) instead of running")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args(argv)
 
@@ -492,10 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     json_path = out / "benchmark.json"
     status = 0
     if args.from_json:
-        source = Path(args.from_json)
-        command = "python -m benchmarks --from-json " + str(source)
-        meta = json.loads(source.read_text())
-        command = meta.get("blobpad", {}).get("command", command)
+        sources = [Path(f) for f in args.from_json]
+        meta = merge([json.loads(f.read_text()) for f in sources])
+        command = meta.get("blobpad", {}).get("command") or "python -m benchmarks"
     else:
         sizes = args.sizes or ",".join(map(str, DEFAULT_SIZES_MB if args.full else (1, 10)))
         cmd = [sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "--benchmark-only", "-p", "no:cacheprovider",
@@ -520,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         meta.setdefault("blobpad", {})["command"] = shown
         meta["blobpad"]["suite_seconds"] = round(time.monotonic() - t0)
         json_path.write_text(json.dumps(meta, indent=1))
-        source = json_path
+        sources = [json_path]
         command = shown
     res = Results(meta)
     png = out / "latency.png"
@@ -528,8 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     report = render(res, command, png.name if has_chart else None)
     (out / "REPORT.md").write_text(report)
     print(f"wrote {out / 'REPORT.md'}" + (f" and {png}" if has_chart else " (no chart: matplotlib is not installed)"))
-    if source != json_path:
-        print(f"(rendered from {source})")
+    if sources != [json_path]:
+        print("(rendered from " + ", ".join(map(str, sources)) + ")")
     return status
 
 
