@@ -220,9 +220,14 @@ def summary(store: Store, entry: Entry) -> str:
 
 
 def _put_view(store: Store, entry: Entry) -> dict[str, Any]:
+    """What ``put`` prints; ``summary`` is null if the entry expired before it was read back."""
+    try:
+        text: str | None = summary(store, entry)
+    except NotFound:
+        text = None  # a TTL shorter than the put itself
     return {
         "id": entry.id, "size": entry.size_bytes, "kind": entry.kind, "lines": entry.lines,
-        "chars": entry.chars, "expires_at": entry.expires_at, "summary": summary(store, entry),
+        "chars": entry.chars, "expires_at": entry.expires_at, "summary": text,
     }
 
 
@@ -295,9 +300,15 @@ def _cmd_put(args: argparse.Namespace) -> int:
         if _want_progress(size, args.no_progress):
             from tqdm import tqdm
 
+            try:
+                known_width = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+            except (OSError, ValueError):
+                known_width = False
             bar = tqdm(
-                total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="put", file=sys.stderr,
-                leave=False, dynamic_ncols=True, delay=0 if size is not None else PROGRESS_DELAY_UNKNOWN,
+                total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="put", file=sys.stderr, leave=False,
+                # a terminal that reports no width (0 columns) would get an empty bar
+                dynamic_ncols=known_width, ncols=None if known_width else 80,
+                delay=0 if size is not None else PROGRESS_DELAY_UNKNOWN,
             )
             source = _ProgressReader(fh, bar)
         try:
@@ -402,7 +413,7 @@ def _cmd_grep(args: argparse.Namespace) -> int:
         _println(_json_line(result.to_dict()))
     else:
         _print_grep(result, args, context=bool(before or after))
-    if result.truncated:
+    if result.truncated and not args.json:  # --json says it in "truncated"
         shown = len(result.matches)
         _note(f"stopped after {shown} matching line{'s' if shown != 1 else ''}; more exist (raise -m)")
     return OK if result.matches else NOT_FOUND
@@ -537,8 +548,60 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 # -- notes --------------------------------------------------------------------------------
 
 
+def _text_arg(text: str) -> str:
+    """A TEXT argument: the text itself, or stdin's (UTF-8) for ``-``."""
+    if text != "-":
+        return text
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("stdin is not valid UTF-8 text") from None
+
+
+def _note_result(result: Any) -> int:
+    """Print a notepad change (one JSON line); a rejected change is an error (exit 2)."""
+    d = result.to_dict()
+    if not d.get("ok", False):
+        raise UsageError(d.get("error") or d.get("message") or "the notepad rejected the change")
+    if d.get("warning"):
+        _note(f"warning: {d['warning']}")
+    _println(_json_line(d))
+    return OK
+
+
 def _cmd_notes(args: argparse.Namespace) -> int:
-    raise UsageError("notes: the session notepad is not available in this build")
+    if not args.session:
+        raise UsageError("notes needs --session SESSION: a notepad belongs to one session")
+    action = args.notes_command or "show"
+    with _open(args) as store:
+        pad = store.notepad(args.session)
+        if action == "show":
+            if args.json:
+                _println(_json_line({"notes": pad.read("notes"), "plan": pad.read("plan"), "refs": pad.refs()}))
+            else:
+                block = pad.render_spaces()
+                if block:
+                    _println(block.rstrip("\n"))
+            return OK
+        if action == "set":
+            return _note_result(pad.set_notes(_text_arg(args.text)))
+        if action == "append":
+            return _note_result(pad.append_notes(_text_arg(args.text)))
+        if action == "plan":
+            if args.text is None:
+                plan = pad.read("plan")
+                if plan:
+                    _println(plan.rstrip("\n"))
+                return OK
+            return _note_result(pad.set_plan(_text_arg(args.text)))
+        # refs
+        if args.refs_action is None:
+            for ref in pad.refs():
+                _println(ref)
+            return OK
+        if args.refs_action == "add":
+            return _note_result(pad.refs_add(args.ref))
+        return _note_result(pad.refs_remove(args.ref))
 
 
 # -- mcp, demo ----------------------------------------------------------------------------
@@ -546,12 +609,14 @@ def _cmd_notes(args: argparse.Namespace) -> int:
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
-        from . import mcp_server
-    except ImportError as exc:
-        missing = getattr(exc, "name", None) or ""
-        if missing == "mcp" or missing.startswith("mcp."):
-            raise UsageError("the MCP server needs the mcp extra: install blobpad[mcp]") from None
-        raise UsageError(f"the MCP server is not available in this build ({exc})") from None
+        import mcp  # noqa: F401 - the optional extra, imported only here
+    except ImportError:
+        raise UsageError("the MCP server needs the mcp extra: install blobpad[mcp] (pip install 'blobpad[mcp]')") from None
+    from . import mcp_server
+    from .tools import PROFILES
+
+    if args.profile is not None and args.profile not in PROFILES:
+        raise UsageError(f"unknown --profile {args.profile!r}; the profiles are: {', '.join(PROFILES)}")
     argv: list[str] = []
     if args.db is not None:
         argv += ["--db", args.db]
@@ -561,6 +626,10 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         argv += ["--allow", directory]
     if args.profile is not None:
         argv += ["--profile", args.profile]
+    if args.max_result_chars is not None:
+        argv += ["--max-result-chars", str(args.max_result_chars)]
+    if args.max_file_bytes is not None:
+        argv += ["--max-file-bytes", str(args.max_file_bytes)]
     rc = mcp_server.main(argv)
     return rc if isinstance(rc, int) else OK
 
@@ -707,7 +776,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--session", help="session of the server's entries")
     p.add_argument("--allow", action="append", metavar="DIR", help="directory the server may read files from (repeatable)")
-    p.add_argument("--profile", help="tool profile of the server")
+    p.add_argument("--profile", help="tool profile: blobpad (default), seed000 or seed003")
+    p.add_argument("--max-result-chars", type=_non_negative, metavar="N", help="cap on each tool result, in characters of JSON")
+    p.add_argument("--max-file-bytes", type=_non_negative, metavar="N", help="largest file scratchpad_offload accepts")
 
     p = _sub(
         sub, "demo", _cmd_demo, "offload a multi-MB log and read it back, with timings",
@@ -722,9 +793,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_notes(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = _sub(sub, "notes", _cmd_notes, "show or edit a session's notepad", "blobpad notes --session s1 show", common)
-    p.add_argument("--session", help="the session")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    """``notes``: show and edit a session's notepad (notes, plan and refs spaces)."""
+    session_help = "the session whose notepad to use (required)"
+    scoped = argparse.ArgumentParser(add_help=False, parents=[common])
+    scoped.add_argument("--session", default=argparse.SUPPRESS, help=session_help)
+    p = _sub(
+        sub, "notes", _cmd_notes, "show or edit a session's notepad (notes, plan, refs)",
+        "blobpad notes --session s1 set 'Root cause: timezone mismatch in token expiry'\n"
+        "blobpad notes --session s1 plan '1. Fix auth bug\\n2. Add test'\n"
+        "blobpad notes --session s1 refs add src/auth/login.ts\n"
+        "blobpad notes --session s1",
+        common,
+        description="A session's notepad: notes (4,000 characters), plan (2,000 characters) and refs (50 items), "
+        "kept outside the model's context. Without an action, show them as the block prepended to messages. "
+        "Changes print the result as one JSON line; a change over budget is rejected (exit 2).",
+    )
+    p.add_argument("--session", default=None, help=session_help)
+    p.set_defaults(notes_command=None)
+    actions = p.add_subparsers(dest="notes_command", metavar="ACTION", parser_class=_Parser)
+
+    def action(name: str, help_text: str, example: str) -> argparse.ArgumentParser:
+        return _sub(actions, name, _cmd_notes, help_text, example, scoped)
+
+    a = action("show", "show notes, plan and refs (the default)", "blobpad notes --session s1 show --json")
+    a.add_argument("--json", action="store_true", help='print {"notes": ..., "plan": ..., "refs": [...]}')
+    a = action("set", "replace the notes", "blobpad notes --session s1 set 'Root cause: stale cache'")
+    a.add_argument("text", metavar="TEXT", help="the new notes, or - for stdin")
+    a = action("append", "append to the notes (rejected if over budget)",
+               "blobpad notes --session s1 append 'Found: retry loop in worker.py:88'")
+    a.add_argument("text", metavar="TEXT", help="text to append, or - for stdin")
+    a = action("plan", "show the plan, or replace it with TEXT", "blobpad notes --session s1 plan - < plan.md")
+    a.add_argument("text", metavar="TEXT", nargs="?", help="the new plan, or - for stdin")
+    a = action("refs", "list the refs, or add/remove one", "blobpad notes --session s1 refs add https://example.com/pr/42")
+    a.set_defaults(refs_action=None)
+    ref_actions = a.add_subparsers(dest="refs_action", metavar="add|remove", parser_class=_Parser)
+    for name, help_text in (("add", "add a ref (the oldest is dropped past 50)"), ("remove", "remove a ref (exact match)")):
+        r = _sub(ref_actions, name, _cmd_notes, help_text, f"blobpad notes --session s1 refs {name} src/app.py", scoped)
+        r.add_argument("ref", metavar="REF", help="a file path, URL or identifier")
+    p.set_defaults(json=False, text=None, refs_action=None)
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -761,6 +867,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _fail("interrupted")
         return 130
+    except Exception as exc:  # a bug: still one line, unless BLOBPAD_DEBUG asks for the traceback
+        if os.environ.get("BLOBPAD_DEBUG"):
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (run with BLOBPAD_DEBUG=1 for the traceback)")
+        return USAGE
 
 
 def _os_message(exc: OSError) -> str:

@@ -1,0 +1,582 @@
+"""The ``blobpad`` command (issue 6), run as a real subprocess against real stores.
+
+Every test runs the installed entry point (or ``python -m blobpad``) with ``--db`` in
+a temporary directory.  The oracles are the original bytes sliced by Python,
+``sed -n`` for line windows, ``rg -n`` for grep (skipped where ripgrep is absent),
+``hashlib`` and ``re``.  Subprocesses cost ~0.3 s each, so checks are grouped.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import pathlib
+import pty
+import random
+import re
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import time
+from typing import Any
+
+import pytest
+
+from blobpad import sample
+
+_BIN = pathlib.Path(sys.executable).with_name("blobpad")
+BLOBPAD = str(_BIN) if _BIN.exists() else (shutil.which("blobpad") or "blobpad")
+ID_RE = re.compile(r"[0-9a-f]{16}")
+ERROR_RE = re.compile(rb"blobpad: error: [^\n]+\n")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("BLOBPAD_DIR", None)
+    env.update(extra)
+    return env
+
+
+def bp(*args: str, db: pathlib.Path | str | None = None, input: bytes | None = None,
+       env: dict[str, str] | None = None, cmd: list[str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run the blobpad command; ``db`` goes before the subcommand as ``--db``."""
+    argv = list(cmd or [BLOBPAD])
+    if db is not None:
+        argv += ["--db", str(db)]
+    argv += list(args)
+    return subprocess.run(argv, input=input, capture_output=True, env=env or _env(), timeout=120)
+
+
+def ok(proc: subprocess.CompletedProcess[bytes]) -> bytes:
+    """stdout of a run that must succeed silently on stderr."""
+    assert proc.returncode == 0, (proc.args, proc.returncode, proc.stderr)
+    assert proc.stderr == b"", proc.stderr
+    return proc.stdout
+
+
+def assert_error(proc: subprocess.CompletedProcess[bytes], code: int, *words: str) -> str:
+    """The run failed with ``code`` and exactly one error line on stderr, no traceback."""
+    assert proc.returncode == code, (proc.args, proc.returncode, proc.stdout, proc.stderr)
+    assert ERROR_RE.fullmatch(proc.stderr), proc.stderr
+    assert b"Traceback" not in proc.stderr
+    message = proc.stderr.decode()
+    for w in words:
+        assert w in message, (w, message)
+    return message
+
+
+# -- oracles ------------------------------------------------------------------------------
+
+
+def oracle_lines(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def oracle_summary(data: bytes) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"[BINARY: {len(data)} bytes, sha256={hashlib.sha256(data).hexdigest()}]"
+    if len(text) <= 1000:
+        return text
+    return text[:500] + f"\n[... {len(text) - 1000} characters omitted ...]\n" + text[-500:]
+
+
+def sed(path: pathlib.Path, script: str) -> bytes:
+    return subprocess.run(["sed", "-n", script, str(path)], capture_output=True, check=True,
+                          env=_env(LC_ALL="C")).stdout
+
+
+# -- shared content: a store holding a log, multi-byte text, CRLF text and binary ---------
+
+
+@functools.cache
+def _contents() -> dict[str, bytes]:
+    log = sample.log_text(1 << 20, seed=7) + "2023-11-15T00:00:00.000 ERROR [kernel] last line without newline: disk quota"
+    return {
+        "log": log.encode(),  # ~11 chunks, last line unterminated
+        "mb": sample.multibyte_text(300_000, seed=3).encode(),
+        "crlf": b"alpha\r\nbeta b\r\n\r\ngamma b\r\nlast\r",
+        "bin": sample.binary_blob(300_000, seed=5),
+    }
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A store with every content put through the CLI: {"db", "files", "ids", "puts", "times"}."""
+    root = tmp_path_factory.mktemp("cli")
+    db = root / "db"
+    files, ids, puts, times = {}, {}, {}, {}
+    for key, data in _contents().items():
+        path = root / f"{key}.dat"
+        path.write_bytes(data)
+        t0 = time.time()
+        out = ok(bp("put", str(path), db=db))
+        times[key] = (t0, time.time())
+        files[key] = path
+        puts[key] = json.loads(out)
+        ids[key] = puts[key]["id"]
+        assert out.count(b"\n") == 1  # one JSON object on one line
+    return {"db": db, "files": files, "ids": ids, "puts": puts, "times": times}
+
+
+def test_put_prints_the_entry_with_its_summary(loaded):
+    for key, data in _contents().items():
+        put = loaded["puts"][key]
+        assert set(put) == {"id", "size", "kind", "lines", "chars", "expires_at", "summary"}
+        assert ID_RE.fullmatch(put["id"])
+        is_text = key != "bin"
+        assert put["kind"] == ("text" if is_text else "binary")
+        assert put["size"] == len(data)
+        assert put["lines"] == oracle_lines(data)
+        assert put["chars"] == (len(data.decode()) if is_text else None)
+        assert put["summary"] == oracle_summary(data)
+        t0, t1 = loaded["times"][key]
+        assert t0 + 3600 <= put["expires_at"] <= t1 + 3600  # the library's default TTL
+    assert "characters omitted" in loaded["puts"]["log"]["summary"]
+    assert loaded["puts"]["bin"]["summary"].startswith("[BINARY: 300000 bytes, sha256=")
+
+
+def test_read_modes_equal_python_slicing(loaded):
+    db, ids = loaded["db"], loaded["ids"]
+    log, mb, blob = (_contents()[k] for k in ("log", "mb", "bin"))
+    mb_text = mb.decode()
+    cases = [
+        ("log", ["--full"], log),
+        ("log", ["--head", "1000"], log[:1000]),
+        ("log", ["--tail", "777"], log[-777:]),
+        ("log", ["--range", "123456:654321"], log[123456:654321]),
+        ("log", ["--range=-300:"], log[-300:]),
+        ("log", ["--range", ":50"], log[:50]),
+        ("log", ["--range", "5:5"], b""),
+        ("log", ["--bytes", "999990:1000010"], log[999990:1000010]),
+        ("mb", ["--full"], mb),
+        ("mb", ["--head", "5000"], mb_text[:5000].encode()),
+        ("mb", ["--tail", "5000"], mb_text[-5000:].encode()),
+        ("mb", ["--range", "100000:100500"], mb_text[100000:100500].encode()),
+        ("mb", ["--bytes", "101:102"], mb[101:102]),  # may cut a character: bytes as they are
+        ("bin", ["--full"], blob),
+        ("bin", ["--head", "4096"], blob[:4096]),
+        ("bin", ["--tail", "10"], blob[-10:]),
+        ("bin", ["--range", "1000:2000"], blob[1000:2000]),
+        ("bin", ["--bytes=-5:"], blob[-5:]),
+    ]
+    for key, mode, expected in cases:
+        assert ok(bp("read", ids[key], *mode, db=db)) == expected, (key, mode)
+
+
+def test_read_lines_matches_sed(loaded):
+    if not shutil.which("sed"):
+        pytest.skip("sed is not installed")
+    db, ids, files = loaded["db"], loaded["ids"], loaded["files"]
+    n = loaded["puts"]["log"]["lines"]
+    cases = {
+        "log": [("1:1", "1,1p"), ("1:5", "1,5p"), ("5000:5020", "5000,5020p"), (f"{n - 3}:{n + 10}", f"{n - 3},{n + 10}p"),
+                (str(n), f"{n}p"), ("10", "10p"), (f"{n + 5}:{n + 9}", f"{n + 5},{n + 9}p"), (":3", "1,3p"),
+                (f"{n - 2}:", f"{n - 2},$p")],
+        "mb": [("100:200", "100,200p"), ("1:2", "1,2p")],
+        "crlf": [("1:2", "1,2p"), ("3:5", "3,5p"), ("5", "5p")],
+        "bin": [("1:3", "1,3p"), ("5:9", "5,9p"), ("200:", "200,$p")],
+    }
+    for key, windows in cases.items():
+        for spec, script in windows:
+            expected = sed(files[key], script)
+            assert ok(bp("read", ids[key], "--lines", spec, db=db)) == expected, (key, spec)
+    assert sed(files["log"], f"{n}p").endswith(b"disk quota")  # the oracle really covers the unterminated line
+
+
+def test_grep_matches_rg(loaded, rg):
+    db, ids, files = loaded["db"], loaded["ids"], loaded["files"]
+    cases = [
+        ("log", ["-m", "1000", "timed out"]),
+        ("log", ["-i", "-m", "50", "error.*QUOTA"]),
+        ("log", ["-F", "-m", "1000", "search?q=alpha"]),
+        ("log", ["-C", "2", "-m", "1000", "crashed"]),  # overlapping contexts merge, -- between groups
+        ("log", ["-A", "3", "-B", "1", "-m", "1000", "disk quota"]),
+        ("log", ["-m", "3", "-A", "8", "ERROR"]),  # trailing context of the last match holds more matches
+        ("log", ["-C", "3", "-m", "10", "last line without"]),  # the unterminated last line
+        ("log", ["-m", "1000", "^2023-11-14T22:1[0-5]:0[0-3]"]),
+        ("log", ["-B", "2", "-m", "5", "^2023-11-14T22:13:20"]),  # context clipped at line 1
+        ("log", ["-c", "ERROR"]),
+        ("log", ["-c", "-i", "Timed OUT"]),
+        ("log", ["no such text anywhere"]),
+        ("mb", ["-i", "-C", "1", "-m", "1000", "ОШИБКА café"]),
+        ("crlf", ["-A", "1", "b"]),
+    ]
+    for key, args in cases:
+        mine = bp("grep", ids[key], *args, db=db)
+        ref = subprocess.run([rg, "-n", *args, str(files[key])], capture_output=True)
+        assert mine.returncode == ref.returncode, (key, args, mine.stderr, ref.stderr)
+        assert mine.stdout == ref.stdout, (key, args)
+        assert b"Traceback" not in mine.stderr
+    # the oracle is not vacuous: these cases print matches, contexts and separators
+    assert b"\n--\n" in bp("grep", ids["log"], "-C", "2", "-m", "1000", "crashed", db=db).stdout
+
+
+def test_grep_json_count_and_limits_against_re(loaded):
+    db, eid = loaded["db"], loaded["ids"]["log"]
+    lines = _contents()["log"].decode().split("\n")
+    pattern = r"timed out after (\d+)ms"
+    hits = [i + 1 for i, line in enumerate(lines) if re.search(pattern, line)]
+    assert len(hits) > 40
+
+    res = json.loads(ok(bp("grep", eid, pattern, "--json", "-m", "40", "-A", "1", db=db)))
+    assert res["truncated"] is True
+    assert [m["line"] for m in res["matches"]] == hits[:40]
+    for m in res["matches"]:
+        assert m["text"] == lines[m["line"] - 1]
+        assert [m["text"][s:e] for s, e in m["spans"]] == [x.group(0) for x in re.finditer(pattern, m["text"])]
+        assert m["after"] == [[m["line"] + 1, lines[m["line"]]]]
+
+    assert json.loads(ok(bp("grep", eid, "-c", "--json", pattern, db=db))) == {"count": len(hits)}
+    assert ok(bp("grep", eid, "-c", "-m", "5", pattern, db=db)) == b"5\n"
+
+    # the default -m is 100, and the cut is announced on stderr (stdout stays rg-like)
+    default = bp("grep", eid, "ERROR", db=db)
+    assert default.returncode == 0
+    assert default.stdout.count(b"\n") == 100
+    assert default.stderr == b"blobpad: stopped after 100 matching lines; more exist (raise -m)\n"
+
+    none = bp("grep", eid, "-c", "zzz-no-such", db=db)
+    assert (none.returncode, none.stdout, none.stderr) == (1, b"0\n", b"")
+    none = bp("grep", eid, "zzz-no-such", "--json", db=db)
+    assert none.returncode == 1 and json.loads(none.stdout) == {"matches": [], "truncated": False}
+
+
+def test_grep_max_columns_windows_long_lines(tmp_path):
+    db = tmp_path / "db"
+    line = "x" * 10_000 + "NEEDLE" + "y" * 10_000
+    eid = json.loads(ok(bp("put", "-", db=db, input=f"short\n{line}\n".encode())))["id"]
+    assert ok(bp("grep", eid, "NEEDLE", db=db)) == f"2:{line}\n".encode()  # whole lines by default, like rg
+    out = ok(bp("grep", eid, "NEEDLE", "-M", "100", db=db)).decode()
+    text = out.removeprefix("2:").removesuffix("\n")
+    assert len(text) == 100 and "NEEDLE" in text and text in line
+
+
+def test_stdin_put_text_and_binary(tmp_path):
+    db = tmp_path / "db"
+    text = "día 1: naïve café\nzweite Zeile 🙂\nno newline at the end".encode()
+    put = json.loads(ok(bp("put", "-", "--session", "s", db=db, input=text)))
+    assert (put["kind"], put["size"], put["lines"], put["chars"]) == ("text", len(text), 3, len(text.decode()))
+    assert put["summary"] == text.decode()
+    assert ok(bp("read", put["id"], "--full", db=db)) == text
+
+    blob = bytes(range(256)) * 40 + b"\xff\xfe\n"
+    put = json.loads(ok(bp("put", "-", db=db, input=blob)))
+    assert put["kind"] == "binary" and put["chars"] is None
+    assert put["summary"] == f"[BINARY: {len(blob)} bytes, sha256={hashlib.sha256(blob).hexdigest()}]"
+    assert ok(bp("read", put["id"], "--full", db=db)) == blob
+
+    empty = json.loads(ok(bp("put", "-", db=db, input=b"")))
+    assert (empty["size"], empty["lines"], empty["summary"]) == (0, 0, "")
+    assert ok(bp("read", empty["id"], "--full", db=db)) == b""
+
+
+def test_ls_stat_rm_gc_stats_compact_verify(tmp_path):
+    db = tmp_path / "db"
+    src = tmp_path / "obs.txt"
+    src.write_bytes(b"line one\nline two\n")
+
+    def put(*args: str, data: bytes | None = None) -> dict[str, Any]:
+        return json.loads(ok(bp("put", "-" if data is not None else str(src), *args, db=db, input=data)))
+
+    a = put("--session", "s1", "--turn", "1", "--name", "n1", "--tool", "fs_read", "--meta", "k=v", "--meta", "x=y=z")
+    b = put("--session", "s1", "--turn", "2", data=b"bee\n")
+    c = put("--session", "s2", "--ttl", "never", data=b"sea\n")
+    d = put("--turn", "7", "--ttl", "2h", data=b"dee\n")
+    e = put("--ttl", "0.001", data=b"expires at once\n")  # expired before the next command starts
+    assert e["summary"] in ("expires at once\n", None)  # null when it expired before being read back
+    assert c["expires_at"] is None
+    assert d["expires_at"] - time.time() == pytest.approx(7200, abs=60)
+
+    def ls(*args: str) -> list[str]:
+        return [x["id"] for x in json.loads(ok(bp("ls", "--json", *args, db=db)))]
+
+    assert ls() == [a["id"], b["id"], c["id"], d["id"]]
+    assert ls("--session", "s1") == [a["id"], b["id"]]
+    assert ls("--session", "s1", "--turn", "2") == [b["id"]]
+    assert ls("--turn", "7") == [d["id"]]  # --turn alone: the default session
+    assert ls("--session", "nobody") == []
+    table = ok(bp("ls", db=db)).decode().splitlines()
+    assert table[0].split() == ["ID", "SIZE", "LINES", "KIND", "CREATED", "EXPIRES", "SESSION", "TURN", "NAME", "TOOL"]
+    assert [row.split()[0] for row in table[1:]] == [a["id"], b["id"], c["id"], d["id"]]
+    assert table[1].split()[-4:] == ["s1", "1", "n1", "fs_read"]
+
+    st = json.loads(ok(bp("stat", a["id"], db=db)))
+    assert (st["session"], st["turn"], st["name"], st["tool"]) == ("s1", "1", "n1", "fs_read")  # turns stay strings
+    assert st["meta"] == {"k": "v", "x": "y=z"}
+    assert (st["size_bytes"], st["lines"], st["sha256"]) == (18, 2, hashlib.sha256(src.read_bytes()).hexdigest())
+
+    a2 = put("--session", "s1", "--name", "n1", data=b"replacement\n")  # same name: replaces a
+    assert_error(bp("stat", a["id"], db=db), 1, a["id"])
+    assert ok(bp("read", a2["id"], "--full", db=db)) == b"replacement\n"
+
+    assert ok(bp("rm", b["id"], db=db)) == b""
+    assert_error(bp("stat", b["id"], db=db), 1)
+    assert_error(bp("rm", b["id"], db=db), 1, b["id"])
+    assert ok(bp("rm", c["id"], d["id"], "--db", str(db))) == b""  # --db after the subcommand works too
+    assert ls() == [a2["id"]]
+
+    gc = json.loads(ok(bp("gc", db=db)))
+    assert gc["entries"] == 1  # e, expired
+    assert_error(bp("stat", e["id"], db=db), 1)
+    stats = json.loads(ok(bp("stats", db=db)))
+    assert (stats["entries"], stats["logical_bytes"], stats["path"]) == (1, len(b"replacement\n"), str(db))
+    verify = json.loads(ok(bp("verify", db=db)))
+    assert verify["ok"] is True and verify["entries"] == 1
+    compact = json.loads(ok(bp("compact", db=db)))
+    assert 0 < compact["bytes_after"] <= compact["bytes_before"]
+    assert ok(bp("read", a2["id"], "--full", db=db)) == b"replacement\n"
+
+
+def test_verify_and_read_report_damage(tmp_path):
+    db = tmp_path / "db"
+    data = sample.log_text(400_000, seed=11).encode()
+    eid = json.loads(ok(bp("put", "-", db=db, input=data)))["id"]
+    mdb = db / "data.mdb"
+    raw = bytearray(mdb.read_bytes())
+    at = raw.find(b"\x28\xb5\x2f\xfd")  # a zstd frame: a stored chunk
+    assert at > 0
+    raw[at + 200] ^= 0xFF
+    mdb.write_bytes(bytes(raw))
+    proc = bp("verify", db=db)
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False and report["damaged_entries"] == [eid]
+    assert_error(bp("read", eid, "--full", db=db), 2, "verify")
+
+
+def test_errors_are_one_line_with_the_right_exit_code(loaded, tmp_path):
+    db, eid = loaded["db"], loaded["ids"]["log"]
+    missing_id = "0123456789abcdef"
+    usage = [
+        [],
+        ["frobnicate"],
+        ["read", eid],
+        ["read", eid, "--head", "5", "--tail", "5"],
+        ["read", eid, "--head", "many"],
+        ["read", eid, "--range", "5"],
+        ["read", eid, "--range", "a:b"],
+        ["read", eid, "--lines", "0:3"],
+        ["read", eid, "--lines", "9:3"],
+        ["read", "not-an-id", "--full"],
+        ["put", str(tmp_path / "no-such-file")],
+        ["put", str(tmp_path)],
+        ["put", "-", "--ttl", "0"],
+        ["put", "-", "--ttl", "soon"],
+        ["put", "-", "--meta", "novalue"],
+        ["grep", eid, "(unclosed"],
+        ["grep", eid, "x", "-m", "-1"],
+        ["ls", "--bogus"],
+    ]
+    for args in usage:
+        assert_error(bp(*args, db=db, input=b""), 2)
+    assert_error(bp("read", eid, "--range", "5", db=db), 2, "A:B")
+    assert_error(bp("grep", eid, "(unclosed", db=db), 2, "RE2")
+    not_found = [["read", missing_id, "--head", "3"], ["stat", missing_id], ["rm", missing_id], ["grep", missing_id, "x"]]
+    for args in not_found:
+        assert_error(bp(*args, db=db), 1, missing_id)
+    # no match is not an error: exit 1, nothing printed at all
+    proc = bp("grep", eid, "zzz-no-such", db=db)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, b"", b"")
+    # a store path that is a file
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert_error(bp("ls", db=afile), 2)
+
+
+def test_compact_refuses_while_another_process_has_the_store(tmp_path):
+    db = tmp_path / "db"
+    ok(bp("put", "-", db=db, input=b"x\n"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, blobpad; s = blobpad.open(sys.argv[1]); print('open', flush=True); sys.stdin.read()",
+         str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
+        assert_error(bp("compact", db=db), 2, "another process")
+    finally:
+        holder.communicate(b"", timeout=60)
+    assert json.loads(ok(bp("compact", db=db)))["bytes_after"] > 0
+
+
+def test_help_on_every_subcommand_has_an_example():
+    top = ok(bp("--help")).decode()
+    commands = ["put", "read", "grep", "ls", "stat", "rm", "gc", "stats", "compact", "verify", "notes", "mcp", "demo"]
+    for name in commands:
+        assert re.search(rf"^\s+{name}\s", top, re.M), name
+        text = ok(bp(name, "--help")).decode()
+        assert f"usage: blobpad {name}" in text
+        example = text.split("example:\n", 1)[1]
+        assert f"blobpad {name}" in example, name
+
+
+def test_python_dash_m_is_the_same_command(loaded):
+    cmd = [sys.executable, "-m", "blobpad"]
+    assert ok(bp("--version", cmd=cmd)) == ok(bp("--version"))
+    assert ok(bp("--version")).startswith(b"blobpad ")
+    db, eid = loaded["db"], loaded["ids"]["log"]
+    assert ok(bp("read", eid, "--lines", "3:4", db=db, cmd=cmd)) == ok(bp("read", eid, "--lines", "3:4", db=db))
+
+
+def test_broken_pipe_is_quiet(loaded):
+    db, eid = loaded["db"], loaded["ids"]["log"]
+    for args in (["read", eid, "--full"], ["grep", eid, "ERROR", "-m", "100000"]):  # 1 MB, 140 KB
+        proc = subprocess.Popen([BLOBPAD, "--db", str(db), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+        assert proc.stdout is not None and proc.stderr is not None
+        assert len(proc.stdout.read(100)) == 100
+        proc.stdout.close()  # like `| head -c 100`: the rest cannot be written
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0
+        assert err == b"", err
+
+
+# -- the progress bar ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """33 MB, just over the progress threshold (random, so every put cuts it again)."""
+    path = tmp_path_factory.mktemp("big") / "big.bin"
+    path.write_bytes(random.Random(1).randbytes(33 << 20))
+    return path
+
+
+def _run_with_tty_stderr(argv: list[str], columns: int = 0) -> tuple[int, bytes, bytes]:
+    """Run with stderr on a pseudo-terminal ``columns`` wide (0: a terminal that does not
+    say); return (exit code, stdout, what the terminal got)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=_env())
+    finally:
+        os.close(slave)
+    got = bytearray()
+    stdout = b""
+    try:
+        assert proc.stdout is not None
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError as exc:  # EIO: the child closed its end
+                if exc.errno != errno.EIO:
+                    raise
+                break
+            if not chunk:
+                break
+            got += chunk
+        stdout = proc.stdout.read()
+        rc = proc.wait(timeout=60)
+    finally:
+        os.close(master)
+    return rc, stdout, bytes(got)
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path, big_file):
+    proc = bp("put", str(big_file), db=tmp_path / "db")
+    assert ok(proc)  # stderr is a pipe: empty, no bar characters at all
+    assert json.loads(proc.stdout)["size"] == 33 << 20
+
+
+def test_progress_bar_on_a_terminal(tmp_path, big_file):
+    db = tmp_path / "db"
+    for columns in (100, 0):
+        rc, stdout, tty = _run_with_tty_stderr([BLOBPAD, "--db", str(db), "put", str(big_file)], columns)
+        assert rc == 0, tty
+        assert json.loads(stdout)["size"] == 33 << 20  # stdout carries only the JSON
+        assert b"put" in tty and b"%|" in tty and b"B/s" in tty, (columns, tty)
+    rc, stdout, tty = _run_with_tty_stderr([BLOBPAD, "--db", str(db), "put", str(big_file), "--no-progress"])
+    assert rc == 0 and tty == b"" and json.loads(stdout)["size"] == 33 << 20
+
+
+# -- demo, mcp ----------------------------------------------------------------------------
+
+
+def _demo_observation(out: str) -> dict[str, Any]:
+    start = out.index("\n{\n") + 1
+    end = out.index("\n}\n", start) + 2
+    return json.loads(out[start:end])
+
+
+def test_demo_on_the_default_store_keeps_only_with_keep(tmp_path):
+    default = tmp_path / "default"
+    size = 1 << 20
+    proc = bp("demo", "--keep", "--size", str(size), env=_env(BLOBPAD_DIR=str(default)))
+    out = ok(proc).decode()
+    assert f"store {default}" in out
+    expected = pathlib.Path(tmp_path / "expected.log")
+    sample.write_log(str(expected), size)
+    data = expected.read_bytes()
+    obs = _demo_observation(out)
+    assert obs["ok"] is True and obs["kind"] == "text" and obs["size_bytes"] == len(data)
+    assert obs["summary"] == oracle_summary(data)
+    listed = json.loads(ok(bp("ls", "--json", db=default)))
+    assert [e["id"] for e in listed] == [obs["scratchpad_id"]]
+    # the printed line window is the original's
+    m = re.search(r"--lines (\d+):(\d+)", out)
+    assert m
+    first, last = int(m.group(1)), int(m.group(2))
+    shown = out[m.end():].split("\n", 1)[1].split("\n\n", 1)[0]
+    assert shown.encode() + b"\n" == b"".join(data.splitlines(keepends=True)[first - 1 : last])
+    assert re.search(r"put in [\d.]+ ms", out)
+
+    other = tmp_path / "other"
+    out = ok(bp("demo", "--size", str(size), db=other)).decode()
+    assert f"store {other}" in out and "characters omitted" in out
+    assert json.loads(ok(bp("ls", "--json", db=other))) == []  # cleaned up after itself
+    assert len(json.loads(ok(bp("ls", "--json", db=default)))) == 1  # the default store was not touched
+
+
+def test_mcp_without_the_extra_says_how_to_install(tmp_path):
+    # A real interpreter on which `import mcp` fails, as on an install without the extra.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['mcp'] = None\n")
+    env = _env(PYTHONPATH=str(site))
+    proc = bp("mcp", db=tmp_path / "db", env=env, cmd=[sys.executable, "-m", "blobpad"])
+    assert_error(proc, 2, "install blobpad[mcp]")
+
+
+def test_mcp_serves_the_session_of_the_store_it_was_given(tmp_path):
+    pytest.importorskip("mcp")
+    db, allowed = tmp_path / "db", tmp_path / "allowed"
+    allowed.mkdir()
+    ok(bp("put", "-", "--session", "agent-7", "--name", "build_log", db=db, input=b"make: *** [all] Error 2\n"))
+    ok(bp("put", "-", "--session", "someone-else", "--name", "secret", db=db, input=b"x\n"))
+    server = subprocess.Popen(
+        [BLOBPAD, "mcp", "--db", str(db), "--session", "agent-7", "--allow", str(allowed), "--profile", "seed003"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def ask(msg_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode() + b"\n")
+        server.stdin.flush()
+        reply = json.loads(server.stdout.readline())
+        assert reply.get("id") == msg_id, reply
+        return reply["result"]
+
+    try:
+        init = ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                     "clientInfo": {"name": "test", "version": "1"}})
+        assert init["serverInfo"]["name"] == "blobpad"
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        tools = {t["name"] for t in ask(2, "tools/list", {})["tools"]}
+        assert {"scratchpad_write", "scratchpad_read", "scratchpad_offload"} <= tools  # seed003 profile, --allow
+        listed = ask(3, "tools/call", {"name": "scratchpad_list", "arguments": {}})["structuredContent"]
+        assert [e["name"] for e in listed["entries"]] == ["build_log"]  # --db and --session reached the server
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+    assert server.returncode == 0
+    assert_error(bp("mcp", "--profile", "nope", db=db), 2, "seed003")
