@@ -63,10 +63,7 @@ def main() -> None:
     path, ack_path, seed, first, ready = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     big_first = sys.argv[6] == "1"
     rng = random.Random(seed)
-    try:
-        from blobpad import notepad as notepad_module  # noqa: F401 - built by another engineer
-    except ImportError:
-        notepad_module = None
+    has_notepad = notepad_available()
     ack = open(ack_path, "a", encoding="utf-8")  # noqa: SIM115 - lives until the kill
 
     def log(**record: object) -> None:
@@ -114,20 +111,28 @@ def main() -> None:
             log(op="gc-intent")
             report = store.gc()
             log(op="gc", **report.to_dict())
-        elif notepad_module is not None:
+        elif has_notepad:
             notepad_step(store, rng, log)
         else:
             time.sleep(0.001)
 
 
+def notepad_available() -> bool:
+    """Whether the notepad (blobpad/notepad.py, built by another engineer) is usable yet."""
+    return callable(getattr(blobpad.Store, "notepad", None))
+
+
+def note_text(rng: random.Random) -> str:
+    return "".join(f"- [ ] step {rng.randrange(1 << 30)}\n" for _ in range(rng.randrange(1, 2000)))
+
+
 def notepad_step(store: blobpad.Store, rng: random.Random, log) -> None:
-    """One notepad write (the notepad API is filled in once blobpad.notepad exists)."""
+    """One notepad write: a full replacement of the session's notepad."""
     session = rng.choice(SESSIONS[:2])
-    pad = store.notepad(session)  # type: ignore[attr-defined]
-    text = f"note {rng.randrange(1 << 30)}\n" * rng.randrange(1, 200)
+    text = note_text(rng)
     log(op="note-intent", session=session, sha=sha(text.encode()))
-    pad.write(text)
-    log(op="note", session=session, sha=sha(text.encode()))
+    result = store.notepad(session).write(text)  # type: ignore[attr-defined]
+    log(op="note", session=session, sha=sha(text.encode()), version=result.version)
 
 
 if __name__ == "__main__":

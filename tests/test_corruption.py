@@ -1,0 +1,356 @@
+"""Corruption (issue 8): damaged chunks, records and files never turn into wrong bytes.
+
+The damage is done with the ``lmdb`` module directly (the store is closed first: LMDB
+allows one environment per file per process), or with plain file operations.  Then:
+
+* a read that needs damaged bytes raises ``blobpad.CorruptData``; a read that does
+  not need them still answers right; nothing ever returns wrong bytes;
+* ``verify()`` is not ok and names the damaged entries in ``damaged_entries`` (and
+  only them); deleting them makes the store verify ok again, and the content can be
+  put again;
+* a truncated data file, a garbage or empty ``data.mdb``, a foreign LMDB file and a
+  regular file given as the store path make ``open`` (or the reads) fail with a
+  clear ``BlobpadError``, in a subprocess so that a crash (SIGBUS on a truncated
+  map) shows as a failure instead of killing pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import pytest
+import zstandard
+
+import blobpad
+from blobpad import CorruptData, sample
+from blobpad.chunking import Manifest
+
+SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
+PROBE = Path(__file__).parent / "_probe_store.py"
+
+
+def _as_bytes(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _manifest_keys(store: blobpad.Store, entry_id: str) -> list[bytes]:
+    with store._backend.read() as txn:
+        return Manifest.unpack(txn.get("manifests", bytes.fromhex(entry_id))).keys
+
+
+class Raw:
+    """The store's LMDB file opened with the ``lmdb`` module (the Store must be closed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=1 << 30)
+
+    def __enter__(self) -> Raw:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.env.close()
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        db = self.env.open_db(space.encode(), create=False)
+        with self.env.begin() as txn:
+            return txn.get(key, db=db)
+
+    def put(self, space: str, key: bytes, value: bytes) -> None:
+        db = self.env.open_db(space.encode(), create=False)
+        with self.env.begin(write=True) as txn:
+            txn.put(key, value, db=db)
+
+    def delete(self, space: str, key: bytes) -> None:
+        db = self.env.open_db(space.encode(), create=False)
+        with self.env.begin(write=True) as txn:
+            assert txn.delete(key, db=db)
+
+
+def _text(n: int, seed: int) -> str:
+    return sample.log_text(n, seed)
+
+
+@pytest.fixture
+def damaged_setup(tmp_path):
+    """Three entries: ``a`` (text), ``b`` (a's text plus more: shares a's first chunks,
+    another session), ``c`` (binary, unrelated).  Returns (path, contents, ids)."""
+    path = tmp_path / "store"
+    a = _text(6000, 1).encode()
+    b = a + _text(3000, 2).encode()
+    c = sample.binary_blob(5000, seed=3)
+    with blobpad.open(path, chunk_params=SMALL) as s:
+        ids = {"a": s.put(a, session="one").id, "b": s.put(b, session="two").id, "c": s.put(c, session="one").id}
+        keys = {k: _manifest_keys(s, eid) for k, eid in ids.items()}
+    assert keys["a"][0] == keys["b"][0], "b was meant to share a's first chunk"
+    assert not set(keys["c"]) & set(keys["a"])
+    return path, {"a": a, "b": b, "c": c}, ids, keys
+
+
+def _flip_middle(frame: bytes, other: bytes) -> bytes:
+    i = len(frame) // 2
+    return frame[:i] + bytes([frame[i] ^ 0x41]) + frame[i + 1 :]
+
+
+def _flip_last(frame: bytes, other: bytes) -> bytes:
+    return frame[:-1] + bytes([frame[-1] ^ 0x01])
+
+
+def _truncate(frame: bytes, other: bytes) -> bytes:
+    return frame[: len(frame) // 2]
+
+
+def _empty(frame: bytes, other: bytes) -> bytes:
+    return b""
+
+
+def _another_chunk(frame: bytes, other: bytes) -> bytes:
+    return other  # a valid zstd frame, of other bytes
+
+
+def _same_length_other_bytes(frame: bytes, other: bytes) -> bytes:
+    raw = zstandard.ZstdDecompressor().decompress(frame)
+    changed = bytes([raw[0] ^ 0x20]) + raw[1:]
+    return zstandard.ZstdCompressor(level=1, write_content_size=True).compress(changed)
+
+
+def _garbage(frame: bytes, other: bytes) -> bytes:
+    return os.urandom(len(frame))
+
+
+DAMAGES = [_flip_middle, _flip_last, _truncate, _empty, _another_chunk, _same_length_other_bytes, _garbage]
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=[d.__name__.strip("_") for d in DAMAGES])
+def test_a_damaged_chunk_raises_corrupt_data_and_verify_names_its_entries(damaged_setup, damage):
+    path, data, ids, keys = damaged_setup
+    victim = keys["a"][0]  # shared by a and b
+    with Raw(path) as raw:
+        frame = raw.get("chunks", victim)
+        raw.put("chunks", victim, damage(frame, raw.get("chunks", keys["c"][0])))
+
+    with blobpad.open(path) as s:
+        for name in ("a", "b"):
+            eid = ids[name]
+            for read in (
+                lambda e=eid: s.get(e),
+                lambda e=eid: s.head(e, 10),
+                lambda e=eid: s.range(e, 0, 5),
+                lambda e=eid: s.byte_range(e, 0, 100),
+                lambda e=eid: s.lines(e, 1, 2),
+                lambda e=eid: s.grep(e, "INFO"),
+                lambda e=eid: s.count(e, "x"),
+                lambda e=eid: s.stream(e).read(),
+            ):
+                with pytest.raises(CorruptData) as err:
+                    read()
+                msg = str(err.value)
+                assert 0 < len(msg) < 500 and "verify" in msg, msg
+        # reads that do not need the damaged chunk still answer, and right
+        far = len(data["a"]) - 50
+        assert s.byte_range(ids["a"], far) == data["a"][far:]
+        assert _as_bytes(s.tail(ids["b"], 100)) == data["b"][-100:]
+        assert _as_bytes(s.get(ids["c"])) == data["c"]
+
+        report = s.verify()
+        assert not report.ok and report.problems
+        assert report.damaged_entries == sorted([ids["a"], ids["b"]])
+        assert all(len(p) < 500 for p in report.problems)
+
+        # what CorruptData tells to do works: delete the damaged entries, put them again
+        s.delete(ids["a"])
+        s.delete(ids["b"])
+        after = s.verify()
+        assert after.ok and after.problems == [] and after.damaged_entries == []
+        again = s.put(data["a"], session="one")
+        assert _as_bytes(s.get(again.id)) == data["a"]
+        assert _as_bytes(s.get(ids["c"])) == data["c"]
+        assert s.verify().ok
+
+
+def test_a_missing_chunk_raises_corrupt_data_and_verify_names_its_entry(damaged_setup):
+    path, data, ids, keys = damaged_setup
+    with Raw(path) as raw:
+        raw.delete("chunks", keys["c"][1])
+    with blobpad.open(path) as s:
+        with pytest.raises(CorruptData):
+            s.get(ids["c"])
+        with pytest.raises(CorruptData):
+            s.byte_range(ids["c"], 0)
+        assert _as_bytes(s.get(ids["a"])) == data["a"]
+        report = s.verify()
+        assert not report.ok and report.damaged_entries == [ids["c"]]
+        s.delete(ids["c"])
+        assert s.verify().ok
+
+
+def test_a_damaged_chunk_list_raises_corrupt_data(damaged_setup):
+    path, data, ids, keys = damaged_setup
+    with Raw(path) as raw:
+        blob = raw.get("manifests", bytes.fromhex(ids["c"]))
+        raw.put("manifests", bytes.fromhex(ids["c"]), blob[: len(blob) // 2 + 3])
+    with blobpad.open(path) as s:
+        for read in (lambda: s.get(ids["c"]), lambda: s.tail(ids["c"], 5), lambda: s.lines(ids["c"])):
+            with pytest.raises(CorruptData):
+                read()
+        assert _as_bytes(s.get(ids["a"])) == data["a"]
+        report = s.verify()
+        assert not report.ok and report.damaged_entries == [ids["c"]]
+        s.delete(ids["c"])
+        s.gc()
+        report = s.verify()
+        assert report.problems == [] and report.ok, report.problems[:3]
+
+
+def test_a_damaged_entry_record_raises_corrupt_data_and_can_be_deleted(damaged_setup):
+    path, data, ids, keys = damaged_setup
+    with Raw(path) as raw:
+        raw.put("entries", bytes.fromhex(ids["c"]), b'{"id": "trunc')
+    with blobpad.open(path) as s:
+        for read in (lambda: s.stat(ids["c"]), lambda: s.get(ids["c"]), lambda: s.head(ids["c"], 3)):
+            with pytest.raises(CorruptData):
+                read()
+        # listing must not fail with a raw JSON error: it skips the record or raises CorruptData
+        try:
+            listed = [e.id for e in s.entries()]
+            assert ids["a"] in listed and ids["c"] not in listed
+        except CorruptData:
+            pass
+        assert _as_bytes(s.get(ids["a"])) == data["a"]
+        report = s.verify()
+        assert not report.ok and report.damaged_entries == [ids["c"]]
+        # CorruptData says "delete it": deleting the damaged entry must work
+        s.delete(ids["c"])
+        with pytest.raises(blobpad.NotFound):
+            s.stat(ids["c"])
+        s.gc()
+        report = s.verify()
+        assert report.ok and report.problems == [], report.problems
+        assert _as_bytes(s.get(ids["b"])) == data["b"]
+
+
+# -- damaged and foreign files, in a subprocess ---------------------------------------------------
+
+
+def _probe(path: Path, expected: dict[str, str]) -> dict:
+    """Run tests/_probe_store.py on ``path``; fail if it crashed or hung."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(PROBE), str(path), json.dumps(expected)], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"opening and reading {path} hung for 120 s")
+    if proc.returncode != 0:
+        sig = -proc.returncode
+        what = signal.Signals(sig).name if proc.returncode < 0 and sig in signal.valid_signals() else proc.returncode
+        pytest.fail(f"the process opening {path} died ({what}) instead of raising CorruptData:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _assert_clear_failure_or_right_bytes(report: dict) -> None:
+    assert report["foreign_errors"] == [], f"errors that are not BlobpadError escaped: {report['foreign_errors']}"
+    if report["open"] != "ok":
+        name, _, msg = report["open"].partition(": ")
+        assert name in ("CorruptData", "BlobpadError") and 20 < len(msg) < 600, report["open"]
+        return
+    damaged = set()
+    for eid, outcomes in report["reads"].items():
+        for outcome in outcomes:
+            assert "wrong bytes" not in outcome, f"{eid}: {outcome}"
+            if not outcome.endswith(": ok"):
+                assert "CorruptData" in outcome, f"{eid}: {outcome}"
+                damaged.add(eid)
+    verify = report["verify"]
+    if isinstance(verify, dict):
+        assert set(verify["damaged_entries"]) >= damaged, "verify() does not name every entry that failed to read"
+        assert verify["ok"] == (not verify["problems"])
+        if damaged:
+            assert not verify["ok"]
+    else:
+        assert verify.startswith("CorruptData"), verify
+
+
+@pytest.fixture(scope="module")
+def filled_store(tmp_path_factory):
+    """A store of ~8 MB in many pages, and the SHA-256 of every entry."""
+    path = tmp_path_factory.mktemp("filled") / "store"
+    expected = {}
+    with blobpad.open(path, chunk_params=SMALL) as s:
+        for i in range(12):
+            data = sample.binary_blob(300_000, seed=i) if i % 2 else _text(300_000, i).encode()
+            expected[s.put(data).id] = _sha(data)
+    return path, expected
+
+
+@pytest.mark.parametrize("cut", ["half", "tenth", "one-page-short", "odd-size", "two-pages"])
+def test_a_truncated_data_file_fails_clearly_and_never_crashes(filled_store, tmp_path, cut):
+    src, expected = filled_store
+    path = tmp_path / "cut"
+    path.mkdir()
+    data = (src / "data.mdb").read_bytes()
+    size = {"half": len(data) // 2, "tenth": len(data) // 10, "one-page-short": len(data) - 4096,
+            "odd-size": len(data) - 1234, "two-pages": 8192}[cut]
+    (path / "data.mdb").write_bytes(data[:size])
+    report = _probe(path, expected)
+    _assert_clear_failure_or_right_bytes(report)
+
+
+def _write_foreign_lmdb(path: Path) -> None:
+    env = lmdb.open(str(path), map_size=1 << 20)
+    with env.begin(write=True) as txn:
+        txn.put(b"meta", b"this is somebody else's database")
+        txn.put(b"entries", b"not a blobpad keyspace")
+    env.close()
+
+
+FOREIGN = {
+    "garbage": lambda p: (p / "data.mdb").write_bytes(os.urandom(64 << 10)),
+    "empty": lambda p: (p / "data.mdb").write_bytes(b""),
+    "zeros": lambda p: (p / "data.mdb").write_bytes(bytes(16 << 10)),
+    "text": lambda p: (p / "data.mdb").write_text("hello, I am a text file\n" * 500),
+    "one-byte": lambda p: (p / "data.mdb").write_bytes(b"\x01"),
+    "foreign-lmdb": _write_foreign_lmdb,
+}
+
+
+@pytest.mark.parametrize("kind", list(FOREIGN))
+def test_a_directory_that_is_not_a_blobpad_store_fails_clearly(tmp_path, kind):
+    path = tmp_path / "foreign"
+    path.mkdir()
+    FOREIGN[kind](path)
+    before = (path / "data.mdb").read_bytes()
+    report = _probe(path, {})
+    assert report["foreign_errors"] == [], report["foreign_errors"]
+    name, _, msg = report["open"].partition(": ")
+    assert name in ("CorruptData", "BlobpadError"), report["open"]
+    assert str(path) in msg and len(msg) < 600, msg
+    assert (path / "data.mdb").read_bytes() == before, "opening a foreign file must not change it"
+
+
+def test_a_regular_file_given_as_the_store_path_fails_clearly(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("not a store\n")
+    with pytest.raises(blobpad.BlobpadError) as err:
+        blobpad.open(f)
+    assert str(f) in str(err.value) and len(str(err.value)) < 600
+    assert f.read_text() == "not a store\n"
+
+
+def test_a_garbage_lock_file_next_to_a_good_store_is_harmless(filled_store, tmp_path):
+    src, expected = filled_store
+    path = tmp_path / "lockjunk"
+    path.mkdir()
+    (path / "data.mdb").write_bytes((src / "data.mdb").read_bytes())
+    (path / "lock.mdb").write_bytes(os.urandom(8192))
+    report = _probe(path, expected)
+    _assert_clear_failure_or_right_bytes(report)
