@@ -224,7 +224,8 @@ class Toolbox:
             session for the others).
         max_result_chars: cap on the length of every result as JSON (default 20,000;
             34,000 for seed003, so that its default limit of 30,000 fits).
-        line_chars: longest line shown whole by the line-numbered modes (default 2000).
+        line_chars: longest line shown whole by the line-numbered modes (default 2000,
+            or a quarter of ``max_result_chars`` if that is smaller).
         always_show: list reader tools even before the scope holds an entry.
         allow_dirs: directories the ``scratchpad_offload`` tool may read files from;
             the tool exists only when this is not empty.
@@ -243,7 +244,7 @@ class Toolbox:
         profile: str = "blobpad",
         scope: Literal["turn", "session"] | None = None,
         max_result_chars: int | None = None,
-        line_chars: int = 2000,
+        line_chars: int | None = None,
         always_show: bool = False,
         allow_dirs: Iterable[str | os.PathLike[str]] = (),
         offloader: Offloader | None = None,
@@ -262,6 +263,8 @@ class Toolbox:
             max_result_chars = 34_000 if profile == "seed003" else 20_000
         if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) or max_result_chars < _MIN_RESULT:
             raise InvalidArgument(f"max_result_chars must be an integer of at least {_MIN_RESULT}, not {max_result_chars!r}")
+        if line_chars is None:
+            line_chars = min(2000, max_result_chars // 4)
         if isinstance(line_chars, bool) or not isinstance(line_chars, int) or not 80 <= line_chars <= max_result_chars // 2:
             raise InvalidArgument(f"line_chars must be an integer from 80 to max_result_chars/2, not {line_chars!r}")
         self.store = store

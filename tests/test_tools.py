@@ -1,0 +1,758 @@
+"""The agent-facing tools (issue 4): schemas, profiles, scope, caps and malformed calls.
+
+Every test drives :meth:`Toolbox.call` the way a model would and checks the answer
+against an oracle: Python slicing of the original content, ``str.split`` for lines,
+Python's ``re`` for grep, ``base64`` for binary reads, ``jsonschema`` for schemas.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import re
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import blobpad
+from blobpad import PROFILES, Offloader, Toolbox, sample
+from blobpad.tools import FLAVORS, ToolSpec, result_size
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+UNKNOWN_ID = "0123456789abcdef"
+
+
+@functools.cache
+def _log(size: int, seed: int = 0) -> str:
+    return sample.log_text(size, seed)
+
+
+def _lines(text: str) -> list[str]:
+    parts = text.split("\n")
+    return parts[:-1] if text.endswith("\n") else parts
+
+
+def _grep_oracle(text: str, pattern: str, flags: int = 0, context: int = 0, sep: str = ":") -> str:
+    """What ``grep -n -C context`` prints (``N:match``, ``N-context``, ``--`` between groups)."""
+    lines = _lines(text)
+    hits = {i + 1 for i, line in enumerate(lines) if re.search(pattern, line, flags)}
+    keep = sorted({k for n in hits for k in range(max(1, n - context), min(len(lines), n + context) + 1)})
+    out: list[str] = []
+    prev = None
+    for k in keep:
+        if context and prev is not None and k > prev + 1:
+            out.append("--")
+        out.append(f"{k}{sep if k in hits else '-'}{lines[k - 1]}")
+        prev = k
+    return "\n".join(out)
+
+
+def _toolbox(store, content, *, profile="blobpad", session="s", turn=1, **options):
+    entry = store.put(content, session=session, turn=turn)
+    return Toolbox(store, session=session, turn=turn, profile=profile, **options), entry
+
+
+def _read(tb, **args):
+    return tb.call("scratchpad_read", args)
+
+
+def _all_profiles():
+    return list(PROFILES)
+
+
+# -- schemas --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", _all_profiles())
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_every_schema_is_valid_for_its_api(store, tmp_path, profile, flavor):
+    tb = Toolbox(store, session="s", turn=1, profile=profile, always_show=True, allow_dirs=[tmp_path])
+    schemas = tb.schemas(flavor)
+    assert schemas, "always_show lists every tool"
+    json.dumps(schemas)
+    names = []
+    for s in schemas:
+        if flavor == "openai":
+            assert s["type"] == "function" and set(s) == {"type", "function"}
+            fn = s["function"]
+            name, desc, params = fn["name"], fn["description"], fn["parameters"]
+        elif flavor == "openai-responses":
+            assert s["type"] == "function"
+            name, desc, params = s["name"], s["description"], s["parameters"]
+        elif flavor == "anthropic":
+            assert set(s) == {"name", "description", "input_schema"}
+            name, desc, params = s["name"], s["description"], s["input_schema"]
+        else:
+            name, desc, params = s["name"], s["description"], s["inputSchema"]
+            assert isinstance(s["annotations"]["readOnlyHint"], bool)
+        names.append(name)
+        assert NAME_RE.match(name), name                     # OpenAI and Anthropic reject dots
+        assert len(desc) >= 30
+        jsonschema.Draft202012Validator.check_schema(params)
+        jsonschema.Draft7Validator.check_schema(params)
+        assert params["type"] == "object"
+        assert not {"oneOf", "anyOf", "allOf", "not"} & set(params)   # Anthropic: none at the top level
+        assert set(params["required"]) <= set(params["properties"])
+        for prop in params["properties"].values():
+            assert prop.get("description"), prop
+    assert len(names) == len(set(names))
+
+
+def test_profiles_are_documented():
+    assert set(PROFILES) >= {"blobpad", "seed000", "seed003"}
+    for name, description in PROFILES.items():
+        assert isinstance(description, str) and "\n" not in description and len(description) > 20, name
+    assert blobpad.PROFILES is PROFILES and blobpad.Toolbox is Toolbox
+
+
+def test_unknown_profile_flavor_and_scope_are_rejected(store):
+    with pytest.raises(blobpad.InvalidArgument, match="profiles are"):
+        Toolbox(store, session="s", turn=1, profile="nope")
+    with pytest.raises(blobpad.InvalidArgument, match="flavor"):
+        Toolbox(store, session="s", turn=1).schemas("gemini")
+    with pytest.raises(blobpad.InvalidArgument, match="needs a turn"):
+        Toolbox(store, session="s")
+    with pytest.raises(blobpad.InvalidArgument, match="max_result_chars"):
+        Toolbox(store, session="s", turn=1, max_result_chars=10)
+
+
+def test_read_tool_appears_only_once_the_turn_has_an_entry(store):
+    tb = Toolbox(store, session="s", turn=1)
+    seed0 = Toolbox(store, session="s", turn=1, profile="seed000")
+    assert tb.schemas("openai") == [] and seed0.schemas("anthropic") == []
+    store.put("x" * 10, session="s", turn=2)          # another turn
+    store.put("x" * 10, session="other", turn=1)      # another session
+    assert tb.tool_names() == [] and seed0.tool_names() == []
+    Offloader(store).offload({"content": "y" * 5000}, session="s", turn=1)
+    assert tb.tool_names() == ["scratchpad_read", "scratchpad_list"]
+    assert [s["function"]["name"] for s in seed0.schemas("openai")] == ["scratchpad_read"]
+    tb.turn = 3                                       # next turn: nothing offloaded yet
+    assert tb.schemas("mcp") == []
+    assert Toolbox(store, session="s", turn=3, always_show=True).tool_names() == ["scratchpad_read", "scratchpad_list"]
+    # seed 003's tools let the model write, so they are always there
+    assert Toolbox(store, session="new", profile="seed003").tool_names() == [
+        "scratchpad_write", "scratchpad_read", "scratchpad_edit", "scratchpad_list", "scratchpad_delete"]
+
+
+# -- profile seed000 ------------------------------------------------------------------------------------
+
+
+def test_seed000_schema_is_the_seeds(store):
+    tb = Toolbox(store, session="s", turn=1, profile="seed000", always_show=True)
+    (tool,) = tb.schemas("openai")
+    params = tool["function"]["parameters"]
+    assert tool["function"]["name"] == "scratchpad_read"
+    assert params["required"] == ["scratchpad_id"]
+    assert set(params["properties"]) == {"scratchpad_id", "mode", "n", "start", "end"}
+    assert params["properties"]["mode"]["enum"] == ["full", "head", "tail", "range"]
+    assert params["properties"]["mode"]["default"] == "head"
+    assert params["properties"]["n"]["default"] == 2000
+    assert "Default 2000" in params["properties"]["n"]["description"]
+
+
+def test_seed000_defaults_and_modes(store):
+    text = _log(9_000, seed=1)
+    tb, e = _toolbox(store, text, profile="seed000")
+    head = _read(tb, scratchpad_id=e.id)                         # mode head, n 2000 by default
+    assert head["ok"] and head["mode"] == "head" and head["content"] == text[:2000] and head["truncated"] is False
+    assert _read(tb, scratchpad_id=e.id, mode="tail")["content"] == text[-2000:]
+    assert _read(tb, scratchpad_id=e.id, mode="head", n=123)["content"] == text[:123]
+    assert _read(tb, scratchpad_id=e.id, mode="tail", n=77)["content"] == text[-77:]
+    assert _read(tb, scratchpad_id=e.id, mode="range", start=100, end=350)["content"] == text[100:350]
+    length = len(text)
+    assert _read(tb, scratchpad_id=e.id, mode="range", start=length - 10)["content"] == text[-10:]
+    assert _read(tb, scratchpad_id=e.id, mode="full")["content"] == text
+    assert _read(tb, scratchpad_id=e.id, mode="head", n=10**9)["content"] == text   # clamps to the end
+    r = _read(tb, scratchpad_id=e.id, mode="range", start=length, end=length + 100)
+    assert r["ok"] and r["content"] == ""
+
+
+def test_seed000_full_of_a_large_entry_is_capped_and_says_how_to_continue(store):
+    text = _log(80_000, seed=2)
+    tb, e = _toolbox(store, text, profile="seed000")
+    r = _read(tb, scratchpad_id=e.id, mode="full")
+    assert r["truncated"] is True and result_size(r) <= 20_000
+    assert text.startswith(r["content"])
+    assert r["next"] == {"scratchpad_id": e.id, "mode": "range", "start": len(r["content"]), "end": len(text)}
+    assert f"start={len(r['content'])}" in r["notice"]
+
+
+# -- profile seed003 -------------------------------------------------------------------------------------
+
+
+def test_seed003_schemas_are_the_seeds(store):
+    tb = Toolbox(store, session="s", profile="seed003")
+    props = {s["name"]: s["input_schema"] for s in tb.schemas("anthropic")}
+    assert props["scratchpad_write"]["required"] == ["name", "content"]
+    assert set(props["scratchpad_read"]["properties"]) == {"name", "offset", "limit", "regex"}
+    assert props["scratchpad_read"]["required"] == ["name"]
+    assert props["scratchpad_read"]["properties"]["limit"]["default"] == 30_000
+    assert props["scratchpad_read"]["properties"]["offset"]["default"] == 0
+    assert set(props["scratchpad_edit"]["properties"]) == {"name", "content", "old_string", "new_string", "replace_all"}
+    assert props["scratchpad_edit"]["properties"]["replace_all"]["default"] is False
+    assert props["scratchpad_list"]["properties"] == {} and props["scratchpad_list"]["required"] == []
+    assert props["scratchpad_delete"]["required"] == ["name"]
+
+
+def test_seed003_write_read_defaults_and_overwrite(store):
+    tb = Toolbox(store, session="s", profile="seed003")
+    text = _log(50_000, seed=3)
+    w = tb.call("scratchpad_write", {"name": "log", "content": text})
+    assert w["ok"] and w["name"] == "log" and w["size_chars"] == len(text) and w["overwritten"] is False
+    r = tb.call("scratchpad_read", {"name": "log"})                 # offset 0, limit 30,000
+    assert r["ok"] and r["content"] == text[:30_000] and r["offset"] == 0
+    assert r["remaining"] == len(text) - 30_000 and r["truncated"] is False
+    assert "offset=30000" in r["notice"]
+    r = tb.call("scratchpad_read", {"name": "log", "offset": 30_000})
+    assert r["content"] == text[30_000:] and r["remaining"] == 0
+    assert tb.call("scratchpad_read", {"name": "log", "offset": 5, "limit": 10})["content"] == text[5:15]
+    w2 = tb.call("scratchpad_write", {"name": "log", "content": "new"})
+    assert w2["overwritten"] is True
+    assert tb.call("scratchpad_read", {"name": "log"})["content"] == "new"
+    assert len(store.entries(session="s")) == 1
+    assert store.stat(w2["scratchpad_id"]).expires_at is None        # session-long, like the seed
+
+
+def test_seed003_regex_returns_at_most_100_matching_lines(store):
+    text = _log(120_000, seed=4)
+    tb = Toolbox(store, session="s", profile="seed003")
+    tb.call("scratchpad_write", {"name": "log", "content": text})
+    oracle = _grep_oracle(text, r"INFO").split("\n")
+    assert len(oracle) > 100
+    r = tb.call("scratchpad_read", {"name": "log", "regex": "INFO"})
+    assert r["ok"] and r["content"].split("\n") == oracle[:100] and r["matches"] == 100
+    assert r["truncated"] is True and "100" in r["notice"]
+    few = tb.call("scratchpad_read", {"name": "log", "regex": r"exit code 13\b"})
+    assert few["content"] == _grep_oracle(text, r"exit code 13\b") and few["truncated"] is False
+
+
+def test_seed003_edit(store):
+    tb = Toolbox(store, session="s", profile="seed003")
+    tb.call("scratchpad_write", {"name": "plan", "content": "1. fix bug\n2. test\n3. test again\n"})
+    r = tb.call("scratchpad_edit", {"name": "plan", "old_string": "fix bug", "new_string": "fix bug DONE"})
+    assert r["ok"] and r["replacements"] == 1
+    assert tb.call("scratchpad_read", {"name": "plan"})["content"] == "1. fix bug DONE\n2. test\n3. test again\n"
+    twice = tb.call("scratchpad_edit", {"name": "plan", "old_string": "test", "new_string": "check"})
+    assert twice["ok"] is False and "2 times" in twice["error"] and "replace_all" in twice["error"]
+    r = tb.call("scratchpad_edit", {"name": "plan", "old_string": "test", "new_string": "check", "replace_all": True})
+    assert r["ok"] and r["replacements"] == 2
+    assert tb.call("scratchpad_read", {"name": "plan"})["content"] == "1. fix bug DONE\n2. check\n3. check again\n"
+    missing = tb.call("scratchpad_edit", {"name": "plan", "old_string": "nowhere", "new_string": "x"})
+    assert missing["ok"] is False and "not found" in missing["error"]
+    r = tb.call("scratchpad_edit", {"name": "plan", "content": "rewritten"})
+    assert r["ok"] and tb.call("scratchpad_read", {"name": "plan"})["content"] == "rewritten"
+    both = tb.call("scratchpad_edit", {"name": "plan", "content": "a", "old_string": "b", "new_string": "c"})
+    assert both["ok"] is False and "not both" in both["error"]
+    half = tb.call("scratchpad_edit", {"name": "plan", "old_string": "rewritten"})
+    assert half["ok"] is False and "new_string" in half["error"]
+    nobody = tb.call("scratchpad_edit", {"name": "ghost", "content": "x"})
+    assert nobody["ok"] is False and "scratchpad_list" in nobody["error"]
+
+
+def test_seed003_list_and_delete(store_factory):
+    now = [1_700_000_000.0]
+    store = store_factory(clock=lambda: now[0])
+    tb = Toolbox(store, session="s", profile="seed003")
+    tb.call("scratchpad_write", {"name": "a", "content": "12345"})
+    now[0] += 1
+    tb.call("scratchpad_write", {"name": "b", "content": "é" * 7})
+    listing = tb.call("scratchpad_list", {})
+    assert listing["ok"] and listing["count"] == 2
+    assert listing["entries"] == [
+        {"name": "a", "size": 5, "unit": "characters", "created_at": "2023-11-14T22:13:20+00:00"},
+        {"name": "b", "size": 7, "unit": "characters", "created_at": "2023-11-14T22:13:21+00:00"},
+    ]
+    d = tb.call("scratchpad_delete", {"name": "a"})
+    assert d == {"ok": True, "name": "a", "deleted": True}
+    assert [e["name"] for e in tb.call("scratchpad_list", {})["entries"]] == ["b"]
+    again = tb.call("scratchpad_delete", {"name": "a"})
+    assert again["ok"] is False and "scratchpad_list" in again["error"]
+
+
+def test_seed003_sessions_do_not_share_names(store):
+    a = Toolbox(store, session="A", profile="seed003")
+    b = Toolbox(store, session="B", profile="seed003")
+    a.call("scratchpad_write", {"name": "notes", "content": "from A"})
+    b.call("scratchpad_write", {"name": "notes", "content": "from B"})
+    assert a.call("scratchpad_read", {"name": "notes"})["content"] == "from A"
+    assert b.call("scratchpad_read", {"name": "notes"})["content"] == "from B"
+    a.call("scratchpad_write", {"name": "only-a", "content": "secret"})
+    foreign = b.call("scratchpad_read", {"name": "only-a"})
+    never = b.call("scratchpad_read", {"name": "never-existed"})
+    assert foreign["ok"] is False
+    assert foreign["error"].replace("only-a", "X") == never["error"].replace("never-existed", "X")
+    a_id = store.find("only-a", session="A").id
+    by_id = b.call("scratchpad_read", {"name": a_id})
+    assert by_id["error"].replace(a_id, "X") == never["error"].replace("never-existed", "X")
+
+
+def test_seed003_reads_what_the_seed003_offloader_saved(store):
+    text = _log(45_000, seed=5)
+    out = Offloader(store, policy="seed003").offload(text, session="s", turn=4, tool="execute_command")
+    tb = Toolbox(store, session="s", turn=9, profile="seed003")       # another turn: session scope
+    r = tb.call("scratchpad_read", {"name": out["name"], "offset": 44_000})
+    assert r["content"] == text[44_000:]
+    by_id = tb.call("scratchpad_read", {"name": out["scratchpad_id"], "limit": 50})
+    assert by_id["content"] == text[:50]
+
+
+# -- profile blobpad: modes ------------------------------------------------------------------------------
+
+
+def test_blobpad_char_modes(store):
+    text = sample.multibyte_text(30_000, seed=6)
+    tb, e = _toolbox(store, text)
+    assert _read(tb, scratchpad_id=e.id)["content"] == text[:2000]
+    assert _read(tb, scratchpad_id=e.id, mode="tail", n=500)["content"] == text[-500:]
+    r = _read(tb, scratchpad_id=e.id, mode="range", start=1234, end=5678)
+    assert r["content"] == text[1234:5678] and (r["start"], r["end"]) == (1234, 5678)
+    assert r["total_characters"] == len(text)
+
+
+def test_blobpad_lines_mode(store):
+    text = _log(50_000, seed=7)
+    lines = _lines(text)
+    tb, e = _toolbox(store, text)
+    r = _read(tb, scratchpad_id=e.id, mode="lines", start_line=10, end_line=14)
+    assert r["content"] == "\n".join(f"{n}\t{lines[n - 1]}" for n in range(10, 15))
+    assert (r["start_line"], r["end_line"], r["total_lines"]) == (10, 14, len(lines))
+    capped = _read(tb, scratchpad_id=e.id, mode="lines")                 # 200 lines of ~110 characters
+    assert capped["truncated"] and capped["next"]["end_line"] == 200
+    assert capped["content"].split("\n")[0] == f"1\t{lines[0]}"
+    short, rows_entry = _toolbox(store, "".join(f"row {i}\n" for i in range(1, 1001)), turn=2)
+    rows = _read(short, scratchpad_id=rows_entry.id, mode="lines")
+    assert rows["content"] == "\n".join(f"{i}\trow {i}" for i in range(1, 201)) and rows["end_line"] == 200
+    assert rows["truncated"] is False
+    end = _read(tb, scratchpad_id=e.id, mode="lines", start_line=len(lines) - 1, end_line=len(lines) + 50)
+    assert end["content"] == f"{len(lines) - 1}\t{lines[-2]}\n{len(lines)}\t{lines[-1]}"
+    assert end["truncated"] is False and str(len(lines)) in end["notice"]
+
+
+def test_following_next_reads_everything(store):
+    text = _log(30_000, seed=8)
+    tb, e = _toolbox(store, text, max_result_chars=2000)
+    got, args, calls = "", {"scratchpad_id": e.id, "mode": "range", "start": 0}, 0
+    while True:
+        r = tb.call("scratchpad_read", args)
+        assert r["ok"] and result_size(r) <= 2000
+        got += r["content"]
+        calls += 1
+        if not r["truncated"]:
+            break
+        args = r["next"]
+    assert got == text and calls > 10
+    # lines: every line exactly once, in order
+    shown, args = [], {"scratchpad_id": e.id, "mode": "lines", "start_line": 1, "end_line": 10**6}
+    while True:
+        r = tb.call("scratchpad_read", args)
+        assert r["ok"] and result_size(r) <= 2000
+        shown += r["content"].split("\n")
+        if not r["truncated"]:
+            break
+        args = r["next"]
+    assert shown == [f"{n}\t{line}" for n, line in enumerate(_lines(text), 1)]
+    # tail keeps the end and points back at what precedes it
+    r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "tail", "n": 5000})
+    assert text.endswith(r["content"]) and r["truncated"]
+    assert r["next"] == {"scratchpad_id": e.id, "mode": "range", "start": len(text) - 5000,
+                         "end": len(text) - len(r["content"])}
+    before = tb.call("scratchpad_read", r["next"])
+    assert before["content"] == text[before["start"]:before["end"]] and before["start"] == len(text) - 5000
+
+
+def test_blobpad_grep_matches_python_re(store):
+    text = _log(60_000, seed=9)
+    tb, e = _toolbox(store, text)
+    r = _read(tb, scratchpad_id=e.id, mode="grep", pattern=r"disk quota", max_matches=1000)
+    assert r["content"] == _grep_oracle(text, r"disk quota") and r["truncated"] is False
+    assert r["total_matches"] == r["shown_matches"] == r["content"].count("\n") + 1
+    r = _read(tb, scratchpad_id=e.id, mode="grep", pattern=r"USER=BRAVO\d+", ignore_case=True, max_matches=1000)
+    assert r["content"] == _grep_oracle(text, r"USER=BRAVO\d+", re.IGNORECASE)
+    r = _read(tb, scratchpad_id=e.id, mode="grep", pattern="(active=1,", fixed_strings=True, max_matches=1000)
+    assert r["content"] == _grep_oracle(text, re.escape("(active=1,"))
+    for c in (1, 3):
+        r = _read(tb, scratchpad_id=e.id, mode="grep", pattern=r"crashed", context=c, max_matches=1000)
+        assert r["content"] == _grep_oracle(text, r"crashed", context=c), c
+    count = _read(tb, scratchpad_id=e.id, mode="count", pattern="ERROR")
+    assert count["count"] == len([x for x in _lines(text) if "ERROR" in x])
+    none = _read(tb, scratchpad_id=e.id, mode="grep", pattern="no such thing")
+    assert none["ok"] and none["content"] == "" and none["total_matches"] == 0
+
+
+def test_grep_max_matches_and_skip_page_through_all_matches(store):
+    text = _log(40_000, seed=10)
+    tb, e = _toolbox(store, text)
+    oracle = _grep_oracle(text, "INFO").split("\n")
+    r = _read(tb, scratchpad_id=e.id, mode="grep", pattern="INFO", max_matches=7)
+    assert r["content"].split("\n") == oracle[:7]
+    assert r["truncated"] and r["total_matches"] == len(oracle)
+    assert r["next"] == {"scratchpad_id": e.id, "mode": "grep", "pattern": "INFO", "max_matches": 7, "skip": 7}
+    got, args = [], {"scratchpad_id": e.id, "mode": "grep", "pattern": "INFO"}
+    small = Toolbox(store, session="s", turn=1, max_result_chars=2000)
+    while True:
+        r = small.call("scratchpad_read", args)
+        assert r["ok"] and result_size(r) <= 2000
+        got += r["content"].split("\n")
+        if not r["truncated"]:
+            break
+        args = r["next"]
+    assert got == oracle
+
+
+def test_long_lines_are_capped_with_a_way_to_read_on(store):
+    long_line = "".join(f"<{i:05d}>" for i in range(1500))        # 10,500 characters
+    text = f"first\n{long_line}\nlast needle\n"
+    tb, e = _toolbox(store, text)
+    r = _read(tb, scratchpad_id=e.id, mode="lines")
+    rows = r["content"].split("\n")
+    assert rows[0] == "1\tfirst" and rows[2] == "3\tlast needle"
+    assert rows[1] == (f"2\t{long_line[:2000]} [... line 2 continues for 8500 more characters; read on with "
+                       f'scratchpad_id="{e.id}", mode="lines", start_line=2, end_line=2, column=2000]')
+    pieces, column = [], 0
+    while True:
+        r = _read(tb, scratchpad_id=e.id, mode="lines", start_line=2, end_line=2, column=column)
+        body = r["content"].split("\t", 1)[1]
+        if column:
+            assert body.startswith(f"[... {column} characters ...]")
+            body = body[len(f"[... {column} characters ...]"):]
+        m = re.search(r" \[\.\.\. line 2 continues.*column=(\d+)\]$", body)
+        pieces.append(body[: m.start()] if m else body)
+        if not m:
+            break
+        column = int(m.group(1))
+    assert "".join(pieces) == long_line
+    g = _read(tb, scratchpad_id=e.id, mode="grep", pattern="<01200>")
+    match_line = g["content"]
+    assert match_line.startswith("2:[... ") and "<01200>" in match_line and "column=" in match_line
+    offset = int(re.match(r"2:\[\.\.\. (\d+) characters", match_line).group(1))
+    shown = match_line.split("characters ...]", 1)[1].split(" [... line 2 continues")[0]
+    assert shown == long_line[offset:offset + 2000]
+
+
+def test_results_never_exceed_the_cap_even_when_json_escapes_swell(store):
+    text = "\x01\"\\" * 30_000                                 # 6 + 2 + 2 JSON characters per 3 characters
+    tb, e = _toolbox(store, text)
+    for args in ({"mode": "head", "n": 90_000}, {"mode": "tail", "n": 90_000}, {"mode": "lines"},
+                 {"mode": "grep", "pattern": "\x01", "fixed_strings": True}, {"mode": "range", "start": 7}):
+        r = _read(tb, scratchpad_id=e.id, **args)
+        assert r["ok"] and result_size(r) <= 20_000, args
+        assert r["truncated"] is True or "continues for" in r["content"], args
+    head = _read(tb, scratchpad_id=e.id, mode="head", n=90_000)
+    assert text.startswith(head["content"]) and head["next"]["start"] == len(head["content"])
+
+
+def test_binary_entries_are_read_in_bytes_as_base64(store):
+    blob = sample.binary_blob(50_000, seed=11)
+    tb, e = _toolbox(store, blob)
+    r = _read(tb, scratchpad_id=e.id, n=100)
+    assert r["encoding"] == "base64" and base64.b64decode(r["content"]) == blob[:100]
+    assert base64.b64decode(_read(tb, scratchpad_id=e.id, mode="tail", n=33)["content"]) == blob[-33:]
+    got, args = b"", {"scratchpad_id": e.id, "mode": "range", "start": 0}
+    while True:
+        r = tb.call("scratchpad_read", args)
+        assert result_size(r) <= 20_000
+        got += base64.b64decode(r["content"])
+        if not r["truncated"]:
+            break
+        args = r["next"]
+    assert got == blob
+
+
+def test_scratchpad_list_pages(store):
+    tb = Toolbox(store, session="s", turn=1, max_result_chars=2000)
+    ids = [store.put(f"entry {i}", session="s", turn=1, tool="t", step=i).id for i in range(30)]
+    seen, args = [], {}
+    while True:
+        r = tb.call("scratchpad_list", args)
+        assert r["ok"] and r["count"] == 30 and result_size(r) <= 2000
+        seen += [row["scratchpad_id"] for row in r["entries"]]
+        if not r["truncated"]:
+            break
+        args = r["next"]
+    assert seen == ids
+    row = tb.call("scratchpad_list", {})["entries"][3]
+    assert (row["kind"], row["size_bytes"], row["chars"], row["lines"], row["tool"], row["step"]) == (
+        "text", 7, 7, 1, "t", 3)
+
+
+# -- scope and isolation ---------------------------------------------------------------------------------
+
+
+def _error(tb, entry_id, **args):
+    r = tb.call("scratchpad_read", {"scratchpad_id": entry_id, **args})
+    assert r["ok"] is False
+    return r["error"].replace(entry_id, "<id>")
+
+
+def test_another_turns_and_another_sessions_ids_read_like_unknown_ids(store_factory):
+    now = [1_000_000.0]
+    store = store_factory(clock=lambda: now[0])
+    mine = store.put("mine\n", session="A", turn=1)
+    other_turn = store.put("turn two\n", session="A", turn=2)
+    str_turn = store.put("turn '1'\n", session="A", turn="1")
+    other_session = store.put("theirs\n", session="B", turn=1)
+    expiring = store.put("brief\n", session="A", turn=1, ttl=5)
+    deleted = store.put("gone\n", session="A", turn=1)
+    store.delete(deleted.id)
+    tb = Toolbox(store, session="A", turn=1)
+    assert _read(tb, scratchpad_id=mine.id)["content"] == "mine\n"
+    now[0] += 6
+    for args in ({}, {"mode": "grep", "pattern": "t"}, {"mode": "count", "pattern": "t"}, {"mode": "lines"}):
+        unknown = _error(tb, UNKNOWN_ID, **args)
+        for foreign in (other_turn, str_turn, other_session, expiring, deleted):
+            assert _error(tb, foreign.id, **args) == unknown, (foreign, args)
+    assert [r["scratchpad_id"] for r in tb.call("scratchpad_list", {})["entries"]] == [mine.id]
+    # session scope: every turn of the session, still not the other session
+    whole = Toolbox(store, session="A", turn=1, scope="session")
+    assert _read(whole, scratchpad_id=other_turn.id)["content"] == "turn two\n"
+    assert _error(whole, other_session.id) == _error(whole, UNKNOWN_ID)
+    # seed000 profile: the same rule
+    s0 = Toolbox(store, session="A", turn=1, profile="seed000")
+    assert _error(s0, other_session.id) == _error(s0, UNKNOWN_ID)
+    # moving to the next turn hides the previous one
+    tb.turn = 2
+    assert _error(tb, mine.id) == _error(tb, UNKNOWN_ID)
+    assert _read(tb, scratchpad_id=other_turn.id)["ok"]
+
+
+def test_malformed_ids_get_a_format_hint(store):
+    tb, _ = _toolbox(store, "x")
+    r = _read(tb, scratchpad_id="not-an-id")
+    assert r["ok"] is False and "16" in r["error"] and "hex" in r["error"]
+    upper = store.put("case", session="s", turn=1).id
+    assert _read(tb, scratchpad_id=upper.upper())["content"] == "case"
+
+
+# -- malformed calls ----------------------------------------------------------------------------------------
+
+ID = "@ID"  # replaced by a real in-scope id
+
+MALFORMED: list[tuple[str, str, object, str, bool]] = [
+    # (profile, tool, arguments, a word the error must contain, whether JSON Schema rejects them too)
+    ("blobpad", "scratchpad_read", {}, "scratchpad_id", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": 123}, "string", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "middle"}, "head, tail", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "n": -1}, "at least 0", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "n": 10**30}, "at most", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "n": 2**53}, "at most", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "n": "100"}, "integer", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "n": True}, "integer", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "n": 1.5}, "integer", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "n": float("inf")}, "integer", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "range"}, "start", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "range", "start": -5}, "at least 0", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "range", "start": 10, "end": 5}, "before start", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "range", "start": 10**6}, "past the end", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "grep"}, "pattern", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "grep", "pattern": "(unclosed"}, "pattern", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "grep", "pattern": r"(a)\1"}, "RE2", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "count", "pattern": "["}, "pattern", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "grep", "pattern": ""}, "empty", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "grep", "pattern": "a" * 5000}, "limit", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "grep", "pattern": "a", "context": 101}, "at most", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "grep", "pattern": "a", "max_matches": 0},
+     "at least 1", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "ignore_case": "yes"}, "true or false", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "lines", "start_line": 0}, "at least 1", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "lines", "start_line": 5, "end_line": 2},
+     "before start_line", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "lines", "start_line": 10**9}, "past the end", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "mode": "lines", "column": 10**6}, "column", False),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": ID, "bogus": 1}, "bogus", True),
+    ("blobpad", "scratchpad_read", [ID], "object", True),
+    ("blobpad", "scratchpad_read", "{not json", "JSON", False),
+    ("blobpad", "scratchpad_read", 7, "object", True),
+    ("blobpad", "scratchpad_read", {"scratchpad_id": "zz"}, "16", False),
+    ("blobpad", "scratchpad_list", {"skip": -1}, "at least 0", True),
+    ("blobpad", "scratchpad_list", {"skip": "all"}, "integer", True),
+    ("seed000", "scratchpad_read", {"scratchpad_id": ID, "mode": "lines"}, "full, head", True),
+    ("seed000", "scratchpad_read", {"scratchpad_id": ID, "n": -5}, "at least 0", True),
+    ("seed000", "scratchpad_read", {"scratchpad_id": ID, "mode": "range"}, "start", False),
+    ("seed000", "scratchpad_read", {"scratchpad_id": ID, "end": "10"}, "integer", True),
+    ("seed000", "scratchpad_read", {"mode": "head"}, "scratchpad_id", True),
+    ("seed003", "scratchpad_write", {"name": "x"}, "content", True),
+    ("seed003", "scratchpad_write", {"name": "", "content": "c"}, "empty", True),
+    ("seed003", "scratchpad_write", {"name": 5, "content": "c"}, "string", True),
+    ("seed003", "scratchpad_write", {"name": "x" * 300, "content": "c"}, "limit", True),
+    ("seed003", "scratchpad_write", {"name": "x", "content": ["a"]}, "string", True),
+    ("seed003", "scratchpad_write", {"name": "x", "content": "\ud800"}, "surrogates", False),
+    ("seed003", "scratchpad_read", {"name": "n", "offset": -1}, "at least 0", True),
+    ("seed003", "scratchpad_read", {"name": "n", "limit": 0}, "at least 1", True),
+    ("seed003", "scratchpad_read", {"name": "n", "limit": 10**20}, "at most", True),
+    ("seed003", "scratchpad_read", {"name": "n", "regex": "["}, "pattern", False),
+    ("seed003", "scratchpad_read", {"name": "n", "regex": 5}, "string", True),
+    ("seed003", "scratchpad_read", {"name": "n", "offset": 10**6}, "past the end", False),
+    ("seed003", "scratchpad_read", {"name": "missing"}, "scratchpad_list", False),
+    ("seed003", "scratchpad_edit", {"name": "n"}, "content", False),
+    ("seed003", "scratchpad_edit", {"name": "n", "old_string": "a", "new_string": "b", "replace_all": "true"},
+     "true or false", True),
+    ("seed003", "scratchpad_edit", {"name": "n", "old_string": "", "new_string": "b"}, "empty", False),
+    ("seed003", "scratchpad_list", {"x": 1}, "no argument", True),
+    ("seed003", "scratchpad_delete", {}, "name", True),
+    ("seed003", "scratchpad_delete", {"name": None}, "name", False),
+]
+
+
+def _substitute(args: object, entry_id: str) -> object:
+    if isinstance(args, dict):
+        return {k: entry_id if v == ID else v for k, v in args.items()}
+    if isinstance(args, list):
+        return [entry_id if v == ID else v for v in args]
+    return args
+
+
+@pytest.mark.parametrize(("profile", "tool", "args", "word", "schema_rejects"), MALFORMED,
+                         ids=[f"{p}-{t}-{i}" for i, (p, t, *_rest) in enumerate(MALFORMED)])
+def test_malformed_arguments_get_ok_false_and_a_message(store, profile, tool, args, word, schema_rejects):
+    tb = Toolbox(store, session="s", turn=1, profile=profile)
+    e = store.put("line one\nline two\n", session="s", turn=1, name="n" if profile == "seed003" else None)
+    args = _substitute(args, e.id)
+    result = tb.call(tool, args)
+    assert result["ok"] is False, result
+    assert isinstance(result["error"], str) and word.lower() in result["error"].lower(), result["error"]
+    assert "Traceback" not in result["error"]
+    json.dumps(result)
+    if isinstance(args, (dict, list, int)) and not isinstance(args, bool):
+        schema = next(s["input_schema"] for s in Toolbox(store, session="s", turn=1, profile=profile,
+                                                         always_show=True).schemas("anthropic") if s["name"] == tool)
+        valid = jsonschema.Draft202012Validator(schema).is_valid(args)
+        if schema_rejects:
+            assert not valid, "the schema should reject what the dispatcher rejects"
+
+
+def test_valid_arguments_satisfy_the_schema(store):
+    tb, e = _toolbox(store, "alpha\nbeta\n")
+    schema = next(s["input_schema"] for s in tb.schemas("anthropic") if s["name"] == "scratchpad_read")
+    for args in ({"scratchpad_id": e.id}, {"scratchpad_id": e.id, "mode": "grep", "pattern": "a", "context": 2},
+                 {"scratchpad_id": e.id, "mode": "lines", "start_line": 1, "end_line": 2, "column": 1},
+                 {"scratchpad_id": e.id, "mode": "range", "start": 1, "end": 3, "n": None}):
+        jsonschema.validate({k: v for k, v in args.items() if v is not None}, schema)
+        assert tb.call("scratchpad_read", args)["ok"] is True
+
+
+def test_arguments_may_come_as_a_json_string_and_nulls_mean_defaults(store):
+    tb, e = _toolbox(store, _log(5000, seed=12))
+    r = tb.call("scratchpad_read", json.dumps({"scratchpad_id": e.id, "mode": None, "n": None}))
+    assert r["ok"] and r["content"] == _log(5000, seed=12)[:2000]
+
+
+def test_unknown_tool(store):
+    tb, _ = _toolbox(store, "x")
+    r = tb.call("scratchpad_delete", {"name": "x"})
+    assert r["ok"] is False and "scratchpad_read" in r["error"] and "scratchpad_list" in r["error"]
+    assert tb.call(None, {})["ok"] is False   # type: ignore[arg-type]
+
+
+def test_call_never_raises_on_a_closed_store(tmp_path):
+    s = blobpad.open(tmp_path / "closed")
+    tb, e = _toolbox(s, "abc")
+    s.close()
+    r = tb.call("scratchpad_read", {"scratchpad_id": e.id})
+    assert r["ok"] is False and "closed" in r["error"]
+
+
+def test_unexpected_exceptions_become_a_generic_error(store):
+    tb, _ = _toolbox(store, "x")
+
+    def explode(toolbox, args, budget):
+        raise RuntimeError("session B's secret content")
+
+    # A tool of the test's own, registered like the built-in ones, to reach the last-resort handler.
+    tb._tools["explode"] = ToolSpec("explode", "raises", (), explode)
+    r = tb.call("explode", {})
+    assert r["ok"] is False and "internal error" in r["error"]
+    assert "secret" not in json.dumps(r) and "RuntimeError" not in json.dumps(r)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=True) | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(data=st.data())
+def test_call_never_raises_and_stays_under_the_cap(store, tmp_path, data):
+    profile = data.draw(st.sampled_from(["blobpad", "seed000", "seed003"]))
+    tb = Toolbox(store, session="fz", turn=1, profile=profile, always_show=True, allow_dirs=[tmp_path],
+                 max_result_chars=3000)
+    e = store.put("alpha\nbeta gamma\n" * 50, session="fz", turn=1, name="n")
+    tool = data.draw(st.sampled_from(sorted(tb._tools)))
+    names = [p.name for p in tb._tools[tool].params] + ["extra"]
+    values = st.one_of(_json_values, st.just(e.id), st.just("n"), st.sampled_from(
+        ["head", "tail", "range", "lines", "grep", "count", "full", "a|b", "(", "*"]))
+    args = data.draw(st.one_of(st.dictionaries(st.sampled_from(names), values, max_size=6), _json_values))
+    result = tb.call(tool, args)
+    assert isinstance(result, dict) and isinstance(result["ok"], bool)
+    assert result_size(result) <= 3000
+    if not result["ok"]:
+        assert result["error"] and "Traceback" not in result["error"]
+
+
+# -- scratchpad_offload: a file by path, confined to the allowed directories --------------------------------
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    allowed = tmp_path / "allowed"
+    outside = tmp_path / "outside"
+    allowed.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP SECRET\n")
+    (allowed / "big.log").write_text(_log(100_000, seed=13))
+    return allowed, outside
+
+
+def test_offload_tool_exists_only_with_allowed_dirs(store, dirs):
+    assert "scratchpad_offload" not in Toolbox(store, session="s", turn=1, always_show=True).tool_names()
+    tb = Toolbox(store, session="s", turn=1, allow_dirs=[dirs[0]])
+    assert "scratchpad_offload" in tb.tool_names()
+    assert str(dirs[0].resolve()) in next(s["description"] for s in tb.schemas("anthropic"))
+    with pytest.raises(blobpad.InvalidArgument, match="not a directory"):
+        Toolbox(store, session="s", turn=1, allow_dirs=[dirs[0] / "missing"])
+
+
+def test_offload_a_file_and_read_it(store, dirs):
+    allowed, _ = dirs
+    text = (allowed / "big.log").read_text()
+    tb = Toolbox(store, session="s", turn=1, allow_dirs=[allowed])
+    for path in (str(allowed / "big.log"), "big.log", "./sub/../big.log"):
+        out = tb.call("scratchpad_offload", {"path": path})
+        assert out["ok"] and out["kind"] == "text" and out["size_bytes"] == len(text.encode())
+        assert out["metadata"] == {"path": str((allowed / "big.log").resolve()), "bytes": len(text.encode())}
+        assert out["summary"] == text[:500] + f"\n[... {len(text) - 1000} characters omitted ...]\n" + text[-500:]
+    got = tb.call("scratchpad_read", {"scratchpad_id": out["scratchpad_id"], "mode": "tail", "n": 300})
+    assert got["content"] == text[-300:]
+
+
+def test_offload_refuses_everything_outside(store, dirs):
+    allowed, outside = dirs
+    (allowed / "link").symlink_to(outside / "secret.txt")
+    (allowed / "dirlink").symlink_to(outside, target_is_directory=True)
+    os.mkfifo(allowed / "fifo")
+    (allowed / "subdir").mkdir()
+    tb = Toolbox(store, session="s", turn=1, allow_dirs=[allowed], max_file_bytes=50_000)
+    cases = {
+        str(outside / "secret.txt"): "outside the allowed",
+        "../outside/secret.txt": "outside the allowed",
+        "link": "outside the allowed",
+        "dirlink/secret.txt": "outside the allowed",
+        "/etc/passwd": "outside the allowed",
+        str(outside / "does-not-exist"): "outside the allowed",    # no existence oracle outside
+        "fifo": "not a regular file",
+        "subdir": "directory",
+        "nothing-here": "no file",
+        "big.log": "limit",
+        "a\0b": "NUL",
+    }
+    for path, word in cases.items():
+        r = tb.call("scratchpad_offload", {"path": path})
+        assert r["ok"] is False and word in r["error"], (path, r)
+        assert "TOP SECRET" not in json.dumps(r)
+    assert store.entries() == []
