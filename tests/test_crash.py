@@ -305,3 +305,129 @@ def test_big_content_really_spans_several_write_batches():
     from blobpad import store as store_module
 
     assert BIG > store_module._BATCH
+
+
+# -- the store cannot grow: max_bytes cap, map-size ceiling, full disk ------------------------------
+#
+# A put that does not fit raises StoreFull saying what to do, leaves every other entry
+# readable, and the store takes puts again once entries are deleted and gc() ran.
+
+FULL_PARAMS = blobpad.ChunkParams(min_size=4096, avg_extra=4096, max_size=16384)
+MiB = 1 << 20
+
+
+def _blob(seed: int, size: int) -> bytes:
+    return random.Random(seed).randbytes(size)  # incompressible: stored size ~ raw size
+
+
+def _all_read_back(store: blobpad.Store, kept: dict[str, bytes]) -> None:
+    for eid, data in kept.items():
+        assert store.get(eid) == data, f"entry {eid} reads back wrong after StoreFull"
+    report = store.verify()
+    assert report.ok and report.problems == [], report.problems[:5]
+
+
+def test_max_bytes_cap_raises_store_full_and_the_store_recovers(tmp_path):
+    with blobpad.open(tmp_path / "capped", max_bytes=3 * MiB, chunk_params=FULL_PARAMS) as s:
+        kept = {}
+        for i in range(4):
+            data = _blob(i, MiB // 2)
+            kept[s.put(data, ttl=None).id] = data
+        before = s.stats()
+        with pytest.raises(blobpad.StoreFull) as err:
+            s.put(_blob(99, 4 * MiB))
+        msg = str(err.value)
+        assert "max_bytes" in msg and ("raise" in msg or "delete" in msg or "gc" in msg) and len(msg) < 600, msg
+        # the failed put evicted nothing and left nothing behind
+        assert s.stats().entries == before.entries and s.stats().stored_bytes == before.stored_bytes
+        _all_read_back(s, kept)
+        # writable again: a put that fits (evicting the entries closest to expiry if needed)
+        data = _blob(7, MiB)
+        e = s.put(data)
+        assert s.get(e.id) == data and s.stats().stored_bytes <= 3 * MiB
+        for eid in list(kept):
+            if s.exists(eid):
+                s.delete(eid)
+        s.gc()
+        data = _blob(8, 2 * MiB)
+        assert s.get(s.put(data).id) == data
+        assert s.verify().ok
+
+
+def test_a_multi_batch_put_over_the_cap_evicts_nothing(tmp_path):
+    """A put that ends in StoreFull must not have evicted other entries on the way
+    (its first batches fit, and make room by evicting, before a later one cannot)."""
+    with blobpad.open(tmp_path / "capped", max_bytes=24 * MiB, chunk_params=FULL_PARAMS) as s:
+        kept = {}
+        for i in range(10):
+            data = _blob(100 + i, MiB)
+            kept[s.put(data, ttl=3600 + i).id] = data
+        with pytest.raises(blobpad.StoreFull):
+            s.put(_blob(1, 40 * MiB), ttl=None)  # three 16 MiB write batches; the cap holds 24 MiB
+        _all_read_back(s, kept)
+        assert s.stats().entries == len(kept)
+
+
+def test_map_size_ceiling_raises_store_full_and_the_store_recovers(tmp_path):
+    with blobpad.open(tmp_path / "ceiling", map_size=MiB, max_map_size=8 * MiB, chunk_params=FULL_PARAMS) as s:
+        kept = {}
+        for i in range(40):
+            data = _blob(i, MiB // 2)
+            try:
+                kept[s.put(data).id] = data
+            except blobpad.StoreFull as exc:
+                msg = str(exc)
+                break
+        else:
+            pytest.fail("20 MiB went into a map capped at 8 MiB")
+        assert "max_map_size" in msg and ("delete" in msg or "gc" in msg) and len(msg) < 600, msg
+        assert 4 <= len(kept) < 16
+        _all_read_back(s, kept)
+        for eid in list(kept)[: len(kept) // 2 + 1]:
+            s.delete(eid)
+            del kept[eid]
+        s.gc()
+        data = _blob(1000, MiB // 2)
+        kept[s.put(data).id] = data
+        _all_read_back(s, kept)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 4 MiB tmpfs (needs root and mount); skipped where it cannot be mounted."""
+    mnt = tmp_path / "tiny-disk"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_disk_raises_store_full_and_the_store_recovers(tiny_disk):
+    with blobpad.open(tiny_disk / "store", map_size=MiB, chunk_params=FULL_PARAMS) as s:
+        kept = {}
+        err = None
+        for i in range(30):
+            data = _blob(i, 400_000)
+            try:
+                kept[s.put(data).id] = data
+            except Exception as exc:  # the assertion below says what it should have been
+                err = exc
+                break
+        assert err is not None, "12 MB went into a 4 MiB disk"
+        assert isinstance(err, blobpad.StoreFull), f"a full disk raised {type(err).__name__}: {err}"
+        msg = str(err)
+        assert "full" in msg and ("gc" in msg or "free" in msg or "delete" in msg) and len(msg) < 600, msg
+        _all_read_back(s, kept)
+        for eid in list(kept)[:4]:
+            s.delete(eid)
+            del kept[eid]
+        s.gc()
+        data = _blob(1000, 400_000)
+        kept[s.put(data).id] = data
+        _all_read_back(s, kept)
