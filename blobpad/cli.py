@@ -34,7 +34,7 @@ from typing import IO, Any, NoReturn
 
 from . import __version__
 from .errors import BlobpadError, InvalidArgument, NotFound
-from .index import Entry
+from .index import Entry, parse_id
 from .store import Store
 
 __all__ = ["main", "build_parser"]
@@ -201,19 +201,23 @@ def _open(args: argparse.Namespace) -> Store:
 
 
 def summary(store: Store, entry: Entry) -> str:
-    """The short view of an entry an agent gets in place of the content.
+    """The short view of an entry an agent gets in place of the content (seed 000's).
 
     Text: the whole content up to 1000 characters, else the first 500 characters,
     ``\\n[... N characters omitted ...]\\n`` and the last 500.  Binary:
-    ``[BINARY: N bytes, sha256=<hex>]``.
+    ``[BINARY: N bytes, sha256=<hex>]``.  The formats are :mod:`blobpad.offload`'s;
+    a long text's ends are read from the store, never the whole content.
     """
+    from .offload import binary_summary, text_summary
+
     if entry.kind != "text":
-        return f"[BINARY: {entry.size_bytes} bytes, sha256={entry.sha256}]"
+        return binary_summary(entry.size_bytes, entry.sha256)
     chars = entry.chars or 0
     if chars <= 2 * SUMMARY_EDGE:
         text = store.get(entry.id)
         assert isinstance(text, str)
-        return text
+        return text_summary(text, SUMMARY_EDGE, SUMMARY_EDGE)
+    # text_summary() needs the whole text; this is its format, from the two ends only.
     head = store.head(entry.id, SUMMARY_EDGE)
     tail = store.tail(entry.id, SUMMARY_EDGE)
     return f"{head}\n[... {chars - 2 * SUMMARY_EDGE} characters omitted ...]\n{tail}"
@@ -256,15 +260,16 @@ def _input_size(fh: IO[bytes]) -> int | None:
     return st.st_size if stat_module.S_ISREG(st.st_mode) else None
 
 
-def _want_progress(size: int | None, disabled: bool) -> bool:
-    if disabled:
-        return False
+def _isatty(stream: Any) -> bool:
     try:
-        if not sys.stderr.isatty():
-            return False
-    except (AttributeError, ValueError):
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
         return False
-    return size is None or size > PROGRESS_THRESHOLD
+
+
+def _want_progress(size: int | None, disabled: bool) -> bool:
+    """A bar only on a terminal, never in pipes, and only for large or unknown sizes."""
+    return not disabled and _isatty(sys.stderr) and (size is None or size > PROGRESS_THRESHOLD)
 
 
 def _cmd_put(args: argparse.Namespace) -> int:
@@ -275,6 +280,8 @@ def _cmd_put(args: argparse.Namespace) -> int:
     if args.file == "-":
         fh: IO[bytes] = sys.stdin.buffer
         owned = False
+        if _isatty(fh):
+            args.no_progress = True  # someone is typing the content: no bar over it
     else:
         path = pathlib.Path(args.file)
         try:
@@ -506,6 +513,8 @@ def _cmd_stat(args: argparse.Namespace) -> int:
 
 
 def _cmd_rm(args: argparse.Namespace) -> int:
+    for eid in args.ids:
+        parse_id(eid)  # a malformed id deletes nothing
     rc = OK
     with _open(args) as store:
         for eid in args.ids:

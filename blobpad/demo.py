@@ -1,9 +1,10 @@
 """``blobpad demo``: the main job end to end, in a few seconds.
 
 It writes a realistic multi-MB log (:mod:`blobpad.sample`), offloads it into the
-store, prints what an agent would see in its context instead of the log (the
-synthetic observation: a summary and an id), then reads a head, a line window and a
-grep by id, timing each call.  The entry is deleted at the end unless ``keep``.
+store with :class:`blobpad.offload.Offloader` (seed 000's policy, as an agent runtime
+would), prints what the agent sees in its context instead of the log (the synthetic
+observation: a summary and an id), then reads a head, a line window and a grep by
+id, timing each call.  The entry is deleted at the end unless ``keep``.
 """
 
 from __future__ import annotations
@@ -16,20 +17,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 from . import sample
-from .cli import summary
+from .offload import Offloader
 from .store import Store
 from .store import open as open_store
 
-__all__ = ["run", "synthetic_observation"]
+__all__ = ["run"]
 
 T = TypeVar("T")
 
-#: the session and name of the demo entry (a second demo replaces the first)
+#: the session of the demo entry
 DEMO_SESSION = "blobpad-demo"
-DEMO_NAME = "demo-log"
 
 
 def _timed(fn: Callable[[], T]) -> tuple[T, float]:
@@ -40,21 +40,6 @@ def _timed(fn: Callable[[], T]) -> tuple[T, float]:
 
 def _mb(n: int) -> str:
     return f"{n / (1 << 20):.1f} MB"
-
-
-def synthetic_observation(store: Store, entry_id: str, path: str) -> dict[str, Any]:
-    """The observation an agent's history holds in place of the content (seed 000's shape)."""
-    entry = store.stat(entry_id)
-    return {
-        "ok": True,
-        "scratchpad_id": entry.id,
-        "size_bytes": entry.size_bytes,
-        "kind": entry.kind,
-        "summary": summary(store, entry),
-        "metadata": {"path": path, "bytes": entry.size_bytes, "lines": entry.lines, "encoding": "utf-8"},
-        "_note": "Large observation saved in blobpad. Read slices by id: blobpad read ID --head N | --tail N | "
-        "--lines A:B, or blobpad grep ID PATTERN.",
-    }
 
 
 def run(db: str | None = None, *, keep: bool = False, size: int = 6 << 20, out: IO[str] | None = None) -> int:
@@ -75,13 +60,17 @@ def run(db: str | None = None, *, keep: bool = False, size: int = 6 << 20, out: 
         say()
 
         before = store.stats().stored_bytes
-        entry, put_ms = _timed(lambda: store.put(pathlib.Path(path), session=DEMO_SESSION, name=DEMO_NAME))
+        offloader = Offloader(store)
+        obs, put_ms = _timed(lambda: offloader.offload_content(
+            pathlib.Path(path), session=DEMO_SESSION, turn="1", step=1, tool="fs_read",
+            metadata={"path": path, "bytes": written, "encoding": "utf-8"},
+        ))
+        entry = store.stat(obs["scratchpad_id"])
         added = store.stats().stored_bytes - before
         try:
-            say(f"2. Offload it: put in {put_ms:.1f} ms -> id {entry.id}")
+            say(f"2. Offload it: put + summary in {put_ms:.1f} ms -> id {entry.id}")
             say(f"   {entry.lines:,} lines, {entry.chunks} chunks, {_mb(max(0, added))} stored after compression")
             say()
-            obs = synthetic_observation(store, entry.id, path)
             shown = json.dumps(obs, ensure_ascii=False, indent=2)
             say(f"3. What the agent sees instead ({len(shown.encode()):,} bytes instead of {entry.size_bytes:,}):")
             say(shown)

@@ -528,7 +528,8 @@ def test_demo_on_the_default_store_keeps_only_with_keep(tmp_path):
     first, last = int(m.group(1)), int(m.group(2))
     shown = out[m.end():].split("\n", 1)[1].split("\n\n", 1)[0]
     assert shown.encode() + b"\n" == b"".join(data.splitlines(keepends=True)[first - 1 : last])
-    assert re.search(r"put in [\d.]+ ms", out)
+    assert re.search(rf"in [\d.]+ ms -> id {obs['scratchpad_id']}", out)  # the put is timed
+    assert len(re.findall(r"^\$ blobpad .*# [\d.]+ ms$", out, re.M)) == 4  # and so is each read
 
     other = tmp_path / "other"
     out = ok(bp("demo", "--size", str(size), db=other)).decode()
