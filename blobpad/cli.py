@@ -22,6 +22,7 @@ Run ``blobpad --help`` or ``blobpad COMMAND --help``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -272,65 +273,57 @@ def _want_progress(size: int | None, disabled: bool) -> bool:
     return not disabled and _isatty(sys.stderr) and (size is None or size > PROGRESS_THRESHOLD)
 
 
+def _progress_bar(size: int | None) -> Any:
+    """A tqdm bar on stderr, in bytes; for an unknown size it shows only after a delay."""
+    from tqdm import tqdm
+
+    try:
+        known_width = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except (OSError, ValueError):
+        known_width = False
+    return tqdm(
+        total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="put", file=sys.stderr, leave=False,
+        # a terminal that reports no width (0 columns) would get an empty bar
+        dynamic_ncols=known_width, ncols=None if known_width else 80,
+        delay=0 if size is not None else PROGRESS_DELAY_UNKNOWN,
+    )
+
+
 def _cmd_put(args: argparse.Namespace) -> int:
-    meta = dict(args.meta or [])
-    options: dict[str, Any] = dict(session=args.session, turn=args.turn, name=args.name, tool=args.tool, meta=meta)
+    options: dict[str, Any] = dict(
+        session=args.session, turn=args.turn, name=args.name, tool=args.tool, meta=dict(args.meta or []),
+    )
     if args.ttl is not _DEFAULT_TTL:
         options["ttl"] = args.ttl
+    no_progress = args.no_progress
+    source: Any
     if args.file == "-":
-        fh: IO[bytes] = sys.stdin.buffer
-        owned = False
-        if _isatty(fh):
-            args.no_progress = True  # someone is typing the content: no bar over it
+        source = sys.stdin.buffer
+        size = _input_size(source)
+        no_progress = no_progress or _isatty(source)  # someone is typing the content: no bar over it
     else:
-        path = pathlib.Path(args.file)
+        # The library reads a path itself: it knows the size, and an identical content
+        # already stored is recognised without cutting anything.
+        source = pathlib.Path(args.file)
         try:
-            st = os.stat(path)
+            st = os.stat(source)
         except FileNotFoundError:
             raise UsageError(f"no file at {args.file!r}") from None
         if stat_module.S_ISDIR(st.st_mode):
             raise UsageError(f"{args.file!r} is a directory; pass a file, or - for stdin")
         size = st.st_size if stat_module.S_ISREG(st.st_mode) else None
-        if not _want_progress(size, args.no_progress):
-            # The library reads the path itself: it knows the size, and an identical
-            # content already stored is recognised without cutting anything.
-            with _open(args) as store:
-                entry = store.put(path, **options)
-                _println(_json_line(_put_view(store, entry)))
-            return OK
-        fh = open(path, "rb")  # noqa: SIM115 - closed below
-        owned = True
-    try:
-        size = _input_size(fh)
-        source: Any = fh
+    with contextlib.ExitStack() as stack:
         bar = None
-        if _want_progress(size, args.no_progress):
-            from tqdm import tqdm
-
-            try:
-                known_width = os.get_terminal_size(sys.stderr.fileno()).columns > 0
-            except (OSError, ValueError):
-                known_width = False
-            bar = tqdm(
-                total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="put", file=sys.stderr, leave=False,
-                # a terminal that reports no width (0 columns) would get an empty bar
-                dynamic_ncols=known_width, ncols=None if known_width else 80,
-                delay=0 if size is not None else PROGRESS_DELAY_UNKNOWN,
-            )
-            source = _ProgressReader(fh, bar)
-        try:
-            with _open(args) as store:
-                entry = store.put(source, **options)
-                if bar is not None:
-                    bar.close()
-                    bar = None
-                _println(_json_line(_put_view(store, entry)))
-        finally:
-            if bar is not None:
-                bar.close()
-    finally:
-        if owned:
-            fh.close()
+        if _want_progress(size, no_progress):
+            if isinstance(source, pathlib.Path):
+                source = stack.enter_context(open(source, "rb"))
+            bar = stack.enter_context(_progress_bar(size))
+            source = _ProgressReader(source, bar)
+        store = stack.enter_context(_open(args))
+        entry = store.put(source, **options)
+        if bar is not None:
+            bar.close()  # before the JSON, which would otherwise land on the bar's line
+        _println(_json_line(_put_view(store, entry)))
     return OK
 
 
@@ -338,6 +331,10 @@ def _cmd_put(args: argparse.Namespace) -> int:
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
+    # Parse the A:B first: a malformed one is a usage error whatever the id.
+    window = parse_lines(args.lines) if args.lines is not None else None
+    span = parse_slice(args.range, "--range") if args.range is not None else None
+    byte_span = parse_slice(args.bytes, "--bytes") if args.bytes is not None else None
     with _open(args) as store:
         eid = args.id
         if args.full:
@@ -348,15 +345,13 @@ def _cmd_read(args: argparse.Namespace) -> int:
             _write(store.head(eid, args.head))
         elif args.tail is not None:
             _write(store.tail(eid, args.tail))
-        elif args.range is not None:
-            start, end = parse_slice(args.range, "--range")
-            _write(store.range(eid, start, end))
-        elif args.bytes is not None:
-            start, end = parse_slice(args.bytes, "--bytes")
-            _write(store.byte_range(eid, start, end))
+        elif span is not None:
+            _write(store.range(eid, *span))
+        elif byte_span is not None:
+            _write(store.byte_range(eid, *byte_span))
         else:
-            first, last = parse_lines(args.lines)
-            _read_lines(store, eid, first, last)
+            assert window is not None
+            _read_lines(store, eid, *window)
     return OK
 
 
