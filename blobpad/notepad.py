@@ -92,7 +92,7 @@ notepad), ``delete() -> int`` (spaces deleted), ``spaces() -> dict[str, int]``
 
 Results: :class:`NoteResult` (``to_dict()``: ok, space, action, version, changed,
 used, budget, unit, message, plus ``warning``/``error`` and details such as
-original, current, append, combined, dropped, replacements when set).
+original, current, added, combined, dropped, replacements when set).
 :class:`Version` (``to_dict()``: version, sha256, used, created_at, action).
 
 Errors: :class:`~blobpad.InvalidArgument` for a call the caller must fix (bad
@@ -105,3 +105,1102 @@ Constants: :data:`NOTEPAD_HEADING`, :data:`EMPTY_NOTEPAD_HINT`,
 :data:`SCRATCHPAD_HEADER`, :data:`SCRATCHPAD_FOOTER`, :data:`SCRATCHPAD_GUIDANCE`
 (seed 004); :data:`DEFAULT_BUDGETS`, :data:`MAX_CONTENT_BYTES`.
 """
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .backend import ReadTxn, WriteTxn
+from .errors import InvalidArgument, NotFound
+from .store import _SESSION_HOOKS
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = [
+    "Notepad", "NoteResult", "Version", "Budget", "DEFAULT_BUDGETS", "estimate_tokens", "prepend_block",
+    "purge_expired", "scratchpad_guidance",
+    "NOTEPAD_HEADING", "EMPTY_NOTEPAD_HINT", "PRE_COMPACTION_WARNING", "NOTEPAD_GUIDANCE",
+    "SCRATCHPAD_HEADER", "SCRATCHPAD_FOOTER", "SCRATCHPAD_GUIDANCE", "MAX_CONTENT_BYTES",
+]
+
+# -- the seeds' exact texts -------------------------------------------------------------
+
+#: Seed 002: the heading of the notepad's section of the system prompt.
+NOTEPAD_HEADING = "## Session Notepad"
+#: Seed 002: shown under the heading while the notepad is empty.
+EMPTY_NOTEPAD_HINT = (
+    "(empty — use write_notepad or update_notepad to save working notes, findings, and task progress; "
+    "content here survives context compaction)"
+)
+#: Seed 002: the system message injected one turn before compaction (line breaks as in the seed).
+PRE_COMPACTION_WARNING = (
+    "[System] Context is approaching the token limit and will be compacted after your next response.\n"
+    "Review your session notepad and update it with any working state, findings, or progress you\n"
+    "need to preserve. Conversation details may be summarized during compaction, but the notepad\n"
+    "is kept in full."
+)
+#: Seed 002: guidance for the agent's default system prompt.
+NOTEPAD_GUIDANCE = (
+    "For multi-step or complex tasks, use the session notepad to track your plan and record findings as you "
+    "work. The notepad survives context compaction — conversation details may be summarized, but the notepad "
+    "is preserved in full. Update it after significant findings or completed steps."
+)
+#: Seed 004: first line of the block prepended to the next user message.
+SCRATCHPAD_HEADER = "[Session Scratchpad - your persistent working memory]"
+#: Seed 004: last line of that block.
+SCRATCHPAD_FOOTER = "[End Scratchpad]"
+
+
+def scratchpad_guidance(budget: int = 2000) -> str:
+    """Seed 004's system-prompt section, with the scratchpad's token budget."""
+    return (
+        "## Session Scratchpad\n"
+        "You have a persistent scratchpad tool (session.scratchpad) that survives context compaction.\n"
+        "Use it to save: multi-step plans, key findings, important decisions, accumulated state.\n"
+        f"The scratchpad is prepended to each message you receive. Budget: ~{budget} tokens.\n"
+        'Call session.scratchpad with mode "replace" to overwrite, or "append" to add incrementally.'
+    )
+
+
+#: Seed 004: the system-prompt section with the default budget of 2000 tokens.
+SCRATCHPAD_GUIDANCE = scratchpad_guidance(2000)
+
+#: Seed 004's tool responses (``units`` is "tokens" or "characters", ``unit`` its singular).
+SCRATCHPAD_UPDATED = "Scratchpad updated ({used} {units} / {budget} budget)"
+SCRATCHPAD_TRUNCATED = "Scratchpad truncated to {budget} {units} (original: {original}). Consider summarizing."
+SCRATCHPAD_APPEND_REJECTED = (
+    "Append would exceed {budget} {unit} budget (current: {current}, append: {added}). "
+    "Use mode 'replace' to rewrite, or reduce content."
+)
+
+#: The responses of every other space (seed 001's notes and plan, seed 002's notepad, custom spaces).
+SPACE_UPDATED = "{space} updated ({used}/{budget} {units})"
+SPACE_UPDATED_UNBUDGETED = "{space} updated ({used} {units})"
+SPACE_TRUNCATED = (
+    "{space} truncated to {budget} {units} (original: {original}); the end was cut off. "
+    "Use {setter} with a tighter summary."
+)
+SPACE_REJECTED = (
+    "{action} rejected: {space} would be {combined} {units}, over its {budget}-{unit} budget "
+    "(current: {current}, {verb}: {added}); {space} unchanged. Use {setter} to overwrite it with a summary, "
+    "or add less."
+)
+
+# -- limits and budgets -----------------------------------------------------------------
+
+#: The largest content one call accepts, and the largest a space may hold, in UTF-8 bytes.
+MAX_CONTENT_BYTES = 1 << 20
+_MAX_SESSION = 4096         # like the store's session strings
+_MAX_REF = 2048             # longest ref, in characters
+_MAX_HISTORY = 10_000       # largest history() limit
+_SPACE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+Unit = Literal["chars", "tokens", "items"]
+_UNITS = ("chars", "tokens", "items")
+_UNIT_WORDS = {"chars": ("character", "characters"), "tokens": ("token", "tokens"), "items": ("ref", "refs")}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The size limit of one space.
+
+    Attributes:
+        limit: the most the space may hold, or None for no budget (text spaces only;
+            :data:`MAX_CONTENT_BYTES` still applies).
+        unit: "chars" (Unicode characters), "tokens" (the notepad's token counter) or
+            "items" (a list space such as ``refs``).
+    """
+
+    limit: int | None
+    unit: Unit = "chars"
+
+    def __post_init__(self) -> None:
+        if self.unit not in _UNITS:
+            raise InvalidArgument(f"a budget's unit must be one of {', '.join(_UNITS)}, not {self.unit!r}")
+        if self.limit is None:
+            if self.unit == "items":
+                raise InvalidArgument("a list space (unit 'items') needs a limit: pass Budget(50, 'items')")
+            return
+        if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 1:
+            raise InvalidArgument(f"a budget's limit must be a positive integer or None, not {self.limit!r}")
+
+
+#: Spaces every notepad has, with their default budgets.
+DEFAULT_BUDGETS: dict[str, Budget] = {
+    "notes": Budget(4000, "chars"),       # seed 001
+    "plan": Budget(2000, "chars"),        # seed 001
+    "refs": Budget(50, "items"),          # seed 001
+    "notepad": Budget(None, "chars"),     # seed 002 (no budget)
+    "scratchpad": Budget(2000, "tokens"),  # seed 004
+}
+
+#: The action a model calls to overwrite each space (named in rejection texts).
+_SETTERS = {"notes": "set_notes", "plan": "set_plan", "notepad": "write_notepad", "scratchpad": "mode 'replace'"}
+_SECTION_TITLES = {"notes": "Notes", "plan": "Plan", "refs": "Refs"}
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token count: ``ceil(ASCII characters / 4) + non-ASCII characters``.
+
+    One token per four ASCII characters is the usual rate of English prose and code;
+    every non-ASCII character counts as a whole token, which is what BPE tokenizers
+    spend at most on average on CJK text and more than they spend on accented Latin,
+    Cyrillic or Greek.  The result is never below ``ceil(UTF-8 bytes / 4)`` (a
+    non-ASCII character has at most 4 bytes), so non-English text is never
+    under-counted relative to English.  Pass ``counter=`` to :class:`Notepad` for an
+    exact tokenizer.
+    """
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return (len(text) - ascii_chars) + -(-ascii_chars // 4)
+
+
+def prepend_block(block: str, message: str) -> str:
+    """``block``, a blank line, then ``message`` (just ``message`` when ``block`` is empty)."""
+    return f"{block}\n\n{message}" if block else message
+
+
+# -- results ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoteResult:
+    """The outcome of one notepad operation (JSON-ready with :meth:`to_dict`).
+
+    Attributes:
+        ok: False only when a budget rejected the change (then nothing changed).
+        space, action: what was called.
+        version: the space's version after the call (0: never written).
+        changed: whether a new version was written.
+        used, budget, unit: the space's size after the call, its limit (None: no
+            budget) and the unit of both.
+        message: the text to show the model (success, warning or rejection).
+        warning: set when the content was truncated.
+        error: the rejection text when ``ok`` is False.
+        details: counts such as ``original`` (truncation), ``current``, ``added``
+            and ``combined`` (rejection), ``replacements``, ``dropped``.
+    """
+
+    ok: bool
+    space: str
+    action: str
+    version: int
+    changed: bool
+    used: int
+    budget: int | None
+    unit: str
+    message: str
+    warning: str | None = None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict: the fields, ``details`` merged in, None warning/error left out."""
+        out: dict[str, Any] = {
+            "ok": self.ok, "space": self.space, "action": self.action, "version": self.version,
+            "changed": self.changed, "used": self.used, "budget": self.budget, "unit": self.unit,
+            "message": self.message,
+        }
+        if self.warning is not None:
+            out["warning"] = self.warning
+        if self.error is not None:
+            out["error"] = self.error
+        out.update(self.details)
+        return out
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a space: its number, content hash, size in characters, time and action."""
+
+    version: int
+    sha256: str
+    chars: int
+    created_at: float
+    action: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict of every field."""
+        return asdict(self)
+
+
+# -- keys -------------------------------------------------------------------------------
+#
+# Keyspace "notes":
+#   B + sha256(content)                        -> refcount (>Q) + content (UTF-8 text or JSON list)
+#   H + part(session) + part(space)            -> version (>Q) + sha256 of the head content
+#   L + part(session) + part(space) + >Q ver   -> JSON {"h": hex sha256, "c": chars, "t": time, "a": action}
+#   M + part(session)                          -> JSON {"expires_at": float} (only with a ttl)
+#   E + >Q expires_at_us + part(session)       -> b"" (the ttl index purge_expired walks)
+# part() is length-prefixed, so no session's keys are a prefix of another session's.
+
+_SPACE = "notes"
+_REFCOUNT = struct.Struct(">Q")
+_HEAD = struct.Struct(">Q32s")
+_VER = struct.Struct(">Q")
+
+
+def _part(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return struct.pack(">I", len(raw)) + raw
+
+
+def _blob_key(digest: bytes) -> bytes:
+    return b"B" + digest
+
+
+def _head_key(session: str, space: str) -> bytes:
+    return b"H" + _part(session) + _part(space)
+
+
+def _log_prefix(session: str, space: str | None = None) -> bytes:
+    return b"L" + _part(session) + (_part(space) if space is not None else b"")
+
+
+def _log_key(session: str, space: str, version: int) -> bytes:
+    return _log_prefix(session, space) + _VER.pack(version)
+
+
+def _meta_key(session: str) -> bytes:
+    return b"M" + _part(session)
+
+
+def _expiry_key(expires_at: float, session: str) -> bytes:
+    return b"E" + _VER.pack(_micros(expires_at)) + _part(session)
+
+
+def _micros(t: float) -> int:
+    return max(0, min((1 << 64) - 1, int(t * 1_000_000)))
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    # prefixes here end with a length-prefixed string or start with a letter < 0xFF
+    p = bytearray(prefix)
+    while p[-1] == 0xFF:
+        p.pop()
+    p[-1] += 1
+    return bytes(p)
+
+
+def _scan_prefix(txn: ReadTxn, prefix: bytes) -> list[tuple[bytes, bytes]]:
+    return list(txn.scan(_SPACE, prefix, _prefix_end(prefix)))
+
+
+# -- blobs, heads and versions inside a transaction -------------------------------------
+
+
+def _blob_get(txn: ReadTxn, digest: bytes) -> bytes:
+    raw = txn.get(_SPACE, _blob_key(digest))
+    if raw is None:  # pragma: no cover - a version always holds a reference to its blob
+        raise NotFound("a notepad version's content is missing from the store; run verify()")
+    return raw[_REFCOUNT.size:]
+
+
+def _blob_ref(txn: WriteTxn, data: bytes, digest: bytes | None = None) -> bytes:
+    """Add one reference to the blob holding ``data``; return its digest."""
+    digest = digest or hashlib.sha256(data).digest()
+    key = _blob_key(digest)
+    raw = txn.get(_SPACE, key)
+    if raw is None:
+        txn.put(_SPACE, key, _REFCOUNT.pack(1) + data)
+    else:
+        (count,) = _REFCOUNT.unpack_from(raw)
+        txn.put(_SPACE, key, _REFCOUNT.pack(count + 1) + raw[_REFCOUNT.size:])
+    return digest
+
+
+def _blob_release(txn: WriteTxn, digest: bytes) -> None:
+    key = _blob_key(digest)
+    raw = txn.get(_SPACE, key)
+    if raw is None:  # pragma: no cover - defensive
+        return
+    (count,) = _REFCOUNT.unpack_from(raw)
+    if count <= 1:
+        txn.delete(_SPACE, key)
+    else:
+        txn.put(_SPACE, key, _REFCOUNT.pack(count - 1) + raw[_REFCOUNT.size:])
+
+
+def _head(txn: ReadTxn, session: str, space: str) -> tuple[int, bytes] | None:
+    raw = txn.get(_SPACE, _head_key(session, space))
+    if raw is None:
+        return None
+    version, digest = _HEAD.unpack(raw)
+    return version, digest
+
+
+def _expired(txn: ReadTxn, session: str, now: float) -> bool:
+    raw = txn.get(_SPACE, _meta_key(session))
+    if raw is None:
+        return False
+    expires_at = json.loads(raw).get("expires_at")
+    return expires_at is not None and expires_at <= now
+
+
+def _delete_notepad(txn: WriteTxn, session: str) -> int:
+    """Delete every space, version and blob reference of ``session``'s notepad; return spaces deleted."""
+    for key, value in _scan_prefix(txn, _log_prefix(session)):
+        _blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
+        txn.delete(_SPACE, key)
+    heads = _scan_prefix(txn, b"H" + _part(session))
+    for key, _ in heads:
+        txn.delete(_SPACE, key)
+    meta = txn.get(_SPACE, _meta_key(session))
+    if meta is not None:
+        expires_at = json.loads(meta).get("expires_at")
+        if expires_at is not None:
+            txn.delete(_SPACE, _expiry_key(expires_at, session))
+        txn.delete(_SPACE, _meta_key(session))
+    return len(heads)
+
+
+def _session_hook(txn: WriteTxn, session: str) -> None:
+    _delete_notepad(txn, session)
+
+
+if _session_hook not in _SESSION_HOOKS:
+    _SESSION_HOOKS.append(_session_hook)
+
+
+def _set_expiry(txn: WriteTxn, session: str, expires_at: float | None) -> None:
+    old = txn.get(_SPACE, _meta_key(session))
+    if old is not None:
+        old_at = json.loads(old).get("expires_at")
+        if old_at is not None:
+            txn.delete(_SPACE, _expiry_key(old_at, session))
+    if expires_at is None:
+        if old is not None:
+            txn.delete(_SPACE, _meta_key(session))
+        return
+    txn.put(_SPACE, _meta_key(session), json.dumps({"expires_at": expires_at}).encode())
+    txn.put(_SPACE, _expiry_key(expires_at, session), b"")
+
+
+def purge_expired(store: Store) -> int:
+    """Delete every notepad whose ttl has run out; return how many were deleted."""
+    now = store.now()
+    stop = b"E" + _VER.pack(_micros(now) + 1)
+
+    def txn_fn(txn: WriteTxn) -> int:
+        sessions = []
+        for key, _ in txn.scan(_SPACE, b"E", stop):
+            (length,) = struct.unpack_from(">I", key, 1 + _VER.size)
+            start = 1 + _VER.size + 4
+            sessions.append(key[start:start + length].decode("utf-8"))
+        purged = 0
+        for session in sessions:
+            if _expired(txn, session, now):
+                _delete_notepad(txn, session)
+                purged += 1
+        return purged
+
+    return store._backend.write(txn_fn)
+
+
+# -- argument checks --------------------------------------------------------------------
+
+
+def _typename(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _show(value: str, limit: int = 80) -> str:
+    return repr(value if len(value) <= limit else value[:limit] + "...")
+
+
+def _check_text(label: str, value: object) -> bytes:
+    """Validate a text argument; return its UTF-8 encoding."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{label} must be a string, not {_typename(value)}")
+    try:
+        raw = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{label} contains lone surrogates; pass valid Unicode text") from None
+    if len(raw) > MAX_CONTENT_BYTES:
+        raise InvalidArgument(
+            f"{label} is {len(raw)} bytes; a notepad accepts at most {MAX_CONTENT_BYTES} bytes (1 MiB) per call "
+            "and per space: keep working notes short and store large data as entries with put()"
+        )
+    return raw
+
+
+def _check_bool(label: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{label} must be true or false, not {_typename(value)}")
+    return value
+
+
+def _ref_problem(ref: object) -> str | None:
+    """Why ``ref`` is not a valid ref, or None."""
+    if not isinstance(ref, str):
+        return f"a ref must be a string, not {_typename(ref)}"
+    if not ref.strip():
+        return "a ref must be a non-empty string (a file path, URL or identifier)"
+    if len(ref) > _MAX_REF:
+        return f"a ref is at most {_MAX_REF} characters; this one has {len(ref)}"
+    if "\n" in ref or "\r" in ref:
+        return "a ref is one line: it must not contain line breaks"
+    try:
+        ref.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a ref contains lone surrogates; pass valid Unicode text"
+    return None
+
+
+def _join(first: str, second: str) -> str:
+    """``first`` then ``second``, on separate lines unless either side is empty or already breaks."""
+    if first and second and not first.endswith("\n") and not second.startswith("\n"):
+        return f"{first}\n{second}"
+    return first + second
+
+
+# -- the notepad ------------------------------------------------------------------------
+
+
+@dataclass
+class _Outcome:
+    """What an operation decided inside its transaction (computed again if it retries)."""
+
+    new: str | list[str] | None  # None: rejected or unchanged
+    message_kind: str = "updated"  # updated, truncated, rejected, or a literal message
+    details: dict[str, Any] = field(default_factory=dict)
+    message: str | None = None
+
+
+class Notepad:
+    """One session's notepad in a store; see the module docstring for the whole API.
+
+    Parameters:
+        store: an open :class:`~blobpad.Store`.
+        session: the session id (a string, "" allowed).
+        budgets: ``{space: Budget | int | None}`` merged over :data:`DEFAULT_BUDGETS`; an
+            int keeps the space's default unit (characters for a new space), None
+            removes a text space's budget.  Budgets belong to this handle, not to the
+            store: pass the same ones in every process.
+        counter: ``(text) -> int`` counting tokens for token budgets (default
+            :func:`estimate_tokens`).
+        ttl: seconds: each change sets the notepad to expire that long after it; an
+            expired notepad reads as empty and is deleted by its next change or by
+            :func:`purge_expired`.  None (default): a change removes any expiry.
+        max_versions: versions kept per space; older ones are pruned on change.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        session: str,
+        *,
+        budgets: Mapping[str, Budget | int | None] | None = None,
+        counter: Callable[[str], int] | None = None,
+        ttl: float | None = None,
+        max_versions: int = 100,
+    ) -> None:
+        if not isinstance(session, str):
+            raise InvalidArgument(f"session must be a string, not {_typename(session)}")
+        if len(session) > _MAX_SESSION:
+            raise InvalidArgument(f"session is {len(session)} characters long; the limit is {_MAX_SESSION}")
+        try:
+            session.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument("session contains lone surrogates; pass valid Unicode text") from None
+        if counter is not None and not callable(counter):
+            raise InvalidArgument(f"counter must be a function (text) -> int, not {_typename(counter)}")
+        if ttl is not None and (
+            not isinstance(ttl, int | float) or isinstance(ttl, bool) or not math.isfinite(ttl) or ttl <= 0
+        ):
+            raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
+        if not isinstance(max_versions, int) or isinstance(max_versions, bool) or max_versions < 1:
+            raise InvalidArgument(f"max_versions must be a positive integer, not {max_versions!r}")
+        self.store = store
+        self.session = session
+        self.counter: Callable[[str], int] = counter or estimate_tokens
+        self.ttl = float(ttl) if ttl is not None else None
+        self.max_versions = max_versions
+        self.budgets: dict[str, Budget] = dict(DEFAULT_BUDGETS)
+        if budgets is not None:
+            if not isinstance(budgets, Mapping):
+                raise InvalidArgument(f"budgets must be a mapping of space name to Budget, not {_typename(budgets)}")
+            for name, value in budgets.items():
+                self.budgets[name] = self._make_budget(name, value)
+        self._options: dict[str, Any] = dict(
+            budgets=dict(self.budgets), counter=counter, ttl=ttl, max_versions=max_versions
+        )
+
+    def _make_budget(self, name: object, value: Budget | int | None) -> Budget:
+        if not isinstance(name, str) or not _SPACE_NAME.fullmatch(name):
+            raise InvalidArgument(
+                f"space names are 1-32 lowercase letters, digits and underscores starting with a letter, not {name!r}"
+            )
+        default = DEFAULT_BUDGETS.get(name)
+        if isinstance(value, Budget):
+            budget = value
+        elif value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            budget = Budget(value, default.unit if default else "chars")
+        else:
+            raise InvalidArgument(f"the budget of {name!r} must be a Budget, a positive integer or None, not {value!r}")
+        if default is not None and (default.unit == "items") != (budget.unit == "items"):
+            kind = "a list (unit 'items')" if default.unit == "items" else "a text space (unit 'chars' or 'tokens')"
+            raise InvalidArgument(f"space {name!r} is {kind}; its budget must keep that kind")
+        return budget
+
+    def __repr__(self) -> str:
+        return f"<blobpad.Notepad session={self.session!r} of {self.store.path!r}>"
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _budget(self, space: object, *, list_space: bool | None = None) -> Budget:
+        if not isinstance(space, str):
+            raise InvalidArgument(f"space must be a string, not {_typename(space)}")
+        budget = self.budgets.get(space)
+        if budget is None:
+            raise InvalidArgument(
+                f"unknown space {_show(space, 40)}; the spaces are: {', '.join(self.budgets)} "
+                "(add one with budgets={name: Budget(...)})"
+            )
+        if list_space is not None and (budget.unit == "items") != list_space:
+            if list_space:
+                raise InvalidArgument(f"space {space!r} holds text, not a list: use read/write/append on it")
+            raise InvalidArgument(f"space {space!r} is a list of refs: use refs(), refs_add, refs_remove, refs_set")
+        return budget
+
+    def _count(self, budget: Budget, value: str | list[str]) -> int:
+        if isinstance(value, list):
+            return len(value)
+        if budget.unit == "chars":
+            return len(value)
+        n = self.counter(value)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InvalidArgument(f"the token counter returned {n!r}; it must return a non-negative integer")
+        return n
+
+    def _truncate(self, budget: Budget, text: str) -> str:
+        assert budget.limit is not None
+        if budget.unit == "chars":
+            return text[:budget.limit]
+        lo, hi = 0, len(text)  # the longest prefix whose count fits (counts grow with length)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._count(budget, text[:mid]) <= budget.limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return text[:lo]
+
+    @staticmethod
+    def _encode(value: str | list[str]) -> bytes:
+        if isinstance(value, list):
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return value.encode("utf-8")
+
+    @staticmethod
+    def _decode(budget: Budget, data: bytes) -> str | list[str]:
+        if budget.unit == "items":
+            return list(json.loads(data)) if data else []
+        return data.decode("utf-8")
+
+    def _current(self, txn: ReadTxn, space: str, budget: Budget, now: float) -> tuple[int, str | list[str]]:
+        empty: str | list[str] = [] if budget.unit == "items" else ""
+        if _expired(txn, self.session, now):
+            return 0, empty
+        head = _head(txn, self.session, space)
+        if head is None:
+            return 0, empty
+        return head[0], self._decode(budget, _blob_get(txn, head[1]))
+
+    def _texts(self, space: str, budget: Budget, **values: Any) -> dict[str, Any]:
+        unit, units = _UNIT_WORDS[budget.unit]
+        return dict(space=space, budget=budget.limit, unit=unit, units=units,
+                    setter=_SETTERS.get(space, f"write(space={space!r})"), **values)
+
+    def _message(self, space: str, budget: Budget, kind: str, action: str, used: int, details: dict[str, Any]) -> str:
+        verb = "append" if "append" in action else "prepend" if action == "prepend" else "edit"
+        t = self._texts(space, budget, used=used, action=action, verb=verb, **details)
+        seed004 = space == "scratchpad" and budget.limit is not None
+        if kind == "updated":
+            if budget.limit is None:
+                return SPACE_UPDATED_UNBUDGETED.format(**t)
+            return (SCRATCHPAD_UPDATED if seed004 else SPACE_UPDATED).format(**t)
+        if kind == "truncated":
+            return (SCRATCHPAD_TRUNCATED if seed004 else SPACE_TRUNCATED).format(**t)
+        assert kind == "rejected"
+        return (SCRATCHPAD_APPEND_REJECTED if seed004 and action in ("append", "scratchpad") else SPACE_REJECTED).format(**t)
+
+    def _mutate(
+        self, space: str, budget: Budget, action: str, decide: Callable[[str | list[str], ReadTxn], _Outcome]
+    ) -> NoteResult:
+        """Read the space, ``decide`` the change and write it, all in one write transaction."""
+        now = self.store.now()
+        expires_at = now + self.ttl if self.ttl is not None else None
+        session = self.session
+        max_versions = self.max_versions
+
+        def txn_fn(txn: WriteTxn) -> tuple[int, bool, str | list[str], _Outcome]:
+            if _expired(txn, session, now):
+                _delete_notepad(txn, session)
+            version, current = self._current(txn, space, budget, now)
+            outcome = decide(current, txn)
+            if outcome.new is None or outcome.new == current:
+                return version, False, current, outcome
+            data = self._encode(outcome.new)
+            if len(data) > MAX_CONTENT_BYTES:
+                raise InvalidArgument(
+                    f"{action}: {space} would be {len(data)} bytes; a space holds at most {MAX_CONTENT_BYTES} bytes "
+                    f"(1 MiB): rewrite it shorter with {_SETTERS.get(space, 'write')}"
+                )
+            digest = _blob_ref(txn, data)
+            version += 1
+            record = {"h": digest.hex(), "c": len(outcome.new), "t": now, "a": action}
+            txn.put(_SPACE, _log_key(session, space, version), json.dumps(record).encode())
+            txn.put(_SPACE, _head_key(session, space), _HEAD.pack(version, digest))
+            if version > max_versions:
+                start = _log_prefix(session, space)
+                for key, value in list(txn.scan(_SPACE, start, _log_key(session, space, version - max_versions + 1))):
+                    _blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
+                    txn.delete(_SPACE, key)
+            _set_expiry(txn, session, expires_at)
+            return version, True, outcome.new, outcome
+
+        version, changed, value, outcome = self.store._backend.write(txn_fn)
+        used = self._count(budget, value)
+        kind = outcome.message_kind
+        rejected = kind == "rejected"
+        text = outcome.message or self._message(space, budget, kind, action, used, outcome.details)
+        return NoteResult(
+            ok=not rejected, space=space, action=action, version=version, changed=changed, used=used,
+            budget=budget.limit, unit=budget.unit, message=text,
+            warning=text if kind == "truncated" else None, error=text if rejected else None,
+            details=dict(outcome.details),
+        )
+
+    def _grow(self, space: str, budget: Budget, action: str, current: str, new: str, extra: dict[str, Any]) -> _Outcome:
+        """The outcome of an incremental edit: rejected when ``new`` is over budget."""
+        if budget.limit is not None:
+            combined = self._count(budget, new)
+            if combined > budget.limit:
+                cur = self._count(budget, current)
+                return _Outcome(None, "rejected", dict(current=cur, added=max(0, combined - cur), combined=combined))
+        return _Outcome(new, details=extra)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def read(self, space: str = "notepad", *, version: int | None = None) -> str:
+        """The text of a space ("" when never written or expired), or of one of its versions."""
+        budget = self._budget(space, list_space=False)
+        value = self._read_value(space, budget, version)
+        assert isinstance(value, str)
+        return value
+
+    def _read_value(self, space: str, budget: Budget, version: int | None) -> str | list[str]:
+        now = self.store.now()
+        with self.store._backend.read() as txn:
+            if version is None:
+                return self._current(txn, space, budget, now)[1]
+            if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+                raise InvalidArgument(f"version must be a positive integer, not {version!r}")
+            raw = None if _expired(txn, self.session, now) else txn.get(_SPACE, _log_key(self.session, space, version))
+            if raw is None:
+                raise self._no_version(txn, space, version)
+            return self._decode(budget, _blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
+
+    def _no_version(self, txn: ReadTxn, space: str, version: int) -> NotFound:
+        kept = [int.from_bytes(k[-_VER.size:], "big") for k, _ in _scan_prefix(txn, _log_prefix(self.session, space))]
+        if not kept:
+            return NotFound(f"{space} of this session has no versions; nothing to read or revert")
+        return NotFound(
+            f"{space} has no version {version}; the versions kept are {kept[0]} to {kept[-1]} (see history())"
+        )
+
+    def refs(self, space: str = "refs") -> list[str]:
+        """The refs, oldest first."""
+        budget = self._budget(space, list_space=True)
+        value = self._read_value(space, budget, None)
+        assert isinstance(value, list)
+        return value
+
+    def spaces(self) -> dict[str, int]:
+        """The non-empty spaces of this notepad and their current versions."""
+        now = self.store.now()
+        out: dict[str, int] = {}
+        with self.store._backend.read() as txn:
+            if _expired(txn, self.session, now):
+                return out
+            prefix = b"H" + _part(self.session)
+            for key, value in _scan_prefix(txn, prefix):
+                (length,) = struct.unpack_from(">I", key, len(prefix))
+                name = key[len(prefix) + 4:len(prefix) + 4 + length].decode("utf-8")
+                version, digest = _HEAD.unpack(value)
+                data = _blob_get(txn, digest)
+                if data not in (b"", b"[]"):
+                    out[name] = version
+        return out
+
+    # -- text spaces (seed 002 and generic) -----------------------------------------------
+
+    def write(self, content: str, *, space: str = "notepad") -> NoteResult:
+        """Replace the whole space (``""`` clears it); over budget, keep the start and warn."""
+        budget = self._budget(space, list_space=False)
+        _check_text("content", content)
+        return self._replace(space, budget, "write", content)
+
+    def _replace(self, space: str, budget: Budget, action: str, content: str) -> NoteResult:
+        if budget.limit is not None:
+            original = self._count(budget, content)
+            if original > budget.limit:
+                kept = self._truncate(budget, content)
+                return self._mutate(space, budget, action,
+                                    lambda _cur, _txn: _Outcome(kept, "truncated", dict(original=original)))
+        return self._mutate(space, budget, action, lambda _cur, _txn: _Outcome(content))
+
+    def append(self, content: str, *, space: str = "notepad", action: str = "append") -> NoteResult:
+        """Add ``content`` at the end (on a new line); rejected, unchanged, if over budget."""
+        budget = self._budget(space, list_space=False)
+        _check_text("content", content)
+
+        def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
+            assert isinstance(current, str)
+            return self._grow(space, budget, action, current, _join(current, content), {})
+
+        return self._mutate(space, budget, action, decide)
+
+    def prepend(self, content: str, *, space: str = "notepad") -> NoteResult:
+        """Add ``content`` at the start (on its own line); rejected, unchanged, if over budget."""
+        budget = self._budget(space, list_space=False)
+        _check_text("content", content)
+
+        def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
+            assert isinstance(current, str)
+            return self._grow(space, budget, "prepend", current, _join(content, current), {})
+
+        return self._mutate(space, budget, "prepend", decide)
+
+    def find_replace(self, find: str, replace: str, *, replace_all: bool = False, space: str = "notepad") -> NoteResult:
+        """Replace the first occurrence of ``find`` (every one with ``replace_all``).
+
+        ``find`` must occur: an absent ``find`` raises InvalidArgument (nothing is
+        silently skipped).  An edit that would go over budget is rejected.
+        """
+        return self._edit(space, "find_replace", find, replace, replace_all, label="find")
+
+    def delete_text(self, text: str, *, replace_all: bool = False, space: str = "notepad") -> NoteResult:
+        """Remove the first occurrence of ``text`` (every one with ``replace_all``); absent -> InvalidArgument."""
+        return self._edit(space, "delete", text, "", replace_all, label="content")
+
+    def _edit(self, space: str, action: str, find: str, replace: str, replace_all: bool, *, label: str) -> NoteResult:
+        budget = self._budget(space, list_space=False)
+        _check_text(label, find)
+        if not find:
+            raise InvalidArgument(f"{action}: {label} must not be empty; pass the exact text to {action}")
+        _check_text("replace", replace)
+        _check_bool("replace_all", replace_all)
+
+        def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
+            assert isinstance(current, str)
+            count = current.count(find)
+            if not count:
+                where = "is empty" if not current else "does not contain it"
+                raise InvalidArgument(
+                    f"{action}: {label} text {_show(find)} was not found: {space} {where}. Read {space} and copy "
+                    "the exact text (whitespace and case matter)"
+                )
+            n = count if replace_all else 1
+            new = current.replace(find, replace, n)
+            return self._grow(space, budget, action, current, new, {"replacements": n})
+
+        return self._mutate(space, budget, action, decide)
+
+    def update(
+        self,
+        operation: str,
+        *,
+        content: str | None = None,
+        find: str | None = None,
+        replace: str | None = None,
+        replace_all: bool = False,
+        space: str = "notepad",
+    ) -> NoteResult:
+        """Seed 002's ``update_notepad``: operation find_replace, append, prepend or delete."""
+        ops = ("find_replace", "append", "prepend", "delete")
+        if not isinstance(operation, str) or operation not in ops:
+            raise InvalidArgument(f"operation must be one of {', '.join(ops)}, not {operation!r}")
+        _check_bool("replace_all", replace_all)
+        if operation == "find_replace":
+            if find is None:
+                raise InvalidArgument("find_replace needs find: the exact text to replace")
+            if replace is None:
+                raise InvalidArgument('find_replace needs replace: the new text ("" removes the found text)')
+            return self.find_replace(find, replace, replace_all=replace_all, space=space)
+        if content is None:
+            what = "the text to remove" if operation == "delete" else "the text to add"
+            raise InvalidArgument(f"{operation} needs content: {what}")
+        if operation == "append":
+            return self.append(content, space=space)
+        if operation == "prepend":
+            return self.prepend(content, space=space)
+        return self.delete_text(content, replace_all=replace_all, space=space)
+
+    def read_notepad(self) -> dict[str, str]:
+        """Seed 002's ``read_notepad``: ``{"content": str}``, "" when nothing was written."""
+        return {"content": self.read("notepad")}
+
+    def write_notepad(self, content: str) -> NoteResult:
+        """Seed 002's ``write_notepad``: full replacement; ``""`` clears."""
+        return self.write(content, space="notepad")
+
+    def update_notepad(self, operation: str, **arguments: Any) -> NoteResult:
+        """Seed 002's ``update_notepad`` (same arguments as :meth:`update`, on the notepad space)."""
+        if "space" in arguments:
+            raise InvalidArgument("update_notepad always edits the notepad space; use update(space=...) for others")
+        return self.update(operation, **arguments)
+
+    def context_section(self, space: str = "notepad") -> str:
+        """Seed 002's system-prompt section: the heading, then the content or the empty-state hint."""
+        content = self.read(space)
+        return f"{NOTEPAD_HEADING}\n{content if content.strip() else EMPTY_NOTEPAD_HINT}"
+
+    # -- seed 001 -------------------------------------------------------------------------
+
+    def set_notes(self, content: str) -> NoteResult:
+        """Replace notes entirely; over budget (4000 characters) keep the start and warn."""
+        budget = self._budget("notes", list_space=False)
+        _check_text("content", content)
+        return self._replace("notes", budget, "set_notes", content)
+
+    def append_notes(self, content: str) -> NoteResult:
+        """Append to notes; rejected, notes unchanged, if the result would exceed the budget."""
+        return self.append(content, space="notes", action="append_notes")
+
+    def set_plan(self, content: str) -> NoteResult:
+        """Replace the plan entirely; over budget (2000 characters) keep the start and warn."""
+        budget = self._budget("plan", list_space=False)
+        _check_text("content", content)
+        return self._replace("plan", budget, "set_plan", content)
+
+    def refs_add(self, ref: str, *, space: str = "refs") -> NoteResult:
+        """Add one ref as the newest; at capacity drop the oldest (whole refs only).
+
+        A ref already present moves to the newest position instead of being doubled.
+        """
+        budget = self._budget(space, list_space=True)
+        problem = _ref_problem(ref)
+        if problem:
+            raise InvalidArgument(f"refs.add: {problem}")
+        assert budget.limit is not None
+
+        def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
+            assert isinstance(current, list)
+            if ref in current:
+                new = [r for r in current if r != ref] + [ref]
+                note = "already present; moved to newest" if new != current else "already present"
+                return _Outcome(new, details={"dropped": []}, message=f"ref {note} ({len(new)}/{budget.limit} refs)")
+            new = current + [ref]
+            dropped = new[:-budget.limit] if len(new) > budget.limit else []
+            new = new[len(dropped):]
+            msg = f"ref added ({len(new)}/{budget.limit} refs)"
+            if dropped:
+                msg += "; dropped the oldest: " + ", ".join(_show(d) for d in dropped)
+            return _Outcome(new, details={"dropped": dropped}, message=msg)
+
+        return self._mutate(space, budget, "refs.add", decide)
+
+    def refs_remove(self, ref: str, *, space: str = "refs") -> NoteResult:
+        """Remove one ref by exact match; an absent ref raises InvalidArgument."""
+        budget = self._budget(space, list_space=True)
+        problem = _ref_problem(ref)
+        if problem:
+            raise InvalidArgument(f"refs.remove: {problem}")
+
+        def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
+            assert isinstance(current, list)
+            if ref not in current:
+                shown = ", ".join(_show(r, 60) for r in current[-10:]) or "none"
+                raise InvalidArgument(
+                    f"refs.remove: {_show(ref)} is not in refs (exact match needed); current refs"
+                    f"{' (newest 10)' if len(current) > 10 else ''}: {shown}"
+                )
+            new = list(current)
+            new.remove(ref)
+            return _Outcome(new, message=f"ref removed ({len(new)}/{budget.limit} refs)")
+
+        return self._mutate(space, budget, "refs.remove", decide)
+
+    def refs_set(self, items: Iterable[object], *, space: str = "refs") -> NoteResult:
+        """Replace all refs with the first valid ones, up to the budget (50).
+
+        Non-strings (and empty, multi-line or over-long strings, and repeats) are
+        silently dropped; ``details["dropped"]`` counts them and the cut-off items.
+        """
+        budget = self._budget(space, list_space=True)
+        assert budget.limit is not None
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, list | tuple):
+            raise InvalidArgument(f"refs.set: items must be a list of strings, not {_typename(items)}")
+        kept: list[str] = []
+        for item in items:
+            if _ref_problem(item) is None and item not in kept:
+                assert isinstance(item, str)
+                kept.append(item)
+        kept = kept[:budget.limit]
+        dropped = len(items) - len(kept)
+        limit = budget.limit
+        return self._mutate(space, budget, "refs.set", lambda _cur, _txn: _Outcome(
+            kept, details={"dropped": dropped}, message=f"refs replaced ({len(kept)}/{limit} refs)"))
+
+    def render_spaces(self, spaces: Iterable[str] = ("notes", "plan", "refs")) -> str:
+        """Seed 001's block prepended to each message: only the non-empty spaces, "" if none."""
+        names = list(spaces) if not isinstance(spaces, str) else [spaces]
+        budgets = [(name, self._budget(name)) for name in names]
+        now = self.store.now()
+        sections: list[str] = []
+        with self.store._backend.read() as txn:
+            for name, budget in budgets:
+                value = self._current(txn, name, budget, now)[1]
+                title = _SECTION_TITLES.get(name, name)
+                if isinstance(value, list):
+                    if value:
+                        sections.append(f"## {title}\n" + "\n".join(f"- {r}" for r in value))
+                elif value.strip():
+                    sections.append(f"## {title}\n{value}")
+        if not sections:
+            return ""
+        return "\n".join([SCRATCHPAD_HEADER, *sections, SCRATCHPAD_FOOTER])
+
+    # -- seed 004 -------------------------------------------------------------------------
+
+    def scratchpad(self, content: str, mode: str = "replace") -> NoteResult:
+        """Seed 004's ``session.scratchpad``: mode "replace" (truncates and warns) or "append" (rejects)."""
+        if mode not in ("replace", "append"):
+            raise InvalidArgument(f'mode must be "replace" or "append", not {mode!r}')
+        if mode == "append":
+            return self.append(content, space="scratchpad")
+        budget = self._budget("scratchpad", list_space=False)
+        _check_text("content", content)
+        return self._replace("scratchpad", budget, "replace", content)
+
+    def scratchpad_content(self) -> str | None:
+        """Seed 004's ``getScratchpadContent``: the scratchpad, or None when it is empty."""
+        content = self.read("scratchpad")
+        return content if content.strip() else None
+
+    def scratchpad_block(self) -> str:
+        """Seed 004's block for the next user message, or "" when the scratchpad is empty."""
+        content = self.scratchpad_content()
+        if content is None:
+            return ""
+        return f"{SCRATCHPAD_HEADER}\n{content}\n{SCRATCHPAD_FOOTER}"
+
+    def scratchpad_guidance(self) -> str:
+        """Seed 004's system-prompt section with this notepad's scratchpad budget."""
+        limit = self.budgets["scratchpad"].limit
+        return scratchpad_guidance(limit if limit is not None else 2000)
+
+    # -- versions ---------------------------------------------------------------------------
+
+    def version(self, space: str = "notepad") -> int:
+        """The current version of a space (0 when never written)."""
+        budget = self._budget(space)
+        now = self.store.now()
+        with self.store._backend.read() as txn:
+            return self._current(txn, space, budget, now)[0]
+
+    def history(self, space: str = "notepad", *, limit: int = 50) -> list[Version]:
+        """The kept versions of a space, newest first (at most ``limit``)."""
+        self._budget(space)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_HISTORY:
+            raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {limit!r}")
+        prefix = _log_prefix(self.session, space)
+        now = self.store.now()
+        out: list[Version] = []
+        with self.store._backend.read() as txn:
+            if _expired(txn, self.session, now):
+                return out
+            for key, value in txn.scan(_SPACE, prefix, _prefix_end(prefix), reverse=True):
+                rec = json.loads(value)
+                out.append(Version(int.from_bytes(key[-_VER.size:], "big"), rec["h"], rec["c"], rec["t"], rec["a"]))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def revert(self, version: int, *, space: str = "notepad") -> NoteResult:
+        """Make ``version``'s content current again, as a new version (so a revert can be undone).
+
+        An unknown or pruned version raises NotFound.  If the budget shrank since, a
+        text over it is truncated with a warning, like a replacement.
+        """
+        budget = self._budget(space)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidArgument(f"version must be a positive integer, not {version!r}")
+        session = self.session
+
+        def decide(_current: str | list[str], txn: ReadTxn) -> _Outcome:
+            raw = txn.get(_SPACE, _log_key(session, space, version))
+            if raw is None:
+                raise self._no_version(txn, space, version)
+            old = self._decode(budget, _blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
+            if isinstance(old, list) or budget.limit is None:
+                return _Outcome(old)
+            original = self._count(budget, old)
+            if original <= budget.limit:
+                return _Outcome(old)
+            return _Outcome(self._truncate(budget, old), "truncated", dict(original=original))
+
+        return self._mutate(space, budget, f"revert to {version}", decide)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def spawn(self, child: str, *, copy_notepad: bool = False) -> Notepad:
+        """The notepad of a sub-session: empty, or a copy of this one with ``copy_notepad``.
+
+        Raises InvalidArgument if ``child`` is this session or already has a notepad.
+        After this call the two notepads are independent.
+        """
+        _check_bool("copy_notepad", copy_notepad)
+        pad = Notepad(self.store, child, **self._options)
+        if child == self.session:
+            raise InvalidArgument("a sub-session needs its own session id, not its parent's")
+        now = self.store.now()
+        expires_at = now + self.ttl if self.ttl is not None else None
+        parent = self.session
+        action = "fork" if copy_notepad else "spawn"
+
+        def txn_fn(txn: WriteTxn) -> None:
+            if _expired(txn, child, now):
+                _delete_notepad(txn, child)
+            if _scan_prefix(txn, b"H" + _part(child)):
+                raise InvalidArgument(
+                    f"session {_show(child, 60)} already has a notepad; give the sub-session a new id "
+                    "(or delete_session() the old one first)"
+                )
+            if not copy_notepad or _expired(txn, parent, now):
+                return
+            prefix = b"H" + _part(parent)
+            copied = False
+            for key, value in _scan_prefix(txn, prefix):
+                space_part = key[len(prefix):]
+                _, digest = _HEAD.unpack(value)
+                data = _blob_get(txn, digest)
+                _blob_ref(txn, data, digest)
+                log = json.loads(txn.get(_SPACE, b"L" + _part(parent) + space_part + value[:_VER.size]) or b"{}")
+                record = {"h": digest.hex(), "c": log.get("c", 0), "t": now, "a": action}
+                txn.put(_SPACE, b"L" + _part(child) + space_part + _VER.pack(1), json.dumps(record).encode())
+                txn.put(_SPACE, b"H" + _part(child) + space_part, _HEAD.pack(1, digest))
+                copied = True
+            if copied:
+                _set_expiry(txn, child, expires_at)
+
+        self.store._backend.write(txn_fn)
+        return pad
+
+    def fork(self, child: str) -> Notepad:
+        """The notepad of a forked session: always a copy of this one (see :meth:`spawn`)."""
+        return self.spawn(child, copy_notepad=True)
+
+    def delete(self) -> int:
+        """Delete this notepad: every space and version; return how many spaces there were."""
+        session = self.session
+        return self.store._backend.write(lambda txn: _delete_notepad(txn, session))
