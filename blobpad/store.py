@@ -309,6 +309,12 @@ class Store(ReadsMixin):
         txn.put("meta", b"settings", json.dumps(settings).encode())
         return settings
 
+    def notepad(self, session: str, **options: Any) -> Any:
+        """The :class:`~blobpad.notepad.Notepad` of ``session`` (options: see that class)."""
+        from .notepad import Notepad
+
+        return Notepad(self, session, **options)
+
     def close(self) -> None:
         """Close the store (idempotent); further calls raise BlobpadError."""
         with self._pool_lock:
