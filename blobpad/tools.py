@@ -54,6 +54,18 @@ PROFILES: dict[str, str] = {
         "seed 003 drop-in: scratchpad_write, scratchpad_read (offset, limit=30000, regex: at most 100 lines), "
         "scratchpad_edit, scratchpad_list, scratchpad_delete, by entry name; sees the session's entries"
     ),
+    "seed001": (
+        "seed 001 drop-in (OpenClaw session scratchpad): session_scratchpad(action set_notes/append_notes/set_plan/"
+        "refs.add/refs.remove/refs.set) over the notepad's notes, plan and refs spaces"
+    ),
+    "seed002": (
+        "seed 002 drop-in (session notepad): read_notepad, write_notepad, update_notepad(find_replace/append/"
+        "prepend/delete) over the session's notepad"
+    ),
+    "seed004": (
+        "seed 004 drop-in (session.scratchpad extension): session_scratchpad(content, mode replace/append) "
+        "with a 2000-token budget"
+    ),
 }
 
 #: Schema flavors accepted by :meth:`Toolbox.schemas`.
@@ -65,6 +77,7 @@ _LINES_PER_CALL = 200             # default number of lines of mode "lines"
 _LINE_BATCH = 256                 # lines read from the store at a time
 _MAX_NAME = 256                   # longest entry name
 _EDIT_LIMIT = 64 << 20            # largest entry edited in place, in bytes
+_MAX_SKIP = 10_000                # grep pages: the engine finds skip + max_matches matches each time
 
 
 class ToolError(Exception):
@@ -125,7 +138,7 @@ class Param:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ToolError(f"{label} must be an integer, not {_typename(value)} ({_show(value)})")
             if value < self.minimum:
-                raise ToolError(f"{label} must be at least {self.minimum}, not {value}")
+                raise ToolError(f"{label} must be at least {self.minimum}, not {_show(value)}")
             if value > self.maximum:
                 raise ToolError(f"{label} must be at most {self.maximum}, not {_show(value)}")
             return value
@@ -144,7 +157,13 @@ def _typename(value: Any) -> str:
 
 
 def _show(value: Any, limit: int = 60) -> str:
-    text = repr(value)
+    """A short repr of a value from the model (never raises, whatever the value)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    try:
+        text = repr(value)
+    except Exception:
+        return f"a {type(value).__name__}"
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -218,7 +237,9 @@ class Toolbox:
         session: the session whose entries the model may see.
         turn: the current turn; required by turn-scoped profiles.  Assign
             ``toolbox.turn`` when the runtime moves to the next turn.
-        profile: a name from :data:`PROFILES` (default ``"blobpad"``).
+        profile: a name from :data:`PROFILES` (default ``"blobpad"``), or several joined
+            with ``+`` (``"blobpad+seed002"``: offloaded reads and a notepad); the first
+            one decides the default scope.
         scope: ``"turn"`` (only the current turn's entries) or ``"session"`` (all of
             the session's); default: the profile's (turn for blobpad and seed000,
             session for the others).
@@ -233,6 +254,8 @@ class Toolbox:
             with the profile's policy).
         ttl: seconds entries written by the model live (default: never, like seed 003).
         max_file_bytes: largest file ``scratchpad_offload`` accepts (default 1 GiB).
+        notepad_options: keyword arguments of :class:`blobpad.notepad.Notepad` (budgets,
+            counter, ttl, max_versions) for the notepad profiles.
     """
 
     def __init__(
@@ -250,17 +273,21 @@ class Toolbox:
         offloader: Offloader | None = None,
         ttl: float | None = None,
         max_file_bytes: int = 1 << 30,
+        notepad_options: Mapping[str, Any] | None = None,
     ) -> None:
-        if profile not in _PROFILE_TOOLS:
-            raise InvalidArgument(f"unknown profile {profile!r}; the profiles are: {', '.join(PROFILES)}")
+        parts = profile.split("+") if isinstance(profile, str) else [profile]
+        for part in parts:
+            if part not in _PROFILE_TOOLS:
+                raise InvalidArgument(f"unknown profile {part!r}; the profiles are: {', '.join(PROFILES)} "
+                                      "(combine them with '+', e.g. 'blobpad+seed002')")
         if not isinstance(session, str):
             raise InvalidArgument(f"session must be a string, not {type(session).__name__}")
         if scope is None:
-            scope = "turn" if profile in ("blobpad", "seed000") else "session"
+            scope = "turn" if parts[0] in ("blobpad", "seed000") else "session"
         if scope not in ("turn", "session"):
             raise InvalidArgument(f"scope must be 'turn' or 'session', not {scope!r}")
         if max_result_chars is None:
-            max_result_chars = 34_000 if profile == "seed003" else 20_000
+            max_result_chars = 34_000 if "seed003" in parts else 20_000
         if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) or max_result_chars < _MIN_RESULT:
             raise InvalidArgument(f"max_result_chars must be an integer of at least {_MIN_RESULT}, not {max_result_chars!r}")
         if line_chars is None:
@@ -270,6 +297,7 @@ class Toolbox:
         self.store = store
         self.session = session
         self.profile = profile
+        self._parts = parts
         self.scope = scope
         self.max_result_chars = max_result_chars
         self.line_chars = line_chars
@@ -280,13 +308,53 @@ class Toolbox:
         for d in self.allow_dirs:
             if not os.path.isdir(d):
                 raise InvalidArgument(f"allowed directory {d!r} does not exist or is not a directory")
-        self.offloader = offloader or Offloader(store, policy="seed003" if profile == "seed003" else "seed000")
+        self.offloader = offloader or Offloader(store, policy="seed003" if "seed003" in parts else "seed000")
+        self.notepad_options = dict(notepad_options or {})
+        self._pad: Any = None
         self._turn: str | int | None = None
         self.turn = turn
-        tools = list(_PROFILE_TOOLS[profile](self))
+        if any(p in _NOTEPAD_PROFILES for p in parts):
+            _ = self.notepad  # fail now, not at the model's first call, if the notepad is unavailable
+        tools = [t for part in parts for t in _PROFILE_TOOLS[part](self)]
         if self.allow_dirs:
             tools.append(_offload_tool(self))
-        self._tools: dict[str, ToolSpec] = {t.name: t for t in tools}
+        self._tools: dict[str, ToolSpec] = {}
+        for t in tools:
+            if t.name in self._tools:
+                raise InvalidArgument(f"profiles {profile!r} both define the tool {t.name!r}; combine other profiles")
+            self._tools[t.name] = t
+
+    # -- notepad ------------------------------------------------------------------------
+
+    @property
+    def notepad(self) -> Any:
+        """The session's :class:`blobpad.notepad.Notepad` (state of the notepad profiles),
+        opened with ``notepad_options``."""
+        if self._pad is None:
+            try:
+                from .notepad import Notepad
+            except ImportError as exc:
+                raise BlobpadError(f"the notepad profiles need blobpad.notepad.Notepad, which this build lacks ({exc})"
+                                   ) from None
+            self._pad = Notepad(self.store, self.session, **self.notepad_options)
+        return self._pad
+
+    def context_block(self) -> str:
+        """What the runtime prepends to the model's next message for the notepad profiles.
+
+        seed001: the non-empty spaces (notes, plan, refs); seed002: the ``## Session
+        Notepad`` section (or its empty-state hint); seed004: the ``[Session
+        Scratchpad ...]`` block.  "" for profiles without a notepad or when empty.
+        """
+        blocks = []
+        for part in self._parts:
+            if part == "seed001":
+                blocks.append(self.notepad.render_spaces())
+            elif part == "seed002":
+                blocks.append(self.notepad.context_section())
+            elif part == "seed004":
+                blocks.append(self.notepad.scratchpad_block())
+        return "\n\n".join(b for b in blocks if b)
 
     # -- scope --------------------------------------------------------------------------
 
@@ -405,8 +473,9 @@ class Toolbox:
         Never raises: returns ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``
         whose message says how to fix the call.  Hidden tools can be called too.
         """
-        tool_name = name if isinstance(name, str) else _show(name)
+        tool_name = "?"
         try:
+            tool_name = name if isinstance(name, str) else _show(name)
             tool = self._tools.get(name) if isinstance(name, str) else None
             if tool is None:
                 return self._error(tool_name, f"unknown tool {_show(name)}; the tools are: {', '.join(self._tools)}")
@@ -437,24 +506,65 @@ class Toolbox:
         return {"ok": False, "tool": tool[:200], "error": message}
 
     def _fit(self, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
-        """Run the handler with a content budget that keeps the result under the cap."""
+        """Run the handler with a content budget that keeps the result under the cap.
+
+        A read-only tool is run again with a smaller budget while its result is too
+        large; a tool that changes something runs once, and its result is cut.
+        """
         cap = self.max_result_chars
         budget = cap - 1000
         for _ in range(12):
             result = tool.handler(self, args, budget)
+            if not isinstance(result.get("ok"), bool):
+                result = {"ok": True, **result}
+            if result["ok"] is False and not result.get("error"):
+                result["error"] = str(result.get("message") or "the operation was rejected")
             size = result_size(result)
             if size <= cap:
                 return result
-            if budget == 64:
+            if not tool.read_only or budget == 64:
                 break
             budget = max(64, budget - (size - cap) - 64)
-        log.error("blobpad tool %s: result over %d characters at the smallest budget", tool.name, cap)
-        return self._error(tool.name, "the result is too large to return; ask for a smaller part")
+        return _shrink(result, cap)
 
 
 def result_size(result: Any) -> int:
     """The size a result is capped by: its length as JSON (non-ASCII kept as is)."""
     return len(json.dumps(result, ensure_ascii=False))
+
+
+def _longest_string(value: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str]:
+    best: tuple[tuple[Any, ...], str] = ((), "")
+    items: Iterable[tuple[Any, Any]] = ()
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    for key, child in items:
+        found = (path + (key,), child) if isinstance(child, str) else _longest_string(child, path + (key,))
+        if len(found[1]) > len(best[1]):
+            best = found
+    return best
+
+
+def _shrink(result: dict[str, Any], cap: int) -> dict[str, Any]:
+    """Cut the longest strings of ``result`` until it fits in ``cap`` characters of JSON."""
+    result = json.loads(json.dumps(result, ensure_ascii=False))
+    for _ in range(200):
+        size = result_size(result)
+        if size <= cap:
+            return result
+        path, text = _longest_string(result)
+        if len(text) < 100:
+            break
+        keep = max(0, min(len(text) // 2, len(text) - (size - cap) - 100))
+        target: Any = result
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = text[:keep] + f"[... {len(text) - keep} characters cut: the result is capped at {cap} ...]"
+        result["truncated"] = True
+    log.error("blobpad: a result could not be cut under %d characters", cap)
+    return {"ok": False, "error": "the result is too large to return; ask for a smaller part"}
 
 
 # -- shared reading helpers --------------------------------------------------------------------
@@ -708,10 +818,13 @@ def _grep(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[str
         if limit != 100:
             nxt["max_matches"] = limit
         nxt["skip"] = skip + shown
-        result["next"] = nxt
         why = "max_matches reached" if shown == len(matches) else "output capped"
-        result["notice"] = (f"Showing matches {skip + 1}-{skip + shown} of {total} ({why}). "
-                            f"For the next ones call again with {_args_text(nxt)}, or narrow the pattern.")
+        if nxt["skip"] <= _MAX_SKIP:
+            result["next"] = nxt
+            how = f"For the next ones call again with {_args_text(nxt)}, or narrow the pattern."
+        else:
+            how = f"skip cannot go past {_MAX_SKIP}: narrow the pattern, or read around a line with mode='lines'."
+        result["notice"] = f"Showing matches {skip + 1}-{skip + shown} of {total} ({why}). {how}"
     elif skip and not shown:
         result["notice"] = f"No matches after the first {skip}; there are {total} in all."
     if entry.kind != "text":
@@ -808,8 +921,8 @@ def _blobpad_tools(tb: Toolbox) -> list[ToolSpec]:
                   "at most 100).", default=0, maximum=100),
             Param("max_matches", "integer", "For mode grep: most matching lines to return (default 100, at most "
                   "1000).", default=100, minimum=1, maximum=1000),
-            Param("skip", "integer", "For mode grep: matches to skip, to page through many (default 0).",
-                  default=0, maximum=1_000_000),
+            Param("skip", "integer", f"For mode grep: matches to skip, to page through many (default 0, at most "
+                  f"{_MAX_SKIP}).", default=0, maximum=_MAX_SKIP),
         ),
         _read_blobpad,
         reader=True,
@@ -1144,8 +1257,149 @@ def _offload_tool(tb: Toolbox) -> ToolSpec:
     )
 
 
+# -- notepad profiles: seed001, seed002, seed004 ------------------------------------------------
+
+
+def _note_result(result: Any) -> dict[str, Any]:
+    return dict(result.to_dict() if hasattr(result, "to_dict") else result)
+
+
+_SEED001_ACTIONS = ("set_notes", "append_notes", "set_plan", "refs.add", "refs.remove", "refs.set")
+
+
+def _seed001(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+    action = a["action"]
+    pad = tb.notepad
+    if action in ("set_notes", "append_notes", "set_plan"):
+        if a["content"] is None:
+            raise ToolError(f"session_scratchpad: action {action!r} needs content (a string)")
+        return _note_result(getattr(pad, action)(a["content"]))
+    if action in ("refs.add", "refs.remove"):
+        if a["ref"] is None:
+            raise ToolError(f"session_scratchpad: action {action!r} needs ref (a non-empty string)")
+        method = pad.refs_add if action == "refs.add" else pad.refs_remove
+        return _note_result(method(a["ref"]))
+    if a["items"] is None:
+        raise ToolError("session_scratchpad: action 'refs.set' needs items (an array of strings)")
+    return _note_result(pad.refs_set(a["items"]))
+
+
+def _seed001_tools(tb: Toolbox) -> list[ToolSpec]:
+    return [ToolSpec(
+        "session_scratchpad",
+        ("Persistent working memory that survives context compaction, in three spaces, all prepended to every "
+         "message you receive (only non-empty ones): notes (4,000 characters: findings, decisions, constraints, "
+         "partial state), plan (2,000 characters: the current multi-step plan as a concise ordered list), refs "
+         "(50 items: file paths, URLs, identifiers). Actions: set_notes(content) replaces notes; "
+         "append_notes(content) appends, rejected if notes would exceed 4,000 characters; set_plan(content) "
+         "replaces the plan; refs.add(ref) adds one ref, dropping the oldest at 50; refs.remove(ref) removes one "
+         "by exact match; refs.set(items) replaces all refs (first 50 kept). Over-budget set_notes/set_plan are "
+         "truncated with a warning. Don't write full file contents, conversation history or speculative ideas."),
+        (
+            Param("action", "string", "set_notes, append_notes, set_plan, refs.add, refs.remove or refs.set.",
+                  required=True, enum=_SEED001_ACTIONS),
+            Param("content", "string", "For set_notes, append_notes and set_plan: the text."),
+            Param("ref", "string", "For refs.add and refs.remove: one reference (path, URL, id).", min_length=1),
+            Param("items", "array", "For refs.set: the new list of references (strings)."),
+        ),
+        _seed001, read_only=False, destructive=True,
+    )]
+
+
+def _read_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+    content = tb.notepad.read_notepad()["content"]
+    offset = a["offset"]
+    if offset > len(content):
+        raise ToolError(f"read_notepad: offset {offset} is past the end; the notepad has {len(content)} characters")
+    shown = content[offset: offset + max(1, budget)]
+    result: dict[str, Any] = {"ok": True, "content": shown}
+    end = offset + len(shown)
+    if end < len(content):
+        result["truncated"] = True
+        result["next"] = {"offset": end}
+        result["notice"] = (f"The notepad has {len(content)} characters; shown {offset}-{end}. Read the rest with "
+                            f"offset={end}, or rewrite it shorter with write_notepad.")
+    return result
+
+
+def _write_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+    return _note_result(tb.notepad.write_notepad(a["content"]))
+
+
+def _update_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+    op = a["operation"]
+    if op == "find_replace" and (a["find"] is None or a["replace"] is None):
+        raise ToolError("update_notepad: operation 'find_replace' needs find (the exact text) and replace")
+    if op != "find_replace" and a["content"] is None:
+        raise ToolError(f"update_notepad: operation {op!r} needs content "
+                        f"({'the text to remove' if op == 'delete' else 'the text to add'})")
+    return _note_result(tb.notepad.update_notepad(op, content=a["content"], find=a["find"], replace=a["replace"],
+                                                  replace_all=a["replace_all"]))
+
+
+def _seed002_tools(tb: Toolbox) -> list[ToolSpec]:
+    return [
+        ToolSpec(
+            "read_notepad",
+            ("Read the session notepad: your freeform working notes, task tracking and findings, which survive "
+             "context compaction. Returns {content}; an empty string if nothing was written yet."),
+            (Param("offset", "integer", "Character to start from, only needed for a notepad too long for one "
+                   "result (default 0).", default=0),),
+            _read_notepad,
+        ),
+        ToolSpec(
+            "write_notepad",
+            ("Replace the whole session notepad (rewrite it from scratch, or clear it by writing an empty string). "
+             "It is included in full in every context and survives compaction: keep your plan, findings and "
+             "decisions there. For small changes use update_notepad."),
+            (Param("content", "string", "The new notepad content (replaces everything)", required=True),),
+            _write_notepad, read_only=False, destructive=True,
+        ),
+        ToolSpec(
+            "update_notepad",
+            ("Surgical edit of the session notepad: append or prepend text, find_replace an exact substring (e.g. "
+             "mark a todo done), or delete text. Use append for incremental findings."),
+            (
+                Param("operation", "string", "The type of edit to perform", required=True,
+                      enum=("find_replace", "append", "prepend", "delete")),
+                Param("content", "string", "For append/prepend: text to add. For delete: text to remove."),
+                Param("find", "string", "For find_replace: exact substring to find"),
+                Param("replace", "string", "For find_replace: replacement text"),
+                Param("replace_all", "boolean", "For find_replace: replace all occurrences. Default: false.",
+                      default=False),
+            ),
+            _update_notepad, read_only=False, destructive=True,
+        ),
+    ]
+
+
+def _seed004(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+    return _note_result(tb.notepad.scratchpad(a["content"], mode=a["mode"]))
+
+
+def _seed004_tools(tb: Toolbox) -> list[ToolSpec]:
+    return [ToolSpec(
+        "session_scratchpad",
+        ("Persist important working state (plans, findings, decisions) that survives context compaction. Content "
+         "is prepended to each message you receive. Budget: about 2000 tokens. mode 'replace' overwrites the whole "
+         "scratchpad (truncated with a warning if over budget); 'append' adds to it (rejected if it would exceed "
+         "the budget: then rewrite it shorter with 'replace')."),
+        (
+            Param("content", "string", "The scratchpad content to save", required=True),
+            Param("mode", "string", "replace: overwrite entire scratchpad. append: add to existing content.",
+                  default="replace", enum=("replace", "append")),
+        ),
+        _seed004, read_only=False, destructive=True,
+    )]
+
+
+_NOTEPAD_PROFILES = ("seed001", "seed002", "seed004")
+
 _PROFILE_TOOLS: dict[str, Callable[[Toolbox], list[ToolSpec]]] = {
     "blobpad": _blobpad_tools,
     "seed000": _seed000_tools,
     "seed003": _seed003_tools,
+    "seed001": _seed001_tools,
+    "seed002": _seed002_tools,
+    "seed004": _seed004_tools,
 }

@@ -70,8 +70,8 @@ async def _call(client: Client, log: Transcript, name: str, args: dict[str, Any]
     return result.is_error, payload
 
 
-def _params(db: Path, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "blobpad.mcp_server", "--db", str(db), *extra],
+def _params(db: Path, *extra: str, module: tuple[str, ...] = ("blobpad.mcp_server",)) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", *module, "--db", str(db), *extra],
                                  env={"PYTHONPATH": os.pathsep.join(sys.path)})
 
 
@@ -169,7 +169,9 @@ def test_mcp_seed003_profile_without_allow(store_factory, tmp_path):
     store_factory("db")
 
     async def scenario() -> None:
-        async with Client(_params(tmp_path / "db", "--session", "s3", "--profile", "seed003")) as client:
+        # launched the way users do: the blobpad command's "mcp" subcommand
+        params = _params(tmp_path / "db", "--session", "s3", "--profile", "seed003", module=("blobpad", "mcp"))
+        async with Client(params) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             assert names == ["scratchpad_write", "scratchpad_read", "scratchpad_edit", "scratchpad_list",
                              "scratchpad_delete"]              # no scratchpad_offload without --allow
