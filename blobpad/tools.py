@@ -557,7 +557,8 @@ def _shrink(result: dict[str, Any], cap: int) -> dict[str, Any]:
         path, text = _longest_string(result)
         if len(text) < 100:
             break
-        keep = max(0, min(len(text) // 2, len(text) - (size - cap) - 100))
+        ratio = (len(json.dumps(text, ensure_ascii=False)) - 2) / len(text)   # JSON characters per character
+        keep = max(0, min(len(text) - 1, int(len(text) - (size - cap + 100) / ratio) - 1))
         target: Any = result
         for key in path[:-1]:
             target = target[key]

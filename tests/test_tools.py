@@ -768,3 +768,28 @@ def test_huge_integers_anywhere_get_ok_false(store):
         assert r["ok"] is False and r["error"], r
         assert ("digits" in r["error"]) is (args.get("n") is not None), r
 
+
+
+def test_a_writing_tool_runs_once_and_its_result_is_cut(store):
+    tb, _ = _toolbox(store, "x")
+    calls = []
+
+    def write_big(toolbox, args, budget):
+        calls.append(budget)
+        return {"ok": True, "echo": "é\x01" * 40_000, "small": "kept"}
+
+    # A tool of the test's own with side effects (read_only=False): it must never be re-run to fit.
+    tb._tools["write_big"] = ToolSpec("write_big", "writes", (), write_big, read_only=False)
+    r = tb.call("write_big", {})
+    assert len(calls) == 1
+    assert r["ok"] is True and r["truncated"] is True and r["small"] == "kept"
+    assert result_size(r) <= 20_000 and ("é\x01" * 1000) in r["echo"] and "characters cut" in r["echo"]
+
+
+def test_grep_paging_stops_at_the_skip_limit(store):
+    text = "hit\n" * 10_050
+    tb, e = _toolbox(store, text)
+    r = _read(tb, scratchpad_id=e.id, mode="grep", pattern="hit", skip=9_990, max_matches=20)
+    assert r["ok"] and r["shown_matches"] == 20 and r["total_matches"] == 10_050 and r["truncated"]
+    assert "next" not in r and "narrow the pattern" in r["notice"]
+    assert r["content"] == "\n".join(f"{n}:hit" for n in range(9_991, 10_011))
