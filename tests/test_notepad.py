@@ -1,0 +1,784 @@
+"""The session notepad (issue 5): seed 001 spaces, seed 002 notepad, seed 004 scratchpad.
+
+Every test runs on a real LMDB store (``store``/``store_factory`` fixtures).  The
+oracles are exact expected strings typed from the design seeds, and a small
+in-memory model of the notepad that a random sequence of operations is checked
+against.  Cross-process safety is checked with two real processes appending to the
+same store at the same time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blobpad
+from blobpad import InvalidArgument, NotFound
+from blobpad.notepad import (
+    DEFAULT_BUDGETS,
+    EMPTY_NOTEPAD_HINT,
+    MAX_CONTENT_BYTES,
+    NOTEPAD_GUIDANCE,
+    NOTEPAD_HEADING,
+    PRE_COMPACTION_WARNING,
+    SCRATCHPAD_FOOTER,
+    SCRATCHPAD_GUIDANCE,
+    SCRATCHPAD_HEADER,
+    Budget,
+    Notepad,
+    NoteResult,
+    estimate_tokens,
+    prepend_block,
+    purge_expired,
+)
+
+HEADER = "[Session Scratchpad - your persistent working memory]"
+FOOTER = "[End Scratchpad]"
+
+
+def blob_keys(store: blobpad.Store) -> int:
+    """How many distinct contents the notepad keyspace holds."""
+    with store._backend.read() as txn:
+        return sum(1 for key, _ in txn.scan("notes") if key[:1] == b"B")
+
+
+def notes_keys(store: blobpad.Store) -> list[bytes]:
+    with store._backend.read() as txn:
+        return [key for key, _ in txn.scan("notes")]
+
+
+def as_json(result: NoteResult) -> dict:
+    """The result's dict, after a JSON round trip (it must be serialisable)."""
+    return json.loads(json.dumps(result.to_dict()))
+
+
+# -- the seeds' texts, typed from the seeds ----------------------------------------------
+
+
+def test_seed_texts_are_exact():
+    assert NOTEPAD_HEADING == "## Session Notepad"
+    assert EMPTY_NOTEPAD_HINT == (
+        "(empty — use write_notepad or update_notepad to save working notes, findings, and task progress; "
+        "content here survives context compaction)"
+    )
+    assert PRE_COMPACTION_WARNING == (
+        "[System] Context is approaching the token limit and will be compacted after your next response.\n"
+        "Review your session notepad and update it with any working state, findings, or progress you\n"
+        "need to preserve. Conversation details may be summarized during compaction, but the notepad\n"
+        "is kept in full."
+    )
+    assert NOTEPAD_GUIDANCE == (
+        "For multi-step or complex tasks, use the session notepad to track your plan and record findings as "
+        "you work. The notepad survives context compaction — conversation details may be summarized, but the "
+        "notepad is preserved in full. Update it after significant findings or completed steps."
+    )
+    assert SCRATCHPAD_HEADER == HEADER
+    assert SCRATCHPAD_FOOTER == FOOTER
+    assert SCRATCHPAD_GUIDANCE == (
+        "## Session Scratchpad\n"
+        "You have a persistent scratchpad tool (session.scratchpad) that survives context compaction.\n"
+        "Use it to save: multi-step plans, key findings, important decisions, accumulated state.\n"
+        "The scratchpad is prepended to each message you receive. Budget: ~2000 tokens.\n"
+        'Call session.scratchpad with mode "replace" to overwrite, or "append" to add incrementally.'
+    )
+
+
+def test_default_budgets_are_the_seeds_numbers(store):
+    assert DEFAULT_BUDGETS["notes"] == Budget(4000, "chars")
+    assert DEFAULT_BUDGETS["plan"] == Budget(2000, "chars")
+    assert DEFAULT_BUDGETS["refs"] == Budget(50, "items")
+    assert DEFAULT_BUDGETS["scratchpad"] == Budget(2000, "tokens")
+    assert DEFAULT_BUDGETS["notepad"] == Budget(None, "chars")
+    pad = store.notepad("s")
+    assert isinstance(pad, Notepad)
+    assert pad.budgets == DEFAULT_BUDGETS
+    assert pad.scratchpad_guidance() == SCRATCHPAD_GUIDANCE
+    assert store.notepad("s", budgets={"scratchpad": 500}).scratchpad_guidance() == SCRATCHPAD_GUIDANCE.replace(
+        "~2000", "~500")
+
+
+# -- seed 001: notes, plan, refs -----------------------------------------------------------
+
+
+def test_set_notes_truncates_to_4000_and_warns(store):
+    pad = store.notepad("s")
+    exact = "n" * 4000
+    r = pad.set_notes(exact)
+    assert (r.ok, r.changed, r.version, r.used, r.budget, r.unit) == (True, True, 1, 4000, 4000, "chars")
+    assert r.warning is None and r.message == "notes updated (4000/4000 characters)"
+    text = "".join(chr(0x4E00 + i % 500) for i in range(4001))  # non-ASCII: characters, not bytes
+    r = pad.set_notes(text)
+    warning = ("notes truncated to 4000 characters (original: 4001); the end was cut off. "
+               "Use set_notes with a tighter summary.")
+    assert r.ok and r.changed and r.version == 2 and r.used == 4000
+    assert r.warning == warning and r.message == warning
+    assert as_json(r)["warning"] == warning and as_json(r)["original"] == 4001
+    assert pad.read("notes") == text[:4000]
+
+
+def test_append_notes_rejected_over_4000_leaves_notes_unchanged(store):
+    pad = store.notepad("s")
+    pad.set_notes("a" * 3000)
+    r = pad.append_notes("b" * 999)  # 3000 + newline + 999 = 4000: fits exactly
+    assert r.ok and r.used == 4000 and r.version == 2
+    assert pad.read("notes") == "a" * 3000 + "\n" + "b" * 999
+    r = pad.append_notes("c")
+    error = ("append_notes rejected: notes would be 4002 characters, over its 4000-character budget "
+             "(current: 4000, append: 2); notes unchanged. Use set_notes to overwrite it with a summary, or add less.")
+    assert not r.ok and not r.changed and r.error == error and r.message == error and r.warning is None
+    assert (r.version, r.used) == (2, 4000)
+    assert as_json(r) == {
+        "ok": False, "space": "notes", "action": "append_notes", "version": 2, "changed": False, "used": 4000,
+        "budget": 4000, "unit": "chars", "message": error, "error": error, "current": 4000, "added": 2,
+        "combined": 4002,
+    }
+    assert pad.read("notes") == "a" * 3000 + "\n" + "b" * 999
+    assert pad.version("notes") == 2 and len(pad.history("notes")) == 2
+
+
+def test_set_plan_truncates_to_2000_and_warns(store):
+    pad = store.notepad("s")
+    assert pad.set_plan("1. Fix auth bug\n2. Add test\n3. Update docs").warning is None
+    r = pad.set_plan("p" * 2000)
+    assert r.warning is None and r.message == "plan updated (2000/2000 characters)"
+    r = pad.set_plan("q" * 2500)
+    assert r.warning == ("plan truncated to 2000 characters (original: 2500); the end was cut off. "
+                         "Use set_plan with a tighter summary.")
+    assert pad.read("plan") == "q" * 2000 and r.version == 3
+
+
+def test_refs_add_drops_the_oldest_at_50_atomically(store):
+    pad = store.notepad("s")
+    refs = [f"src/file_{i}.py" for i in range(50)]
+    for i, ref in enumerate(refs):
+        r = pad.refs_add(ref)
+        assert r.ok and r.used == i + 1 and r.details == {"dropped": []}
+    assert pad.refs() == refs
+    r = pad.refs_add("https://github.com/org/repo/issues/42")
+    assert r.ok and r.used == 50 and r.details == {"dropped": ["src/file_0.py"]}
+    assert r.message == "ref added (50/50 refs); dropped the oldest: 'src/file_0.py'"
+    assert pad.refs() == refs[1:] + ["https://github.com/org/repo/issues/42"]
+    assert all(ref in refs + ["https://github.com/org/repo/issues/42"] for ref in pad.refs())  # never cut mid-value
+    # adding a present ref moves it to the newest position; nothing is dropped or doubled
+    r = pad.refs_add("src/file_1.py")
+    assert r.changed and r.details == {"dropped": []} and pad.refs()[-1] == "src/file_1.py"
+    assert len(pad.refs()) == 50 and pad.refs().count("src/file_1.py") == 1
+    r = pad.refs_add("src/file_1.py")
+    assert r.ok and not r.changed and r.message == "ref already present (50/50 refs)"
+
+
+def test_refs_remove_and_empty_refs(store):
+    pad = store.notepad("s")
+    pad.refs_add("src/auth/login.ts")
+    pad.refs_add("README.md")
+    with pytest.raises(InvalidArgument, match=r"'nope' is not in refs \(exact match needed\); current refs: "
+                                              r"'src/auth/login.ts', 'README.md'"):
+        pad.refs_remove("nope")
+    with pytest.raises(InvalidArgument, match="not in refs"):
+        pad.refs_remove("readme.md")  # exact match only
+    assert pad.refs() == ["src/auth/login.ts", "README.md"] and pad.version("refs") == 2
+    r = pad.refs_remove("src/auth/login.ts")
+    assert r.ok and r.message == "ref removed (1/50 refs)" and pad.refs() == ["README.md"]
+    for bad in ("", "   ", None, 7, ["a"]):
+        with pytest.raises(InvalidArgument, match="refs.add: a ref must be"):
+            pad.refs_add(bad)
+        with pytest.raises(InvalidArgument, match="refs.remove: a ref must be"):
+            pad.refs_remove(bad)
+    with pytest.raises(InvalidArgument, match="line breaks"):
+        pad.refs_add("a\nb")
+    with pytest.raises(InvalidArgument, match="at most 2048 characters"):
+        pad.refs_add("x" * 2049)
+    assert pad.refs() == ["README.md"] and pad.version("refs") == 3
+
+
+def test_refs_set_keeps_the_first_50_strings_and_drops_non_strings(store):
+    pad = store.notepad("s")
+    pad.refs_add("old")
+    items: list = []
+    for i in range(60):
+        items.append(f"ref{i}")
+        items.append(i)                      # non-strings are dropped silently
+    items[5:5] = [None, {"a": 1}, ["x"], 1.5, True, "", "two\nlines"]
+    r = pad.refs_set(items)
+    assert r.ok and r.warning is None and r.error is None
+    assert pad.refs() == [f"ref{i}" for i in range(50)]
+    assert r.used == 50 and r.details == {"dropped": len(items) - 50} and r.message == "refs replaced (50/50 refs)"
+    assert pad.refs_set(("a", "b", "a")).ok and pad.refs() == ["a", "b"]
+    assert pad.refs_set([]).ok and pad.refs() == []
+    for bad in ("ref", None, {"a": "b"}, b"x"):
+        with pytest.raises(InvalidArgument, match="items must be a list of strings"):
+            pad.refs_set(bad)
+    assert pad.refs() == []
+
+
+def render_oracle(notes: str, plan: str, refs: list[str]) -> str:
+    sections = []
+    if notes:
+        sections.append("## Notes\n" + notes)
+    if plan:
+        sections.append("## Plan\n" + plan)
+    if refs:
+        sections.append("## Refs\n" + "\n".join("- " + r for r in refs))
+    return "\n".join([HEADER, *sections, FOOTER]) if sections else ""
+
+
+@pytest.mark.parametrize("mask", range(8))
+def test_render_includes_only_non_empty_spaces(store, mask):
+    pad = store.notepad("s")
+    notes = "Root cause: timezone mismatch in token expiry" if mask & 1 else ""
+    plan = "1. ~~Fix auth bug~~ DONE\n2. Add test <-- current\n3. Update docs" if mask & 2 else ""
+    refs = ["src/auth/login.ts", "https://github.com/org/repo/issues/42"] if mask & 4 else []
+    pad.set_notes("stale notes")  # written then cleared: still empty
+    pad.set_notes(notes)
+    pad.set_plan(plan)
+    pad.refs_set(refs)
+    expected = render_oracle(notes, plan, refs)
+    assert pad.render_spaces() == expected
+    assert (expected == "") == (mask == 0)
+    if mask == 7:
+        assert expected == (
+            f"{HEADER}\n## Notes\nRoot cause: timezone mismatch in token expiry\n"
+            "## Plan\n1. ~~Fix auth bug~~ DONE\n2. Add test <-- current\n3. Update docs\n"
+            f"## Refs\n- src/auth/login.ts\n- https://github.com/org/repo/issues/42\n{FOOTER}"
+        )
+    assert prepend_block(pad.render_spaces(), "continue") == (f"{expected}\n\ncontinue" if expected else "continue")
+
+
+# -- seed 002: the freeform notepad ----------------------------------------------------------
+
+
+def test_read_write_clear(store):
+    pad = store.notepad("s")
+    assert pad.read() == "" and pad.read_notepad() == {"content": ""} and pad.version() == 0
+    r = pad.write_notepad("## Plan\n- [ ] Survey all sheets")
+    assert r.ok and r.to_dict()["ok"] is True and r.version == 1
+    assert pad.read_notepad() == {"content": "## Plan\n- [ ] Survey all sheets"}
+    pad.write("replaced entirely")
+    assert pad.read() == "replaced entirely"
+    r = pad.write("")
+    assert r.ok and r.changed and r.version == 3 and pad.read() == ""
+    r = pad.write("")
+    assert r.ok and not r.changed and r.version == 3  # no change, no version
+    big = "x" * 200_000  # the notepad space has no budget
+    assert pad.write(big).warning is None and pad.read() == big
+
+
+def test_update_operations(store):
+    pad = store.notepad("s")
+    pad.write("- [ ] a\n- [ ] b\n- [ ] c")
+    r = pad.update("find_replace", find="[ ]", replace="[x]")
+    assert r.ok and r.details == {"replacements": 1} and pad.read() == "- [x] a\n- [ ] b\n- [ ] c"
+    r = pad.update("find_replace", find="[ ]", replace="[x]", replace_all=True)
+    assert r.details == {"replacements": 2} and pad.read() == "- [x] a\n- [x] b\n- [x] c"
+    before = (pad.read(), pad.version())
+    with pytest.raises(InvalidArgument, match=r"find_replace: find text '\[ \]' was not found: notepad does not "
+                                              r"contain it\. Read notepad and copy the exact text"):
+        pad.update("find_replace", find="[ ]", replace="[x]")
+    assert (pad.read(), pad.version()) == before  # an absent find changes nothing
+    pad.update("append", content="## Findings")
+    pad.update_notepad("append", content="- Sheet 1: 500 rows\n")
+    pad.update("append", content="- Sheet 2: 180 rows")
+    pad.update("prepend", content="# Task")
+    assert pad.read() == "# Task\n- [x] a\n- [x] b\n- [x] c\n## Findings\n- Sheet 1: 500 rows\n- Sheet 2: 180 rows"
+    pad.update("delete", content="- [x] b\n")
+    assert pad.read() == "# Task\n- [x] a\n- [x] c\n## Findings\n- Sheet 1: 500 rows\n- Sheet 2: 180 rows"
+    pad.update("delete", content="- [x] ", replace_all=True)
+    assert pad.read() == "# Task\na\nc\n## Findings\n- Sheet 1: 500 rows\n- Sheet 2: 180 rows"
+    with pytest.raises(InvalidArgument, match="delete: content text 'zzz' was not found"):
+        pad.update("delete", content="zzz")
+    pad.update("find_replace", find="a\nc\n", replace="")
+    assert pad.read() == "# Task\n## Findings\n- Sheet 1: 500 rows\n- Sheet 2: 180 rows"
+    empty = store.notepad("other")
+    with pytest.raises(InvalidArgument, match="notepad is empty"):
+        empty.update("find_replace", find="x", replace="y")
+    assert empty.version() == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"operation": "rename"}, "operation must be one of find_replace, append, prepend, delete"),
+    ({"operation": None}, "operation must be one of"),
+    ({"operation": "find_replace", "replace": "x"}, "find_replace needs find"),
+    ({"operation": "find_replace", "find": "x"}, "find_replace needs replace"),
+    ({"operation": "find_replace", "find": "", "replace": "y"}, "find must not be empty"),
+    ({"operation": "find_replace", "find": 3, "replace": "y"}, "find must be a string, not int"),
+    ({"operation": "find_replace", "find": "x", "replace": "y", "replace_all": "yes"}, "replace_all must be true or"),
+    ({"operation": "append"}, "append needs content: the text to add"),
+    ({"operation": "prepend", "content": 5}, "content must be a string, not int"),
+    ({"operation": "delete"}, "delete needs content: the text to remove"),
+    ({"operation": "delete", "content": ""}, "content must not be empty"),
+])
+def test_update_argument_errors(store, args, message):
+    pad = store.notepad("s")
+    pad.write("x")
+    with pytest.raises(InvalidArgument, match=message):
+        pad.update_notepad(**args)
+    assert pad.read() == "x" and pad.version() == 1
+
+
+def test_context_section(store):
+    pad = store.notepad("s")
+    assert pad.context_section() == (
+        "## Session Notepad\n(empty — use write_notepad or update_notepad to save working notes, findings, and "
+        "task progress; content here survives context compaction)"
+    )
+    pad.write("## Findings\n- Q3 discrepancy: $1.2M vs $1.155M")
+    assert pad.context_section() == "## Session Notepad\n## Findings\n- Q3 discrepancy: $1.2M vs $1.155M"
+    pad.write("")
+    assert pad.context_section() == f"{NOTEPAD_HEADING}\n{EMPTY_NOTEPAD_HINT}"
+
+
+def test_spawn_fork_and_independence(store):
+    parent = store.notepad("parent")
+    parent.write("## Delegated\n- sub_abc: revenue")
+    parent.set_plan("1. delegate")
+    parent.refs_add("sheet1.xlsx")
+    empty = parent.spawn("sub_abc")
+    assert empty.session == "sub_abc" and empty.read() == "" and empty.spaces() == {}
+    copied = parent.spawn("sub_def", copy_notepad=True)
+    forked = parent.fork("fork_1")
+    for child in (copied, forked):
+        assert child.read() == parent.read() and child.read("plan") == "1. delegate"
+        assert child.refs() == ["sheet1.xlsx"] and child.version() == 1
+        assert child.spaces() == {"notepad": 1, "plan": 1, "refs": 1}
+    copied.update("append", content="child finding")
+    parent.update("append", content="- sub_def: expenses")
+    forked.refs_add("fork.txt")
+    assert copied.read() == "## Delegated\n- sub_abc: revenue\nchild finding"
+    assert parent.read() == "## Delegated\n- sub_abc: revenue\n- sub_def: expenses"
+    assert forked.read() == "## Delegated\n- sub_abc: revenue"
+    assert parent.refs() == ["sheet1.xlsx"] and forked.refs() == ["sheet1.xlsx", "fork.txt"]
+    with pytest.raises(InvalidArgument, match="already has a notepad"):
+        parent.fork("sub_def")
+    assert copied.read() == "## Delegated\n- sub_abc: revenue\nchild finding"
+    with pytest.raises(InvalidArgument, match="its own session id"):
+        parent.spawn("parent")
+    with pytest.raises(InvalidArgument, match="copy_notepad must be true or false"):
+        parent.spawn("x", copy_notepad="yes")
+    # deleting the parent leaves the children's copies (shared content) intact
+    store.delete_session("parent")
+    assert parent.read() == "" and forked.read() == "## Delegated\n- sub_abc: revenue"
+
+
+# -- seed 004: the token-budgeted scratchpad ----------------------------------------------------
+
+
+def test_scratchpad_replace_and_append_with_the_seed_messages(store):
+    pad = store.notepad("s")
+    r = pad.scratchpad("a" * 180)  # 180 ASCII characters = 45 tokens
+    assert r.ok and r.message == "Scratchpad updated (45 tokens / 2000 budget)" and r.unit == "tokens"
+    r = pad.scratchpad("b" * 12800, mode="replace")  # 3200 tokens
+    assert r.warning == r.message == "Scratchpad truncated to 2000 tokens (original: 3200). Consider summarizing."
+    assert pad.read("scratchpad") == "b" * 8000 and r.used == 2000
+    pad.scratchpad("c" * 7199 + "\n")  # 1800 tokens
+    r = pad.scratchpad("d" * 2000, mode="append")  # 500 more
+    assert not r.ok and not r.changed
+    assert r.error == r.message == ("Append would exceed 2000 token budget (current: 1800, append: 500). "
+                                    "Use mode 'replace' to rewrite, or reduce content.")
+    assert pad.read("scratchpad") == "c" * 7199 + "\n" and r.version == 3
+    r = pad.scratchpad("d" * 800, mode="append")  # 1800 + 200 = 2000: fits
+    assert r.ok and r.message == "Scratchpad updated (2000 tokens / 2000 budget)"
+    with pytest.raises(InvalidArgument, match='mode must be "replace" or "append"'):
+        pad.scratchpad("x", mode="insert")
+
+
+def test_scratchpad_block_and_non_english_truncation(store):
+    pad = store.notepad("s")
+    assert pad.scratchpad_content() is None and pad.scratchpad_block() == ""
+    assert prepend_block(pad.scratchpad_block(), "continue with step 2") == "continue with step 2"
+    pad.scratchpad("## Plan\n1. Fix X\n2. Test Y")
+    block = "[Session Scratchpad - your persistent working memory]\n## Plan\n1. Fix X\n2. Test Y\n[End Scratchpad]"
+    assert pad.scratchpad_block() == block
+    assert prepend_block(pad.scratchpad_block(), "continue with step 2") == f"{block}\n\ncontinue with step 2"
+    text = "漢" * 2500  # one token per CJK character: 2500 tokens, truncated to 2000 characters
+    r = pad.scratchpad(text)
+    assert r.message == "Scratchpad truncated to 2000 tokens (original: 2500). Consider summarizing."
+    assert pad.read("scratchpad") == "漢" * 2000
+
+
+def test_token_estimate():
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("abcd" * 10) == 10 and estimate_tokens("abcde") == 2
+    assert estimate_tokens("日本語のテキスト") == 8
+    assert estimate_tokens("Привет, мир") == 9 + 1  # 9 Cyrillic letters, ", " is 2 ASCII
+    assert estimate_tokens("😀😀") == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_token_estimate_never_under_counts(text):
+    n = estimate_tokens(text)
+    raw = text.encode("utf-8", "surrogatepass")
+    assert n >= math.ceil(len(raw) / 4)
+    assert n >= sum(1 for c in text if ord(c) > 127)  # at least one token per non-ASCII character
+    assert n == sum(1 for c in text if ord(c) > 127) + math.ceil(sum(1 for c in text if ord(c) < 128) / 4)
+
+
+def test_custom_counter_and_token_budgets_for_any_space(store):
+    def words(text: str) -> int:
+        return len(text.split())
+
+    pad = store.notepad("s", counter=words, budgets={"notes": Budget(5, "tokens"), "todo": 10})
+    r = pad.set_notes("one two three four five six seven")
+    assert r.used == 5 and pad.read("notes") == "one two three four five "  # the longest prefix that fits
+    assert r.warning == ("notes truncated to 5 tokens (original: 7); the end was cut off. "
+                         "Use set_notes with a tighter summary.")
+    r = pad.append_notes("six")
+    assert not r.ok and r.details == {"current": 5, "added": 1, "combined": 6}
+    assert "over its 5-token budget" in r.error
+    r = pad.write("0123456789abc", space="todo")  # a new space counts characters
+    assert r.used == 10 and pad.read("todo") == "0123456789" and r.warning.startswith("todo truncated to 10 characters")
+    bad = store.notepad("t", counter=lambda text: -1)
+    with pytest.raises(InvalidArgument, match="the token counter returned -1"):
+        bad.scratchpad("x")
+
+
+@pytest.mark.parametrize("options", [
+    {"budgets": {"notes": 0}}, {"budgets": {"notes": -5}}, {"budgets": {"notes": True}}, {"budgets": {"notes": "10"}},
+    {"budgets": {"notes": Budget(10, "items")}}, {"budgets": {"refs": None}}, {"budgets": {"refs": Budget(5, "chars")}},
+    {"budgets": {"Bad Name": 5}}, {"budgets": ["notes"]}, {"counter": 5}, {"ttl": 0}, {"ttl": -1.0},
+    {"ttl": float("inf")}, {"max_versions": 0}, {"max_versions": 1.5},
+])
+def test_invalid_options(store, options):
+    with pytest.raises(InvalidArgument):
+        store.notepad("s", **options)
+
+
+def test_invalid_arguments(store):
+    pad = store.notepad("s")
+    with pytest.raises(InvalidArgument, match="session must be a string"):
+        store.notepad(None)
+    with pytest.raises(InvalidArgument, match="content must be a string, not int"):
+        pad.write(5)
+    with pytest.raises(InvalidArgument, match="content must be a string, not null"):
+        pad.set_notes(None)
+    with pytest.raises(InvalidArgument, match="lone surrogates"):
+        pad.write("a\ud800b")
+    with pytest.raises(InvalidArgument, match=f"at most {MAX_CONTENT_BYTES} bytes"):
+        pad.write("x" * (MAX_CONTENT_BYTES + 1))
+    with pytest.raises(InvalidArgument, match=f"at most {MAX_CONTENT_BYTES} bytes"):
+        pad.set_notes("é" * (MAX_CONTENT_BYTES // 2 + 1))  # bytes, not characters
+    pad.write("x" * MAX_CONTENT_BYTES)
+    with pytest.raises(InvalidArgument, match="a space holds at most"):
+        pad.append("y")
+    with pytest.raises(InvalidArgument, match="unknown space 'nope'; the spaces are: notes, plan, refs"):
+        pad.write("x", space="nope")
+    with pytest.raises(InvalidArgument, match="is a list of refs"):
+        pad.write("x", space="refs")
+    with pytest.raises(InvalidArgument, match="holds text, not a list"):
+        pad.refs("notes")
+    with pytest.raises(InvalidArgument, match="version must be a positive integer"):
+        pad.revert(0)
+    with pytest.raises(InvalidArgument, match="limit must be an integer"):
+        pad.history(limit=0)
+    assert len(pad.read()) == MAX_CONTENT_BYTES and pad.version() == 1
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+def test_history_and_revert(store):
+    s = store
+    pad = s.notepad("s")
+    pad.write("v1 plan")
+    pad.write("v2 bad rewrite")
+    pad.update("append", content="more")
+    hist = pad.history()
+    assert [v.version for v in hist] == [3, 2, 1]
+    assert [v.action for v in hist] == ["append", "write", "write"]
+    assert [v.chars for v in hist] == [len("v2 bad rewrite\nmore"), 14, 7]
+    assert hist[2].sha256 == hashlib.sha256(b"v1 plan").hexdigest()
+    assert json.loads(json.dumps([v.to_dict() for v in hist]))[0]["version"] == 3
+    assert pad.read(version=1) == "v1 plan" and pad.read(version=2) == "v2 bad rewrite"
+    r = pad.revert(1)
+    assert r.ok and r.changed and r.version == 4 and r.action == "revert to 1" and pad.read() == "v1 plan"
+    assert pad.history(limit=1)[0].sha256 == hist[2].sha256  # the same content, shared
+    pad.revert(3)  # a revert is itself a version, so it can be undone
+    assert pad.read() == "v2 bad rewrite\nmore" and pad.version() == 5
+    with pytest.raises(NotFound, match="notepad has no version 9; the versions kept are 1 to 5"):
+        pad.revert(9)
+    with pytest.raises(NotFound, match="no version 9"):
+        pad.read(version=9)
+    with pytest.raises(NotFound, match="plan of this session has no versions"):
+        pad.revert(1, space="plan")
+    assert pad.version() == 5
+    refs = s.notepad("r")
+    refs.refs_add("a")
+    refs.refs_add("b")
+    refs.revert(1, space="refs")
+    assert refs.refs() == ["a"] and refs.version("refs") == 3
+
+
+def test_versions_are_content_addressed_and_pruned(store):
+    pad = store.notepad("s", max_versions=3)
+    other = store.notepad("t")
+    for _ in range(3):
+        pad.write("A" * 1000)
+        pad.write("B" * 1000)
+    other.write("A" * 1000)
+    assert pad.version() == 6 and blob_keys(store) == 2  # six versions, two contents stored once
+    assert [v.version for v in pad.history()] == [6, 5, 4]
+    with pytest.raises(NotFound, match="the versions kept are 4 to 6"):
+        pad.revert(3)
+    pad.write("C")
+    pad.write("D")
+    pad.write("E")
+    assert blob_keys(store) == 4  # A (still used by the other session), C, D, E; B was released
+    pad.delete()
+    assert blob_keys(store) == 1 and other.read() == "A" * 1000
+    other.delete()
+    assert notes_keys(store) == []
+
+
+def test_revert_over_a_shrunk_budget_truncates(store):
+    store.notepad("s").set_notes("n" * 3000)
+    small = store.notepad("s", budgets={"notes": 100})
+    small.set_notes("short")
+    r = small.revert(1, space="notes")
+    assert r.used == 100 and r.warning.startswith("notes truncated to 100 characters (original: 3000)")
+
+
+# -- lifecycle, persistence, processes ----------------------------------------------------------
+
+
+def test_delete_session_deletes_the_notepad_and_only_it(store):
+    sessions = ["s", "s1", "s\x00", "", "ss", "\x00s"]
+    for name in sessions:
+        pad = store.notepad(name)
+        pad.write(f"notes of {name!r}")
+        pad.set_plan(f"plan of {name!r}")
+        pad.refs_add(name or "empty")
+    store.put(b"an observation", session="s")
+    assert store.delete_session("s") == 1
+    assert store.notepad("s").spaces() == {} and store.notepad("s").read() == ""
+    assert store.notepad("s").history() == []
+    for name in sessions[1:]:
+        assert store.notepad(name).read() == f"notes of {name!r}"
+        assert store.notepad(name).spaces() == {"notepad": 1, "plan": 1, "refs": 1}
+    assert store.delete_session("") == 0  # a session without entries still loses its notepad
+    assert store.notepad("").spaces() == {}
+    for name in sessions[1:]:
+        if name:
+            assert store.notepad(name).delete() == 3
+    assert notes_keys(store) == []
+
+
+def test_notepad_survives_closing_and_reopening(store_factory):
+    s = store_factory("persist")
+    pad = s.notepad("s")
+    pad.write("findings")
+    pad.set_notes("notes")
+    pad.set_plan("plan")
+    pad.refs_set(["a", "b"])
+    pad.scratchpad("scratch")
+    pad.write("findings v2")
+    s.close()
+    s2 = store_factory("persist")
+    pad2 = s2.notepad("s")
+    assert (pad2.read(), pad2.read("notes"), pad2.read("plan"), pad2.refs(), pad2.read("scratchpad")) == (
+        "findings v2", "notes", "plan", ["a", "b"], "scratch")
+    assert [v.version for v in pad2.history()] == [2, 1] and pad2.read(version=1) == "findings"
+    assert pad2.spaces() == {"notepad": 2, "notes": 1, "plan": 1, "refs": 1, "scratchpad": 1}
+    with pytest.raises(blobpad.BlobpadError, match="closed"):
+        pad.read()
+
+
+def test_no_ttl_unless_asked(store_factory):
+    now = [1_000_000.0]
+    s = store_factory("ttl", clock=lambda: now[0])
+    forever = s.notepad("forever")
+    forever.write("keep")
+    brief = s.notepad("brief", ttl=60)
+    brief.write("short-lived")
+    brief.refs_add("x")
+    now[0] += 59
+    assert brief.read() == "short-lived" and purge_expired(s) == 0
+    now[0] += 2
+    assert brief.read() == "" and brief.refs() == [] and brief.spaces() == {} and brief.history() == []
+    assert purge_expired(s) == 1 and purge_expired(s) == 0
+    now[0] += 10 ** 9
+    assert forever.read() == "keep" and purge_expired(s) == 0
+    # an expired notepad is replaced, not resurrected, by its next change
+    brief.write("again")
+    now[0] += 61
+    r = brief.update("append", content="more")
+    assert brief.read() == "more" and r.version == 1
+    # a change through a handle without ttl removes the expiry
+    s.notepad("brief").write("now permanent")
+    now[0] += 10 ** 9
+    assert brief.read() == "now permanent"
+
+
+_CHILD = textwrap.dedent("""
+    import os, sys, time
+    import blobpad
+    path, tag, go, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    store = blobpad.open(path)
+    pad = store.notepad("shared", max_versions=10_000)
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    for i in range(n):
+        assert pad.update("append", content=f"{tag}-{i}").ok
+        assert pad.refs_add(f"{tag}-{i}").ok
+    store.close()
+""")
+
+
+def test_two_processes_appending_lose_nothing(tmp_path):
+    path = str(tmp_path / "store")
+    blobpad.open(path).close()
+    go = str(tmp_path / "go")
+    n = 60
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, path, tag, go, str(n)], env=env) for tag in "AB"]
+    with open(go, "w"):
+        pass
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with blobpad.open(path) as s:
+        pad = s.notepad("shared")
+        lines = pad.read().split("\n")
+        assert sorted(lines) == sorted(f"{t}-{i}" for t in "AB" for i in range(n))
+        for tag in "AB":  # each writer's lines in its own order
+            assert [line for line in lines if line.startswith(tag)] == [f"{tag}-{i}" for i in range(n)]
+        assert pad.version() == 2 * n and len(pad.history(limit=1000)) == 2 * n
+        refs = pad.refs()
+        assert len(refs) == 50 and pad.version("refs") == 2 * n
+        for tag in "AB":  # each writer's newest refs, in order, the older ones dropped
+            mine = [int(r[2:]) for r in refs if r.startswith(tag)]
+            assert mine == list(range(n - len(mine), n))
+
+
+# -- the model: random operations against an in-memory oracle ------------------------------------
+
+
+class Model:
+    """What a notepad with notes (40 characters), scratchpad (10 tokens) and refs (5) should do."""
+
+    def __init__(self) -> None:
+        self.text = {"notes": "", "scratchpad": ""}
+        self.refs: list[str] = []
+        self.versions = {"notes": 0, "scratchpad": 0, "refs": 0}
+
+    @staticmethod
+    def tokens(text: str) -> int:
+        non_ascii = sum(1 for c in text if ord(c) > 127)
+        return non_ascii + -(-(len(text) - non_ascii) // 4)
+
+    def count(self, space: str, text: str) -> int:
+        return self.tokens(text) if space == "scratchpad" else len(text)
+
+    def bump(self, space: str, new) -> bool:
+        old = self.refs if space == "refs" else self.text[space]
+        if new == old:
+            return False
+        if space == "refs":
+            self.refs = new
+        else:
+            self.text[space] = new
+        self.versions[space] += 1
+        return True
+
+    def write(self, space: str, content: str) -> tuple:
+        limit = 10 if space == "scratchpad" else 40
+        units = "tokens" if space == "scratchpad" else "characters"
+        original = self.count(space, content)
+        new = content
+        if original > limit:
+            new = content[:limit] if space == "notes" else max(
+                (content[:k] for k in range(len(content) + 1) if self.tokens(content[:k]) <= limit), key=len)
+        changed = self.bump(space, new)
+        used = self.count(space, new)
+        if original > limit:
+            msg = (f"Scratchpad truncated to {limit} tokens (original: {original}). Consider summarizing."
+                   if space == "scratchpad" else
+                   f"notes truncated to {limit} characters (original: {original}); the end was cut off. "
+                   "Use set_notes with a tighter summary.")
+        elif space == "scratchpad":
+            msg = f"Scratchpad updated ({used} tokens / {limit} budget)"
+        else:
+            msg = f"notes updated ({used}/{limit} {units})"
+        return True, changed, msg
+
+    def append(self, space: str, content: str) -> tuple:
+        limit = 10 if space == "scratchpad" else 40
+        cur = self.text[space]
+        sep = "\n" if cur and content and not cur.endswith("\n") and not content.startswith("\n") else ""
+        new = cur + sep + content
+        combined, current = self.count(space, new), self.count(space, cur)
+        if combined > limit:
+            if space == "scratchpad":
+                msg = (f"Append would exceed {limit} token budget (current: {current}, append: {combined - current}). "
+                       "Use mode 'replace' to rewrite, or reduce content.")
+            else:
+                msg = (f"append_notes rejected: notes would be {combined} characters, over its {limit}-character "
+                       f"budget (current: {current}, append: {combined - current}); notes unchanged. "
+                       "Use set_notes to overwrite it with a summary, or add less.")
+            return False, False, msg
+        changed = self.bump(space, new)
+        used = self.count(space, new)
+        msg = (f"Scratchpad updated ({used} tokens / {limit} budget)" if space == "scratchpad"
+               else f"notes updated ({used}/{limit} characters)")
+        return True, changed, msg
+
+    def refs_add(self, ref: str) -> tuple:
+        if ref in self.refs:
+            new = [r for r in self.refs if r != ref] + [ref]
+            note = "already present; moved to newest" if new != self.refs else "already present"
+            changed = self.bump("refs", new)
+            return True, changed, f"ref {note} ({len(new)}/5 refs)"
+        new = self.refs + [ref]
+        dropped = new[:-5] if len(new) > 5 else []
+        new = new[len(dropped):]
+        self.bump("refs", new)
+        msg = f"ref added ({len(new)}/5 refs)" + ("; dropped the oldest: " + repr(dropped[0]) if dropped else "")
+        return True, True, msg
+
+    def refs_remove(self, ref: str) -> tuple | None:
+        if ref not in self.refs:
+            return None
+        self.bump("refs", [r for r in self.refs if r != ref])
+        return True, True, f"ref removed ({len(self.refs)}/5 refs)"
+
+
+def test_random_operations_match_the_model(store):
+    rng = random.Random(5)
+    pad = store.notepad("m", budgets={"notes": 40, "scratchpad": 10, "refs": 5})
+    model = Model()
+    words = ["a", "bc", "def ", "ghij\n", "é", "漢字", "\n", "", "longer phrase here"]
+    names = ["r1", "r2", "r3", "r4", "r5", "r6", "r7"]
+    for step in range(300):
+        op = rng.choice(["set_notes", "append_notes", "replace", "append", "add", "remove"])
+        content = "".join(rng.choice(words) for _ in range(rng.randrange(0, 12)))
+        ref = rng.choice(names)
+        if op == "set_notes":
+            got, want = pad.set_notes(content), model.write("notes", content)
+        elif op == "append_notes":
+            got, want = pad.append_notes(content), model.append("notes", content)
+        elif op == "replace":
+            got, want = pad.scratchpad(content), model.write("scratchpad", content)
+        elif op == "append":
+            got, want = pad.scratchpad(content, mode="append"), model.append("scratchpad", content)
+        elif op == "add":
+            got, want = pad.refs_add(ref), model.refs_add(ref)
+        else:
+            want = model.refs_remove(ref)
+            if want is None:
+                with pytest.raises(InvalidArgument):
+                    pad.refs_remove(ref)
+                continue
+            got = pad.refs_remove(ref)
+        assert (got.ok, got.changed, got.message) == want, (step, op, content, ref)
+        assert (pad.read("notes"), pad.read("scratchpad"), pad.refs()) == (
+            model.text["notes"], model.text["scratchpad"], model.refs), step
+        assert {sp: pad.version(sp) for sp in model.versions} == model.versions
+        assert got.version == model.versions[got.space]
+    assert all(v > 10 for v in model.versions.values())  # every path was exercised
