@@ -130,7 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--session", help="session whose entries the server reads and writes (default: a fresh one)")
     p.add_argument("--allow", action="append", default=[], metavar="DIR",
                    help="directory scratchpad_offload may read files from (repeatable; none by default)")
-    p.add_argument("--profile", default="blobpad", choices=sorted(PROFILES), help="tool profile (default: blobpad)")
+    p.add_argument("--profile", default="blobpad", metavar="NAME",
+                   help=f"tool profile: {', '.join(PROFILES)}, or several joined with '+' (default: blobpad)")
     p.add_argument("--max-result-chars", type=int, default=None, metavar="N",
                    help="cap on each tool result, in characters of JSON (default 20000)")
     p.add_argument("--max-file-bytes", type=int, default=1 << 30, metavar="N",

@@ -92,8 +92,9 @@ def test_mcp_session_end_to_end(store_factory, tmp_path):
     lines = _lines(text)
 
     async def scenario() -> None:
-        params = _params(db_dir, "--session", SESSION, "--allow", str(files))
-        log.note(f"server: python -m blobpad.mcp_server --db <tmp>/db --session {SESSION} --allow <tmp>/files")
+        params = _params(db_dir, "--session", SESSION, "--allow", str(files), "--profile", "blobpad+seed002")
+        log.note(f"server: python -m blobpad.mcp_server --db <tmp>/db --session {SESSION} --allow <tmp>/files "
+                 "--profile blobpad+seed002")
         async with Client(params) as client:
             info = client.server_info
             log.note(f"connected: protocol {client.protocol_version}, server {info.name if info else '?'} "
@@ -103,8 +104,10 @@ def test_mcp_session_end_to_end(store_factory, tmp_path):
             names = [t.name for t in listing.tools]
             log.response(json.dumps([{"name": t.name, "required": t.input_schema.get("required", [])}
                                      for t in listing.tools]))
-            assert names == ["scratchpad_read", "scratchpad_list", "scratchpad_offload"]
-            expected = Toolbox(store, session=SESSION, scope="session", always_show=True, allow_dirs=[files]).schemas("mcp")
+            assert names == ["scratchpad_read", "scratchpad_list", "read_notepad", "write_notepad", "update_notepad",
+                             "scratchpad_offload"]
+            expected = Toolbox(store, session=SESSION, scope="session", always_show=True, allow_dirs=[files],
+                               profile="blobpad+seed002").schemas("mcp")
             for tool, want in zip(listing.tools, expected, strict=True):
                 assert tool.input_schema == want["inputSchema"] and tool.description == want["description"]
                 assert tool.annotations.read_only_hint is want["annotations"]["readOnlyHint"]
@@ -157,15 +160,24 @@ def test_mcp_session_end_to_end(store_factory, tmp_path):
             err, res = await _call(client, log, "no_such_tool", {})
             assert err and "scratchpad_read" in res["error"]
 
+            log.note("the session notepad (profile seed002) keeps findings across compaction")
+            err, w = await _call(client, log, "write_notepad", {"content": "## Findings\n- 106 worker crashes"})
+            assert not err and w["version"] == 1
+            err, u = await _call(client, log, "update_notepad", {"operation": "append", "content": "- disk quota: 2x"})
+            assert not err
+            err, r = await _call(client, log, "read_notepad", {})
+            assert r == {"ok": True, "content": "## Findings\n- 106 worker crashes\n- disk quota: 2x"}
+
     anyio.run(scenario)
     log.save(tmp_path / "mcp_transcript.txt", *([Path(os.environ["BLOBPAD_MCP_TRANSCRIPT"])]
                                                 if os.environ.get("BLOBPAD_MCP_TRANSCRIPT") else []))
     # The file the server offloaded is in the store, in the server's session.
     offloaded = [e for e in store.entries(session=SESSION) if e.tool == "scratchpad_offload"]
     assert len(offloaded) == 1 and store.get(offloaded[0].id) == text
+    assert store.notepad(SESSION).read() == "## Findings\n- 106 worker crashes\n- disk quota: 2x"
 
 
-def test_mcp_seed003_profile_without_allow(store_factory, tmp_path):
+def test_mcp_seed003_and_notepad_profiles_without_allow(store_factory, tmp_path):
     store_factory("db")
 
     async def scenario() -> None:
@@ -189,8 +201,10 @@ def test_mcp_seed003_profile_without_allow(store_factory, tmp_path):
 def test_main_rejects_bad_arguments(tmp_path, capsys):
     assert mcp_server.main(["--db", str(tmp_path / "db"), "--allow", str(tmp_path / "missing")]) == 2
     assert "not a directory" in capsys.readouterr().err
+    assert mcp_server.main(["--db", str(tmp_path / "db"), "--profile", "blobpad+nope"]) == 2
+    assert "unknown profile 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
-        mcp_server.main(["--db", str(tmp_path / "db"), "--profile", "nope"])
+        mcp_server.main(["--db", str(tmp_path / "db"), "--max-result-chars", "many"])
     assert exc.value.code == 2
 
 

@@ -61,7 +61,7 @@ def _read(tb, **args):
 
 
 def _all_profiles():
-    return [p for p in PROFILES if p not in ("seed001", "seed002", "seed004")]
+    return list(PROFILES)
 
 
 # -- schemas --------------------------------------------------------------------------------------------
@@ -793,3 +793,122 @@ def test_grep_paging_stops_at_the_skip_limit(store):
     assert r["ok"] and r["shown_matches"] == 20 and r["total_matches"] == 10_050 and r["truncated"]
     assert "next" not in r and "narrow the pattern" in r["notice"]
     assert r["content"] == "\n".join(f"{n}:hit" for n in range(9_991, 10_011))
+
+# -- notepad profiles (seeds 001, 002, 004) ---------------------------------------------------------------
+
+
+def test_notepad_profile_schemas_are_the_seeds(store):
+    s1 = {t["name"]: t["input_schema"] for t in Toolbox(store, session="s", profile="seed001").schemas("anthropic")}
+    assert list(s1) == ["session_scratchpad"]                      # seed 001's session.scratchpad, no dot
+    props = s1["session_scratchpad"]["properties"]
+    assert props["action"]["enum"] == ["set_notes", "append_notes", "set_plan", "refs.add", "refs.remove", "refs.set"]
+    assert set(props) == {"action", "content", "ref", "items"} and s1["session_scratchpad"]["required"] == ["action"]
+    s2 = {t["name"]: t["input_schema"] for t in Toolbox(store, session="s", profile="seed002").schemas("anthropic")}
+    assert list(s2) == ["read_notepad", "write_notepad", "update_notepad"]
+    assert s2["read_notepad"]["required"] == []
+    assert s2["write_notepad"]["required"] == ["content"]
+    assert s2["update_notepad"]["properties"]["operation"]["enum"] == ["find_replace", "append", "prepend", "delete"]
+    assert set(s2["update_notepad"]["properties"]) == {"operation", "content", "find", "replace", "replace_all"}
+    s4 = {t["name"]: t["input_schema"] for t in Toolbox(store, session="s", profile="seed004").schemas("anthropic")}
+    assert list(s4) == ["session_scratchpad"]
+    assert s4["session_scratchpad"]["properties"]["mode"]["enum"] == ["replace", "append"]
+    assert s4["session_scratchpad"]["properties"]["mode"]["default"] == "replace"
+    assert s4["session_scratchpad"]["required"] == ["content"]
+
+
+def test_seed001_spaces_and_budgets(store):
+    tb = Toolbox(store, session="s", profile="seed001")
+    pad = tb.notepad
+    assert tb.context_block() == ""                                  # only non-empty spaces are shown
+    r = tb.call("session_scratchpad", {"action": "set_plan", "content": "1. Fix auth bug\n2. Add test"})
+    assert r["ok"] and pad.read("plan") == "1. Fix auth bug\n2. Add test"
+    assert "1. Fix auth bug" in tb.context_block()
+    r = tb.call("session_scratchpad", {"action": "set_notes", "content": "x" * 4100})
+    assert r["ok"] and r.get("warning") and pad.read("notes") == "x" * 4000
+    tb.call("session_scratchpad", {"action": "set_notes", "content": "n" * 3990})
+    r = tb.call("session_scratchpad", {"action": "append_notes", "content": "y" * 20})
+    assert r["ok"] is False and r["error"] and pad.read("notes") == "n" * 3990     # rejected, unchanged
+    for i in range(51):
+        assert tb.call("session_scratchpad", {"action": "refs.add", "ref": f"src/f{i}.ts"})["ok"]
+    assert pad.refs() == [f"src/f{i}.ts" for i in range(1, 51)]                 # the oldest was dropped
+    r = tb.call("session_scratchpad", {"action": "refs.remove", "ref": "src/f0.ts"})
+    assert r["ok"] is False and r["error"]
+    assert tb.call("session_scratchpad", {"action": "refs.remove", "ref": "src/f7.ts"})["ok"]
+    assert "src/f7.ts" not in pad.refs()
+    items = ["a", 5, "b", None, *[f"r{i}" for i in range(60)]]
+    assert tb.call("session_scratchpad", {"action": "refs.set", "items": items})["ok"]
+    assert pad.refs() == ["a", "b", *[f"r{i}" for i in range(48)]]
+    for bad, word in (({"action": "set_notes"}, "content"), ({"action": "refs.add"}, "ref"),
+                      ({"action": "refs.add", "ref": ""}, "empty"), ({"action": "refs.set"}, "items"),
+                      ({"action": "notes.set", "content": "x"}, "set_notes"), ({"content": "x"}, "action")):
+        r = tb.call("session_scratchpad", bad)
+        assert r["ok"] is False and word in r["error"], (bad, r)
+
+
+def test_seed002_notepad(store):
+    tb = Toolbox(store, session="s", profile="seed002")
+    assert tb.call("read_notepad", {}) == {"ok": True, "content": ""}
+    assert "## Session Notepad" in tb.context_block() and "write_notepad" in tb.context_block()   # empty-state hint
+    assert tb.call("write_notepad", {"content": "## Plan\n- [ ] survey"})["ok"]
+    assert tb.call("update_notepad", {"operation": "append", "content": "- [ ] fix"})["ok"]
+    assert tb.call("read_notepad", {})["content"] == "## Plan\n- [ ] survey\n- [ ] fix"
+    assert tb.call("update_notepad", {"operation": "find_replace", "find": "[ ] survey", "replace": "[x] survey"})["ok"]
+    assert tb.call("update_notepad", {"operation": "prepend", "content": "# Task"})["ok"]
+    assert tb.call("read_notepad", {})["content"] == "# Task\n## Plan\n- [x] survey\n- [ ] fix"
+    assert tb.call("update_notepad", {"operation": "delete", "content": "- [ ] fix"})["ok"]
+    assert tb.call("read_notepad", {})["content"] == "# Task\n## Plan\n- [x] survey\n"
+    assert tb.context_block() == "## Session Notepad\n# Task\n## Plan\n- [x] survey\n"
+    absent = tb.call("update_notepad", {"operation": "find_replace", "find": "nowhere", "replace": "x"})
+    assert absent["ok"] is False and absent["error"]
+    for bad, word in (({"operation": "find_replace", "find": "a"}, "replace"), ({"operation": "append"}, "content"),
+                      ({"operation": "rename", "content": "x"}, "find_replace"), ({}, "operation")):
+        r = tb.call("update_notepad", bad)
+        assert r["ok"] is False and word in r["error"], (bad, r)
+    assert tb.call("write_notepad", {"content": ""})["ok"] and tb.call("read_notepad", {})["content"] == ""
+    other = Toolbox(store, session="other", profile="seed002")
+    tb.call("write_notepad", {"content": "mine"})
+    assert other.call("read_notepad", {})["content"] == ""
+
+
+def test_seed002_long_notepad_reads_in_pieces(store):
+    tb = Toolbox(store, session="s", profile="seed002", max_result_chars=5000)
+    text = _log(30_000, seed=30)
+    assert tb.call("write_notepad", {"content": text})["ok"]
+    got, args = "", {}
+    while True:
+        r = tb.call("read_notepad", args)
+        assert r["ok"] and result_size(r) <= 5000
+        got += r["content"]
+        if not r.get("truncated"):
+            break
+        args = r["next"]
+    assert got == text
+
+
+def test_seed004_scratchpad_budget(store):
+    tb = Toolbox(store, session="s", profile="seed004")
+    pad = tb.notepad
+    r = tb.call("session_scratchpad", {"content": "## Plan\n1. Fix X"})
+    assert r["ok"] and pad.scratchpad_content() == "## Plan\n1. Fix X"
+    assert tb.call("session_scratchpad", {"content": "2. Test Y", "mode": "append"})["ok"]
+    assert "1. Fix X" in pad.scratchpad_content() and pad.scratchpad_content().endswith("2. Test Y")
+    block = tb.context_block()
+    assert block == pad.scratchpad_block() and "2. Test Y" in block and block.endswith("[End Scratchpad]")
+    before = pad.scratchpad_content()
+    over = tb.call("session_scratchpad", {"content": "word " * 5000, "mode": "append"})
+    assert over["ok"] is False and over["error"] and pad.scratchpad_content() == before
+    big = tb.call("session_scratchpad", {"content": "word " * 5000})
+    assert big["ok"] and big.get("warning") and len(pad.scratchpad_content()) < 25_000
+    bad = tb.call("session_scratchpad", {"content": "x", "mode": "merge"})
+    assert bad["ok"] is False and "replace, append" in bad["error"]
+
+
+def test_profiles_combine_with_plus(store):
+    tb = Toolbox(store, session="s", turn=1, profile="blobpad+seed002")
+    assert tb.scope == "turn" and tb.tool_names() == ["read_notepad", "write_notepad", "update_notepad"]
+    Offloader(store).offload({"content": "z" * 5000}, session="s", turn=1)
+    assert tb.tool_names() == ["scratchpad_read", "scratchpad_list", "read_notepad", "write_notepad", "update_notepad"]
+    with pytest.raises(blobpad.InvalidArgument, match="session_scratchpad"):
+        Toolbox(store, session="s", profile="seed001+seed004")
+    with pytest.raises(blobpad.InvalidArgument, match="unknown profile 'nope'"):
+        Toolbox(store, session="s", turn=1, profile="blobpad+nope")
