@@ -594,6 +594,24 @@ MALFORMED: list[tuple[str, str, object, str, bool]] = [
     ("seed003", "scratchpad_list", {"x": 1}, "no argument", True),
     ("seed003", "scratchpad_delete", {}, "name", True),
     ("seed003", "scratchpad_delete", {"name": None}, "name", False),
+    ("seed001", "session_scratchpad", {"action": 5}, "string", True),
+    ("seed001", "session_scratchpad", {"action": "refs.set", "items": "a,b"}, "array", True),
+    ("seed001", "session_scratchpad", {"action": "set_plan", "content": {"steps": 2}}, "string", True),
+    ("seed001", "session_scratchpad", {"action": "set_notes", "content": "x" * (2 << 20)}, "1 mib", False),
+    ("seed002", "read_notepad", {"offset": -1}, "at least 0", True),
+    ("seed002", "read_notepad", {"offset": 10}, "past the end", False),
+    ("seed002", "read_notepad", {"page": 2}, "no argument", True),
+    ("seed002", "write_notepad", {}, "content", True),
+    ("seed002", "write_notepad", {"content": 5}, "string", True),
+    ("seed002", "update_notepad", {"operation": "append", "content": "x", "replace_all": "yes"}, "true or false", True),
+    ("seed002", "update_notepad", {"operation": "delete", "content": "absent"}, "not found", False),
+    ("seed004", "session_scratchpad", {}, "content", True),
+    ("seed004", "session_scratchpad", {"content": 5}, "string", True),
+    ("seed004", "session_scratchpad", {"content": "x", "mode": "merge"}, "replace, append", True),
+    ("offload", "scratchpad_offload", {}, "path", True),
+    ("offload", "scratchpad_offload", {"path": 5}, "string", True),
+    ("offload", "scratchpad_offload", {"path": ""}, "empty", True),
+    ("offload", "scratchpad_offload", {"path": "../../etc/passwd"}, "outside", False),
 ]
 
 
@@ -607,8 +625,11 @@ def _substitute(args: object, entry_id: str) -> object:
 
 @pytest.mark.parametrize(("profile", "tool", "args", "word", "schema_rejects"), MALFORMED,
                          ids=[f"{p}-{t}-{i}" for i, (p, t, *_rest) in enumerate(MALFORMED)])
-def test_malformed_arguments_get_ok_false_and_a_message(store, profile, tool, args, word, schema_rejects):
-    tb = Toolbox(store, session="s", turn=1, profile=profile)
+def test_malformed_arguments_get_ok_false_and_a_message(store, tmp_path, profile, tool, args, word, schema_rejects):
+    options: dict = {"always_show": True}
+    if profile == "offload":
+        profile, options["allow_dirs"] = "blobpad", [tmp_path]
+    tb = Toolbox(store, session="s", turn=1, profile=profile, **options)
     e = store.put("line one\nline two\n", session="s", turn=1, name="n" if profile == "seed003" else None)
     args = _substitute(args, e.id)
     result = tb.call(tool, args)
@@ -617,8 +638,7 @@ def test_malformed_arguments_get_ok_false_and_a_message(store, profile, tool, ar
     assert "Traceback" not in result["error"]
     json.dumps(result)
     if isinstance(args, (dict, list, int)) and not isinstance(args, bool):
-        schema = next(s["input_schema"] for s in Toolbox(store, session="s", turn=1, profile=profile,
-                                                         always_show=True).schemas("anthropic") if s["name"] == tool)
+        schema = next(s["input_schema"] for s in tb.schemas("anthropic") if s["name"] == tool)
         valid = jsonschema.Draft202012Validator(schema).is_valid(args)
         if schema_rejects:
             assert not valid, "the schema should reject what the dispatcher rejects"
