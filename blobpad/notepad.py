@@ -75,6 +75,7 @@ Seed 004 (``scratchpad``):
 * ``scratchpad(content, mode="replace")`` – mode "replace" or "append"
 * ``scratchpad_content() -> str | None`` (None when empty)
 * ``scratchpad_block() -> str`` – ``[Session Scratchpad - ...]\\n...\\n[End Scratchpad]`` or ""
+* ``scratchpad_guidance() -> str`` – seed 004's system-prompt section with this budget
 
 Context (seed 002): ``context_section(space="notepad") -> str`` – ``## Session
 Notepad`` then the content, or the empty-state hint.  Module function
@@ -92,7 +93,8 @@ notepad), ``delete() -> int`` (spaces deleted), ``spaces() -> dict[str, int]``
 
 Results: :class:`NoteResult` (``to_dict()``: ok, space, action, version, changed,
 used, budget, unit, message, plus ``warning``/``error`` and details such as
-original, current, added, combined, dropped, replacements when set).
+original, current, added, combined (budget rejections), replacements, dropped (refs_add:
+the refs dropped), ignored (refs_set: items not kept) when set).
 :class:`Version` (``to_dict()``: version, sha256, used, created_at, action).
 
 Errors: :class:`~blobpad.InvalidArgument` for a call the caller must fix (bad
@@ -953,11 +955,17 @@ class Notepad:
         """Seed 002's ``write_notepad``: full replacement; ``""`` clears."""
         return self.write(content, space="notepad")
 
-    def update_notepad(self, operation: str, **arguments: Any) -> NoteResult:
-        """Seed 002's ``update_notepad`` (same arguments as :meth:`update`, on the notepad space)."""
-        if "space" in arguments:
-            raise InvalidArgument("update_notepad always edits the notepad space; use update(space=...) for others")
-        return self.update(operation, **arguments)
+    def update_notepad(
+        self,
+        operation: str,
+        *,
+        content: str | None = None,
+        find: str | None = None,
+        replace: str | None = None,
+        replace_all: bool = False,
+    ) -> NoteResult:
+        """Seed 002's ``update_notepad``: :meth:`update` on the notepad space."""
+        return self.update(operation, content=content, find=find, replace=replace, replace_all=replace_all)
 
     def context_section(self, space: str = "notepad") -> str:
         """Seed 002's system-prompt section: the heading, then the content or the empty-state hint."""
@@ -1034,7 +1042,7 @@ class Notepad:
         """Replace all refs with the first valid ones, up to the budget (50).
 
         Non-strings (and empty, multi-line or over-long strings, and repeats) are
-        silently dropped; ``details["dropped"]`` counts them and the cut-off items.
+        silently dropped; ``details["ignored"]`` counts them and the items past the cap.
         """
         budget = self._budget(space, list_space=True)
         assert budget.limit is not None
@@ -1046,14 +1054,19 @@ class Notepad:
                 assert isinstance(item, str)
                 kept.append(item)
         kept = kept[:budget.limit]
-        dropped = len(items) - len(kept)
+        ignored = len(items) - len(kept)
         limit = budget.limit
         return self._mutate(space, budget, "refs.set", lambda _cur, _txn: _Outcome(
-            kept, details={"dropped": dropped}, message=f"refs replaced ({len(kept)}/{limit} refs)"))
+            kept, details={"ignored": ignored}, message=f"refs replaced ({len(kept)}/{limit} refs)"))
 
     def render_spaces(self, spaces: Iterable[str] = ("notes", "plan", "refs")) -> str:
         """Seed 001's block prepended to each message: only the non-empty spaces, "" if none."""
-        names = list(spaces) if not isinstance(spaces, str) else [spaces]
+        if isinstance(spaces, str):
+            names = [spaces]
+        elif isinstance(spaces, Iterable):
+            names = list(spaces)
+        else:
+            raise InvalidArgument(f"spaces must be a list of space names, not {_typename(spaces)}")
         budgets = [(name, self._budget(name)) for name in names]
         now = self.store.now()
         sections: list[str] = []

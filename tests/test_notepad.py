@@ -212,7 +212,7 @@ def test_refs_set_keeps_the_first_50_strings_and_drops_non_strings(store):
     r = pad.refs_set(items)
     assert r.ok and r.warning is None and r.error is None
     assert pad.refs() == [f"ref{i}" for i in range(50)]
-    assert r.used == 50 and r.details == {"dropped": len(items) - 50} and r.message == "refs replaced (50/50 refs)"
+    assert r.used == 50 and r.details == {"ignored": len(items) - 50} and r.message == "refs replaced (50/50 refs)"
     assert pad.refs_set(("a", "b", "a")).ok and pad.refs() == ["a", "b"]
     assert pad.refs_set([]).ok and pad.refs() == []
     for bad in ("ref", None, {"a": "b"}, b"x"):
