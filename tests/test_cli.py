@@ -209,7 +209,7 @@ def test_grep_matches_rg(loaded, rg):
         ("log", ["-F", "-m", "1000", "search?q=alpha"]),
         ("log", ["-C", "2", "-m", "1000", "crashed"]),  # overlapping contexts merge, -- between groups
         ("log", ["-A", "3", "-B", "1", "-m", "1000", "disk quota"]),
-        ("log", ["-m", "3", "-A", "8", "ERROR"]),  # trailing context of the last match holds more matches
+        ("log", ["-m", "2", "-A", "3", "ERROR"]),  # the last match's trailing context holds a 3rd match (27:)
         ("log", ["-C", "3", "-m", "10", "last line without"]),  # the unterminated last line
         ("log", ["-m", "1000", "^2023-11-14T22:1[0-5]:0[0-3]"]),
         ("log", ["-B", "2", "-m", "5", "^2023-11-14T22:13:20"]),  # context clipped at line 1
