@@ -32,6 +32,8 @@ def _log(size: int, seed: int = 0) -> str:
 
 
 def _lines(text: str) -> list[str]:
+    if not text:
+        return []
     parts = text.split("\n")
     return parts[:-1] if text.endswith("\n") else parts
 
@@ -381,6 +383,23 @@ def test_blobpad_grep_matches_python_re(store):
     assert count["count"] == len([x for x in _lines(text) if "ERROR" in x])
     none = _read(tb, scratchpad_id=e.id, mode="grep", pattern="no such thing")
     assert none["ok"] and none["content"] == "" and none["total_matches"] == 0
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet="ab \n\r", max_size=400), context=st.integers(0, 3), icase=st.booleans(),
+       pattern=st.sampled_from(["a", "^a", "b$", "^$", "a b", "^", "$", "ab*", r"\r", "B"]))
+def test_grep_count_and_lines_agree_with_python_on_any_text(store_factory, text, pattern, context, icase):
+    store = store_factory("prop", chunk_params=blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256))
+    entry = store.put(text, session="p", turn=1)
+    tb = Toolbox(store, session="p", turn=1)
+    flags = re.IGNORECASE if icase else 0
+    r = _read(tb, scratchpad_id=entry.id, mode="grep", pattern=pattern, context=context, max_matches=1000,
+              ignore_case=icase)
+    assert r["content"] == _grep_oracle(text, pattern, flags, context)
+    c = _read(tb, scratchpad_id=entry.id, mode="count", pattern=pattern, ignore_case=icase)
+    assert c["count"] == sum(1 for line in _lines(text) if re.search(pattern, line, flags))
+    lines = _read(tb, scratchpad_id=entry.id, mode="lines", start_line=1, end_line=10**6)
+    assert lines["content"] == "\n".join(f"{n}\t{line}" for n, line in enumerate(_lines(text), 1))
 
 
 def test_grep_max_matches_and_skip_page_through_all_matches(store):
