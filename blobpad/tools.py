@@ -302,6 +302,10 @@ class Toolbox:
         self.max_result_chars = max_result_chars
         self.line_chars = line_chars
         self.always_show = bool(always_show)
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
+            raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
+        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 0:
+            raise InvalidArgument(f"max_file_bytes must be a non-negative integer, not {max_file_bytes!r}")
         self.ttl = ttl
         self.max_file_bytes = max_file_bytes
         self.allow_dirs = [os.path.realpath(os.fspath(d)) for d in allow_dirs]
@@ -930,8 +934,8 @@ def _blobpad_tools(tb: Toolbox) -> list[ToolSpec]:
     )
     listing = ToolSpec(
         "scratchpad_list",
-        ("List the scratchpad entries you can read (this turn's offloaded observations): scratchpad_id, kind, "
-         "size, lines, the tool and step that produced each, and when it expires. Use it when you lost an id."),
+        (f"List the scratchpad entries you can read (this {tb.scope}'s offloaded observations): scratchpad_id, "
+         "kind, size, lines, the tool and step that produced each, and when it expires. Use it when you lost an id."),
         (Param("skip", "integer", "Entries to skip, to page through a long list (default 0).", default=0),),
         _list_blobpad,
         reader=True,

@@ -120,6 +120,10 @@ def test_unknown_profile_flavor_and_scope_are_rejected(store):
         Toolbox(store, session="s")
     with pytest.raises(blobpad.InvalidArgument, match="max_result_chars"):
         Toolbox(store, session="s", turn=1, max_result_chars=10)
+    with pytest.raises(blobpad.InvalidArgument, match="ttl"):
+        Toolbox(store, session="s", profile="seed003", ttl=0)
+    with pytest.raises(blobpad.InvalidArgument, match="line_chars"):
+        Toolbox(store, session="s", turn=1, line_chars=10)
 
 
 def test_read_tool_appears_only_once_the_turn_has_an_entry(store):
