@@ -179,7 +179,7 @@ def parse_lines(spec: str) -> tuple[int, int | None]:
         n = _int_or_none(spec, "--lines", spec)
         if n is None:
             raise UsageError("invalid --lines '': use A:B, 1-based and inclusive, like 10:20")
-        first, last = n, n
+        first, last = n, n  # type: int, int | None
     else:
         a, b = spec.split(":", 1)
         start = _int_or_none(a, "--lines", spec)
@@ -221,6 +221,7 @@ def summary(store: Store, entry: Entry) -> str:
     # text_summary() needs the whole text; this is its format, from the two ends only.
     head = store.head(entry.id, SUMMARY_EDGE)
     tail = store.tail(entry.id, SUMMARY_EDGE)
+    assert isinstance(head, str) and isinstance(tail, str)
     return f"{head}\n[... {chars - 2 * SUMMARY_EDGE} characters omitted ...]\n{tail}"
 
 
@@ -844,7 +845,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``blobpad`` command; return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    func = getattr(args, "func", None)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:
         _fail("no command given; try 'blobpad demo' or 'blobpad --help'")
         return USAGE
