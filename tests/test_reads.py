@@ -1,0 +1,635 @@
+"""Slice reads (issue 3): get, stream, head/tail/range, byte_range, lines, grep, count.
+
+Oracles only: Python slicing of the original (decoded) content, ``io.BytesIO``,
+``sed -n A,Bp`` and ``sed -n '$='``, ``rg --json`` / ``rg -c``, and Python's ``re``
+run line by line.  The same corpus is stored under several configurations: tiny
+chunks (so reads cross many chunk boundaries, including cuts inside long lines of
+multi-byte characters), the same without the chunk cache, and default chunks.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import json
+import random
+import re
+import subprocess
+from dataclasses import dataclass
+
+import pytest
+import re2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import blobpad
+from blobpad import InvalidArgument, NotFound, sample
+
+SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
+#: so small that long lines of 4-byte characters are cut every few characters
+TINY = blobpad.ChunkParams(min_size=4, avg_extra=8, max_size=15)
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _emoji_lines(n: int, seed: int) -> str:
+    rnd = random.Random(seed)
+    alphabet = ["🙂", "é", "日", "a", "𝔘", " ", "🚀", "ü"]
+    return "".join(
+        f"{i} " + "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 300))) + "\n" for i in range(n)
+    )
+
+
+def _crlf() -> str:
+    rows = [f"{i:04d} ERROR disk full on /dev/sd{i % 7}\r\n" if i % 5 == 0 else f"{i:04d} status ok\r\n"
+            for i in range(300)]
+    return "".join(rows) + "tail without newline ok\r"
+
+
+CORPUS: dict[str, str | bytes] = {
+    "log": sample.log_text(120_000, 1),
+    "multibyte": sample.multibyte_text(40_000, 2),
+    "crlf": _crlf(),
+    "no-newline": sample.log_text(20_000, 3).rstrip("\n") + " LAST-LINE-TOKEN",
+    "newlines": "\n\n\nx\n\n",
+    "empty": "",
+    "one-char": "é",
+    "emoji-lines": _emoji_lines(60, 4),
+    "binary": sample.binary_blob(40_000, 5),
+    "minijson": sample.minified_json(30_000, 6),
+}
+TINY_NAMES = ("multibyte", "crlf", "newlines", "empty", "one-char", "emoji-lines", "no-newline")
+CONFIGS = {
+    "small": {"chunk_params": SMALL},
+    "small-nocache": {"chunk_params": SMALL, "cache_bytes": 0},
+    "tiny": {"chunk_params": TINY},
+    "default": {},
+}
+
+
+@dataclass
+class Loaded:
+    store: blobpad.Store
+    ids: dict[str, str]
+    config: str
+
+
+def _names(config: str) -> tuple[str, ...]:
+    return TINY_NAMES if config == "tiny" else tuple(CORPUS)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """The corpus stored under each configuration, opened on first use."""
+    opened: dict[str, Loaded] = {}
+
+    def get(config: str) -> Loaded:
+        if config not in opened:
+            s = blobpad.open(tmp_path_factory.mktemp(f"reads-{config}") / "store", sync=False, **CONFIGS[config])
+            opened[config] = Loaded(s, {name: s.put(CORPUS[name], ttl=None).id for name in _names(config)}, config)
+        return opened[config]
+
+    yield get
+    for loaded in opened.values():
+        loaded.store.close()
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def loaded(request, stores):
+    return stores(request.param)
+
+
+def _cases(names, configs=tuple(CONFIGS)):
+    """(config, name) pairs for the contents each configuration holds."""
+    return [(c, n) for c in configs for n in names if n in _names(c)]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("originals")
+    out = {}
+    for name, content in CORPUS.items():
+        path = root / f"{name}.dat"
+        path.write_bytes(_raw(content))
+        out[name] = str(path)
+    return out
+
+
+def _raw(content: str | bytes) -> bytes:
+    return content.encode() if isinstance(content, str) else content
+
+
+def _text(content: str | bytes) -> str:
+    """What line reads and grep show: text as is, binary decoded with U+FFFD."""
+    return content if isinstance(content, str) else content.decode("utf-8", "replace")
+
+
+def _lines(content: str | bytes) -> list[str]:
+    """Lines as sed counts them: split at \\n, a final line without \\n counts."""
+    parts = _text(content).split("\n")
+    if parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def _sed(*args: str) -> bytes:
+    return subprocess.run(["sed", *args], capture_output=True, check=True, env={"LC_ALL": "C"}).stdout
+
+
+# -- get, stat ------------------------------------------------------------------------------------
+
+
+def test_get_returns_the_original(loaded):
+    for name, eid in loaded.ids.items():
+        content = CORPUS[name]
+        got = loaded.store.get(eid)
+        assert type(got) is type(content) and got == content, name
+        e = loaded.store.stat(eid)
+        assert e.size_bytes == len(_raw(content))
+        assert e.kind == ("text" if isinstance(content, str) else "binary")
+        assert e.length == len(content)
+        assert e.chars == (len(content) if isinstance(content, str) else None)
+
+
+def test_entry_lines_counts_like_sed(loaded, files):
+    for name, eid in loaded.ids.items():
+        sed_count = int(_sed("-n", "$=", files[name]).strip() or 0)
+        assert loaded.store.stat(eid).lines == sed_count == len(_lines(CORPUS[name])), name
+
+
+# -- head, tail, range, byte_range ---------------------------------------------------------------------
+
+
+@SETTINGS
+@given(data=st.data())
+def test_range_head_tail_slice_like_python(loaded, data):
+    name = data.draw(st.sampled_from(sorted(loaded.ids)), label="name")
+    content, eid, s = CORPUS[name], loaded.ids[name], loaded.store
+    n = len(content)
+    bound = st.integers(-n - 20, n + 20)
+    start = data.draw(bound, label="start")
+    end = data.draw(st.none() | bound, label="end")
+    assert s.range(eid, start, end) == content[start:end]
+    assert s.range(eid, start) == content[start:]
+    k = data.draw(st.integers(0, n + 20), label="k")
+    assert s.head(eid, k) == content[:k]
+    assert s.tail(eid, k) == content[max(0, n - k):]
+    raw = _raw(content)
+    b_start = data.draw(st.integers(-len(raw) - 20, len(raw) + 20), label="b_start")
+    b_end = data.draw(st.none() | st.integers(-len(raw) - 20, len(raw) + 20), label="b_end")
+    assert s.byte_range(eid, b_start, b_end) == raw[b_start:b_end]
+
+
+def test_head_and_tail_defaults(loaded):
+    for name, eid in loaded.ids.items():
+        content = CORPUS[name]
+        assert loaded.store.head(eid) == content[:2000]
+        assert loaded.store.tail(eid) == content[max(0, len(content) - 2000):]
+
+
+@pytest.mark.parametrize(("config", "name"), _cases(["emoji-lines", "multibyte", "crlf"], ("small", "tiny", "small-nocache")))
+def test_range_at_every_position(stores, config, name):
+    """Every start position (with lengths 0 to 4), so every chunk boundary is crossed,
+    including cuts inside long lines of multi-byte characters."""
+    loaded = stores(config)
+    content, eid, s = CORPUS[name], loaded.ids[name], loaded.store
+    step = 1 if config == "tiny" else 3
+    for start in range(0, len(content) + 2, step):
+        k = start % 5
+        assert s.range(eid, start, start + k) == content[start : start + k], (start, k)
+    raw = _raw(content)
+    for start in range(0, len(raw) + 2, 7):
+        assert s.byte_range(eid, start, start + 6) == raw[start : start + 6]
+
+
+def test_reads_reject_bad_arguments(loaded):
+    s, eid = loaded.store, loaded.ids["crlf"]
+    for call in (lambda: s.head(eid, -1), lambda: s.tail(eid, -1), lambda: s.range(eid, "0"),
+                 lambda: s.range(eid, 0, 1.5), lambda: s.lines(eid, 0), lambda: s.lines(eid, 3, 2),
+                 lambda: s.grep(eid, "x", before=1001), lambda: s.grep(eid, "x", max_matches=-1),
+                 lambda: s.grep(eid, 42), lambda: s.head("nope"), lambda: s.byte_range(eid, True)):
+        with pytest.raises(InvalidArgument):
+            call()
+    with pytest.raises(NotFound):
+        s.tail("0000000000000000")
+
+
+# -- stream ---------------------------------------------------------------------------------------
+
+
+_op = st.one_of(
+    st.tuples(st.just("read"), st.integers(-1, 700), st.just(0)),
+    st.tuples(st.just("seek"), st.integers(0, 1 << 16), st.just(io.SEEK_SET)),
+    st.tuples(st.just("seek"), st.integers(-300, 300), st.sampled_from([io.SEEK_CUR, io.SEEK_END])),
+    st.tuples(st.just("readline"), st.just(0), st.just(0)),
+    st.tuples(st.just("readinto"), st.integers(0, 700), st.just(0)),
+)
+
+
+def _apply(fh, op):
+    kind, arg, whence = op
+    if kind == "seek":
+        return fh.seek(arg, whence)
+    if kind == "read":
+        return fh.read(arg)
+    if kind == "readline":
+        return fh.readline()
+    buf = bytearray(arg)
+    n = fh.readinto(buf)
+    return n, bytes(buf[:n])
+
+
+@SETTINGS
+@given(data=st.data())
+def test_stream_reads_like_bytesio(loaded, data):
+    name = data.draw(st.sampled_from(sorted(loaded.ids)), label="name")
+    raw = _raw(CORPUS[name])
+    ops = data.draw(st.lists(_op, max_size=20), label="ops")
+    with loaded.store.stream(loaded.ids[name]) as fh:
+        model = io.BytesIO(raw)
+        assert fh.readable() and fh.seekable() and not fh.writable()
+        for op in ops:
+            kind, arg, whence = op
+            if kind == "seek" and whence != io.SEEK_SET and (model.tell() if whence == io.SEEK_CUR else len(raw)) + arg < 0:
+                continue  # before the start: see test_stream_refuses_to_seek_before_the_start
+            assert _apply(fh, op) == _apply(model, op), op
+            assert fh.tell() == model.tell()
+
+
+@SETTINGS
+@given(data=st.data())
+def test_stream_seek_then_read_to_the_end(loaded, data):
+    name = data.draw(st.sampled_from(sorted(loaded.ids)), label="name")
+    raw = _raw(CORPUS[name])
+    pos = data.draw(st.integers(0, len(raw) + 10), label="pos")
+    with loaded.store.stream(loaded.ids[name]) as fh:
+        assert fh.seek(pos) == pos
+        assert fh.read() == raw[pos:]
+        assert fh.tell() == max(pos, len(raw))
+        assert fh.read() == b""
+        fh.seek(-min(len(raw), 5), io.SEEK_END)
+        assert fh.read() == raw[len(raw) - min(len(raw), 5):]
+
+
+def test_stream_iterates_lines_like_bytesio(loaded):
+    for name in ("crlf", "newlines", "one-char", "empty"):
+        with loaded.store.stream(loaded.ids[name]) as fh:
+            assert list(fh) == list(io.BytesIO(_raw(CORPUS[name]))), name
+
+
+def test_stream_refuses_to_seek_before_the_start(loaded):
+    with loaded.store.stream(loaded.ids["crlf"]) as fh:
+        with pytest.raises(ValueError):
+            fh.seek(-1)
+        fh.seek(3)
+        with pytest.raises(ValueError):
+            fh.seek(-4, io.SEEK_CUR)
+
+
+def test_stream_of_a_deleted_entry_raises_not_found(store_factory):
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    e = s.put(sample.log_text(10_000, 9))
+    fh = s.stream(e.id)
+    assert fh.read(10) == sample.log_text(10_000, 9)[:10].encode()
+    s.delete(e.id)
+    fh.seek(5000)
+    with pytest.raises(NotFound):
+        fh.read(10)
+    with pytest.raises(NotFound):
+        s.stream(e.id)
+
+
+# -- lines ----------------------------------------------------------------------------------------
+
+
+def _line_pairs(total: int) -> list[tuple[int, int]]:
+    pairs = {(1, 1), (1, 3), (2, 2), (1, total + 5), (max(1, total), total + 1), (total + 1, total + 9),
+             (max(1, total - 2), max(1, total)), (max(1, total // 2), max(1, total // 2 + 4))}
+    return sorted(pairs)
+
+
+def test_lines_equal_sed(loaded, files):
+    for name, eid in loaded.ids.items():
+        total = loaded.store.stat(eid).lines
+        for first, last in _line_pairs(total):
+            expected = _lines(_sed("-n", f"{first},{last}p", files[name]).decode("utf-8", "replace"))
+            assert loaded.store.lines(eid, first, last) == expected == _lines(CORPUS[name])[first - 1 : last], (
+                name, first, last)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_lines_equal_python_split(loaded, data):
+    name = data.draw(st.sampled_from(sorted(loaded.ids)), label="name")
+    lines = _lines(CORPUS[name])
+    first = data.draw(st.integers(1, len(lines) + 3), label="first")
+    last = data.draw(st.integers(first, first + 40), label="last")
+    s, eid = loaded.store, loaded.ids[name]
+    assert s.lines(eid, first, last) == lines[first - 1 : last]
+    assert s.lines(eid, first) == lines[first - 1 :]
+
+
+def test_lines_defaults_to_everything(loaded):
+    for name, eid in loaded.ids.items():
+        assert loaded.store.lines(eid) == _lines(CORPUS[name]), name
+
+
+# -- grep and count: oracles ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pat:
+    pattern: str
+    ignore_case: bool = False
+    fixed: bool = False
+
+    def python(self) -> re.Pattern:
+        return re.compile(re.escape(self.pattern) if self.fixed else self.pattern, re.IGNORECASE if self.ignore_case else 0)
+
+    def python_bytes(self) -> re.Pattern:
+        p = self.pattern.encode()
+        return re.compile(re.escape(p) if self.fixed else p, re.IGNORECASE if self.ignore_case else 0)
+
+    def rg_flags(self) -> list[str]:
+        return (["-i"] if self.ignore_case else []) + (["-F"] if self.fixed else [])
+
+    def kwargs(self) -> dict[str, bool]:
+        return {"ignore_case": self.ignore_case, "fixed": self.fixed}
+
+
+PATTERNS: dict[str, list[Pat]] = {
+    "log": [Pat("ERROR"), Pat("error", ignore_case=True), Pat("timed out after [0-9]+ms"), Pat("^2023-11-1[45]T"),
+            Pat("GET /api/v1/users/[0-9]+ (404|500)"), Pat("[kernel]", fixed=True), Pat("quota|crashed"),
+            Pat("ms$"), Pat("req=[0-9a-f]{8} (GET|POST)"), Pat("no such thing anywhere")],
+    "multibyte": [Pat("🚀launch"), Pat("ошибка"), Pat("caf."), Pat("[日数]据?"), Pat("zürich", ignore_case=True),
+                  Pat("ΣΦΆΛΜΑ", ignore_case=True), Pat("𝔘𝔫𝔦", fixed=True), Pat("^000[0-9]+ ok")],
+    "crlf": [Pat("ok$"), Pat("ok\r?$"), Pat("ERROR"), Pat("^0+1"), Pat("sd[36]"), Pat("ok\r", fixed=True)],
+    "no-newline": [Pat("LAST-LINE-TOKEN$"), Pat("INFO"), Pat("token", ignore_case=True)],
+    "newlines": [Pat("^$"), Pat("x")],
+    "empty": [Pat("x"), Pat("^")],
+    "one-char": [Pat("é"), Pat("É", ignore_case=True), Pat(".")],
+    "emoji-lines": [Pat("🙂é"), Pat("日+"), Pat("a🙂", fixed=True), Pat("𝔘.a"), Pat("^[0-9]+ 🚀"), Pat("ü{2,}")],
+    "binary": [Pat("[A-Z]{3}"), Pat("abc", ignore_case=True), Pat("[a-z]{2}[0-9]")],
+    "minijson": [Pat("needs review"), Pat('"score":9[0-9]\\.'), Pat("日本語"), Pat('"active":false')],
+}
+ALL_PATTERNS = [(name, p) for name, pats in PATTERNS.items() for p in pats]
+
+
+def _py_grep(content: str | bytes, pat: Pat) -> list[tuple[int, str, list[tuple[int, int]]]]:
+    """(line number, line, character spans) of every matching line, by Python's re."""
+    out = []
+    if isinstance(content, str):
+        rx = pat.python()
+        for i, line in enumerate(_lines(content), 1):
+            spans = [m.span() for m in rx.finditer(line)]
+            if spans:
+                out.append((i, line, spans))
+        return out
+    rx = pat.python_bytes()  # binary: match the bytes, show the line decoded with U+FFFD
+    lines = content.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    for i, line in enumerate(lines, 1):
+        if rx.search(line):
+            out.append((i, line.decode("utf-8", "replace"), []))
+    return out
+
+
+def _rg(rg: str, path: str, pat: Pat, *extra: str) -> tuple[dict[int, tuple[bytes, list[tuple[int, int]]]], set[int]]:
+    """rg's matching lines {number: (line bytes, byte spans)} and its context line numbers."""
+    proc = subprocess.run([rg, *_rg_base(), "--json", *pat.rg_flags(), *extra, "-e", pat.pattern, path],
+                          capture_output=True)
+    assert proc.returncode in (0, 1), proc.stderr.decode()
+    matches, context = {}, set()
+    for row in proc.stdout.splitlines():
+        event = json.loads(row)
+        data = event["data"]
+        if event["type"] == "match":
+            lines = data["lines"]
+            raw = lines["text"].encode() if "text" in lines else base64.b64decode(lines["bytes"])
+            raw = raw[:-1] if raw.endswith(b"\n") else raw
+            matches[data["line_number"]] = (raw, [(m["start"], m["end"]) for m in data["submatches"]])
+        elif event["type"] == "context":
+            context.add(data["line_number"])
+    return matches, context
+
+
+def _rg_base() -> list[str]:
+    # -a: search binary files as text; -E none: raw bytes, so a leading \xff\xfe is not taken for a UTF-16 BOM
+    return ["--no-config", "-a", "-E", "none"]
+
+
+def _char_spans(line: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [(len(line[:a].decode()), len(line[:b].decode())) for a, b in spans]
+
+
+def _grep_all(s: blobpad.Store, eid: str, pat: Pat, **kw):
+    return s.grep(eid, pat.pattern, max_matches=10**6, line_window=10**7, **pat.kwargs(), **kw)
+
+
+# -- grep and count: tests ---------------------------------------------------------------------------
+
+
+GREP_CASES = [(c, n, p) for c, n in _cases(PATTERNS) for p in PATTERNS[n]]
+
+
+@pytest.mark.parametrize(("config", "name", "pat"), GREP_CASES, ids=[f"{c}-{n}:{p.pattern}" for c, n, p in GREP_CASES])
+def test_grep_equals_python_re(stores, config, name, pat):
+    loaded = stores(config)
+    result = _grep_all(loaded.store, loaded.ids[name], pat)
+    expected = _py_grep(CORPUS[name], pat)
+    assert not result.truncated
+    assert [(m.line, m.text) for m in result] == [(n, t) for n, t, _ in expected]
+    if isinstance(CORPUS[name], str):
+        assert [m.spans for m in result] == [sp for _, _, sp in expected]
+        for m in result:
+            assert m.offset == 0 and not m.clipped and m.line_chars == len(m.text)
+    assert loaded.store.count(loaded.ids[name], pat.pattern, **pat.kwargs()) == len(expected)
+
+
+@pytest.mark.parametrize(("name", "pat"), ALL_PATTERNS, ids=[f"{n}:{p.pattern}" for n, p in ALL_PATTERNS])
+def test_grep_equals_ripgrep(stores, files, rg, name, pat):
+    """Compared with rg on the store with small chunks (many boundaries); the other
+    configurations are held to the same answers by test_grep_equals_python_re."""
+    loaded = stores("small")
+    s, eid = loaded.store, loaded.ids[name]
+    rg_matches, _ = _rg(rg, files[name], pat)
+    result = _grep_all(s, eid, pat)
+    assert [m.line for m in result] == sorted(rg_matches)
+    for m in result:
+        raw, spans = rg_matches[m.line]
+        assert m.text == raw.decode("utf-8", "replace")
+        if isinstance(CORPUS[name], str):
+            assert m.spans == _char_spans(raw, spans), m.line
+    rg_count = subprocess.run([rg, *_rg_base(), "-c", *pat.rg_flags(), "-e", pat.pattern, files[name]],
+                              capture_output=True, text=True)
+    assert s.count(eid, pat.pattern, **pat.kwargs()) == int(rg_count.stdout.strip() or 0)
+
+
+CONTEXT_CASES = [
+    ("log", "ERROR", 2, 3), ("log", "crashed", 0, 1), ("crlf", "ERROR", 4, 0), ("newlines", "x", 5, 5),
+    ("no-newline", "LAST-LINE-TOKEN", 2, 2), ("emoji-lines", "^1[0-9] ", 1, 1), ("multibyte", "ошибка", 3, 3),
+]
+
+
+@pytest.mark.parametrize(("config", "name", "pattern", "before", "after"),
+                         [(c, *case) for c in CONFIGS for case in CONTEXT_CASES if case[0] in _names(c)])
+def test_grep_context_lines(stores, files, rg, config, name, pattern, before, after):
+    loaded = stores(config)
+    s, eid = loaded.store, loaded.ids[name]
+    lines = _lines(CORPUS[name])
+    result = s.grep(eid, pattern, before=before, after=after, max_matches=10**6, line_window=10**7)
+    assert result.matches
+    for m in result:
+        lo, hi = max(1, m.line - before), min(len(lines), m.line + after)
+        assert m.before == [(k, lines[k - 1]) for k in range(lo, m.line)]
+        assert m.after == [(k, lines[k - 1]) for k in range(m.line + 1, hi + 1)]
+    shown = {m.line for m in result} | {k for m in result for k, _ in m.before + m.after}
+    rg_matches, rg_context = _rg(rg, files[name], Pat(pattern), "-B", str(before), "-A", str(after))
+    assert shown == set(rg_matches) | rg_context
+    assert {m.line for m in result} == set(rg_matches)
+
+
+def test_grep_context_lines_are_clipped_to_the_window(store_factory):
+    s = store_factory(chunk_params=SMALL)
+    content = "short\n" + "x" * 5000 + "\nmatch here\n" + "y" * 5000 + "\n"
+    m = s.grep(s.put(content).id, "match", before=1, after=1, line_window=100).matches[0]
+    assert m.before == [(2, "x" * 100)] and m.after == [(4, "y" * 100)]
+
+
+@pytest.mark.parametrize("k", [0, 1, 7, "total-1", "total", "total+1"])
+def test_grep_max_matches_and_truncated(loaded, k):
+    s, eid = loaded.store, loaded.ids["crlf"]
+    expected = _py_grep(CORPUS["crlf"], Pat("ERROR"))
+    total = len(expected)
+    k = eval(k, {"total": total}) if isinstance(k, str) else k  # noqa: S307 - a test-table expression
+    result = s.grep(eid, "ERROR", max_matches=k)
+    assert [(m.line, m.text) for m in result] == [(n, t) for n, t, _ in expected[:k]]
+    assert result.truncated == (total > k)
+    assert len(result) == min(k, total)
+
+
+def test_grep_empty_matches_on_multibyte_lines(loaded):
+    """Patterns that can match the empty string give character spans, like Python's re."""
+    for name in ("one-char", "emoji-lines", "multibyte"):
+        for pat in (Pat("x*"), Pat("é?"), Pat("(🙂|)")):
+            result = _grep_all(loaded.store, loaded.ids[name], pat)
+            expected = _py_grep(CORPUS[name], pat)
+            assert [m.line for m in result] == [n for n, _, _ in expected]
+            for m, (_, line, spans) in zip(result, expected, strict=True):
+                assert m.text == line
+                assert m.spans == spans[:1000]
+
+
+@pytest.mark.parametrize("pattern", ["(", "a{2,1}", "(?<=a)b", "(a)\\1", "a**", "[z-a]"])
+def test_invalid_regex_is_invalid_argument_with_re2_reason(loaded, pattern):
+    options = re2.Options()
+    options.log_errors = False
+    with pytest.raises(re2.error) as raw:
+        re2.compile(pattern, options)
+    reason = raw.value.args[0]
+    reason = reason.decode() if isinstance(reason, bytes) else str(reason)
+    eid = loaded.ids["crlf"]
+    for call in (lambda: loaded.store.grep(eid, pattern), lambda: loaded.store.count(eid, pattern)):
+        with pytest.raises(InvalidArgument) as err:
+            call()
+        assert isinstance(err.value, ValueError)
+        assert reason in str(err.value)
+        assert "fixed=True" in str(err.value)  # says what to do
+    assert loaded.store.count(eid, pattern, fixed=True) == 0  # the same text as a literal is fine
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)*b", "(a*)*b", "^(a|a?)+$", "(x+x+)+y"])
+def test_catastrophic_patterns_finish(store, pattern):
+    text = "a" * (1 << 20)
+    e = store.put(text + "\n" + "a" * 12 + "\n")
+    result = store.grep(e.id, pattern)
+    expected = _py_grep("a" * 12 + "\n", Pat(pattern))  # Python's re survives the short line only
+    matches_long = bool(re2.search(pattern, text))
+    assert [m.line for m in result] == ([1] if matches_long else []) + [n + 1 for n, _, _ in expected]
+    assert store.count(e.id, pattern) == len(result)
+    for m in result:
+        assert len(m.text) <= 2000
+
+
+@functools.cache
+def _big_json() -> str:
+    return sample.minified_json(10 << 20, seed=11)
+
+
+def test_grep_in_a_10mb_single_line_returns_a_bounded_window(store):
+    doc = _big_json()
+    e = store.put(doc)
+    assert e.lines == 1 and e.chars == len(doc)
+    last_id = '"id":' + str(json.loads(doc)["count"] - 1) + ","
+    for needle, window in (("needs review", 2000), ("日本語のメモ", 2000), (last_id, 2000), ("needs review", 100)):
+        result = store.grep(e.id, needle, fixed=True, max_matches=1, line_window=window)
+        assert len(result) == 1 and result.truncated is False
+        m = result.matches[0]
+        assert m.line == 1 and m.line_chars == len(doc) and m.clipped
+        assert len(m.text) <= window
+        assert doc[m.offset : m.offset + len(m.text)] == m.text
+        first = doc.index(needle)
+        s0, e0 = m.spans[0]
+        assert m.offset + s0 == first and m.text[s0:e0] == needle
+        for a, b in m.spans:
+            assert 0 <= a <= b <= len(m.text) and doc[m.offset + a : m.offset + b] == needle[: b - a]
+    assert store.count(e.id, "needs review") == 1
+    assert store.count(e.id, "not in the document") == 0
+
+
+def test_grep_long_lines_are_cut_around_the_first_match(store_factory):
+    s = store_factory(chunk_params=SMALL)
+    line = "é" * 3000 + "NEEDLE" + "ü" * 3000 + "NEEDLE" + "z" * 10
+    e = s.put("first\n" + line + "\nlast\n")
+    m = s.grep(e.id, "NEEDLE", line_window=200).matches[0]
+    assert m.line == 2 and m.line_chars == len(line) and len(m.text) <= 200
+    assert line[m.offset : m.offset + len(m.text)] == m.text
+    assert m.text[m.spans[0][0] : m.spans[0][1]] == "NEEDLE" and m.offset + m.spans[0][0] == 3000
+
+
+def test_grep_and_count_on_empty_content(store):
+    e = store.put("")
+    assert store.grep(e.id, "^").matches == [] and store.count(e.id, "^") == 0
+    assert store.get(e.id) == "" and store.lines(e.id) == [] and store.head(e.id) == "" and store.tail(e.id) == ""
+    assert store.range(e.id, -5, 5) == "" and store.byte_range(e.id, 0) == b""
+    with store.stream(e.id) as fh:
+        assert fh.read() == b""
+
+
+def test_count_on_random_patterns_equals_python(loaded):
+    rnd = random.Random(7)
+    words = ["ERROR", "INFO", "GET", "POST", "timed", "quota", "ok", "🙂", "é", "日", "data", "x", "z"]
+    for name, eid in loaded.ids.items():
+        content = CORPUS[name]
+        if not isinstance(content, str):
+            continue
+        for _ in range(6):
+            pat = Pat("|".join(rnd.sample(words, rnd.randint(1, 3))), ignore_case=rnd.random() < 0.3)
+            assert loaded.store.count(eid, pat.pattern, **pat.kwargs()) == len(_py_grep(content, pat)), (name, pat)
+
+
+@pytest.mark.parametrize(("pattern", "literal"), [
+    (r"\Qa.b", "a.b"), (r"\Qa.b\E", "a.b"), (r"\Q(x\E|y", None), ("(?i)ERROR", None), (r"\x41\.", "A."), ("a|", None),
+])
+def test_count_accepts_every_pattern_grep_accepts(store_factory, pattern, literal):
+    """count() and grep() take the same RE2 syntax (\\Q...\\E quoting included) and agree."""
+    s = store_factory(chunk_params=SMALL)
+    content = "a.b here\nazb\nA. error\n(x and y\nnothing\n\nERROR a.b\n"
+    e = s.put(content)
+    lines = [m.line for m in s.grep(e.id, pattern, max_matches=100)]
+    assert s.count(e.id, pattern) == len(lines)
+    if literal is not None:
+        assert lines == [n for n, line in enumerate(_lines(content), 1) if literal in line]
+
+
+def test_count_on_binary_lines_counts_each_line_once(store, tmp_path, rg):
+    content = b"ABC\xff ABC\nxyz\n\xfe\xffDEF GHI\xc3\n"
+    e = store.put(content)
+    assert e.kind == "binary"
+    path = tmp_path / "b.dat"
+    path.write_bytes(content)
+    rg_count = subprocess.run([rg, *_rg_base(), "-c", "-e", "[A-Z]{3}", str(path)], capture_output=True, text=True)
+    assert int(rg_count.stdout) == 2
+    assert [m.line for m in store.grep(e.id, "[A-Z]{3}")] == [1, 3]
+    assert store.count(e.id, "[A-Z]{3}") == 2
