@@ -405,6 +405,26 @@ def test_entries_in_creation_order_by_session_and_turn(store):
     assert [e.id for e in store.entries(session="a")] == ids(lambda s, t: s == "a")
 
 
+def test_entries_limit_takes_the_first_n(store):
+    ids = [store.put(f"entry {k}\n", session="s").id for k in range(4)]
+    for limit in range(6):
+        assert [e.id for e in store.entries(limit=limit)] == ids[:limit], f"limit={limit}"
+        assert [e.id for e in store.entries(session="s", limit=limit)] == ids[:limit], f"limit={limit}"
+
+
+def test_delete_session_removes_its_entries_only(store_factory):
+    s = store_factory(chunk_params=SMALL)
+    keep = s.put(_log(4000, 1), session="keep")
+    base = _footprint(s)
+    for k in range(3):
+        s.put(_log(4000, 10 + k), session="drop", turn=k, name=f"n{k}")
+    assert s.delete_session("drop") == 3
+    assert s.entries(session="drop") == [] and _footprint(s) == base
+    with pytest.raises(NotFound):
+        s.find("n0", session="drop")
+    assert s.get(keep.id) == _log(4000, 1)
+
+
 def test_stat_reports_what_put_was_told(store_factory):
     t = [1_700_000_000.25]
     s = store_factory(clock=lambda: t[0])
@@ -481,6 +501,20 @@ def test_expired_entries_are_not_found_and_gc_frees_them(store_factory):
     assert s.gc().to_dict() == {"entries": 0, "chunks": 0, "bytes": 0, "aborted_puts": 0}
     assert s.get(forever.id) == _log(6000, 3)
     assert s.verify().ok
+
+
+def test_gc_frees_more_expired_entries_than_one_batch(store_factory):
+    t = [1000.0]
+    s = store_factory(clock=lambda: t[0], sync=False)
+    keep = s.put("kept\n", ttl=None)
+    for k in range(1100):
+        s.put(f"expiring {k}\n", ttl=5 + k % 3)
+    t[0] = 2000.0
+    report = s.gc()
+    assert (report.entries, report.chunks) == (1100, 1100)
+    st = s.stats()
+    assert (st.entries, st.chunks, st.logical_bytes) == (1, 1, len("kept\n"))
+    assert s.get(keep.id) == "kept\n"
 
 
 def test_gc_keeps_chunks_a_live_entry_shares(store_factory):
