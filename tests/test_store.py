@@ -632,6 +632,20 @@ def test_map_grows_from_a_tiny_map_size(tmp_path):
         assert hashlib.sha256(s.get(e.id)).hexdigest() == e.sha256
 
 
+def test_text_put_over_several_write_batches(store):
+    """A text put larger than one write batch (16 MB) keeps its totals and its tail right."""
+    base = _log(1 << 20, 3)
+    text = base * 20 + "tail line without newline é"
+    e = store.put(text)
+    assert e.kind == "text" and e.size_bytes == len(text.encode()) and e.chars == len(text)
+    assert e.lines == 20 * base.count("\n") + 1
+    assert e.sha256 == hashlib.sha256(text.encode()).hexdigest()
+    assert store.tail(e.id, 40) == text[-40:]
+    assert store.lines(e.id, e.lines - 1) == [base.split("\n")[-2], "tail line without newline é"]
+    assert store.range(e.id, 17 << 20, (17 << 20) + 100) == text[17 << 20 : (17 << 20) + 100]
+    assert store.count(e.id, "ERROR") == 20 * sum("ERROR" in line for line in base.split("\n"))
+
+
 def test_map_ceiling_raises_store_full_and_rolls_back(tmp_path):
     with blobpad.open(tmp_path / "ceiling", map_size=1 << 20, max_map_size=32 << 20) as s:
         small = s.put(_log(10_000, 1))
