@@ -88,16 +88,23 @@ weird = st.one_of(
     st.sampled_from(ODD_VALUES),
     json_like,
 )
+
+
+def half_weird(plain: st.SearchStrategy) -> st.SearchStrategy:
+    """``plain`` or ``weird``, half and half (st.one_of would flatten weird's twelve branches and let them win)."""
+    return st.booleans().flatmap(lambda p: plain if p else weird)
+
+
 small_int = st.integers(min_value=-3000, max_value=3000)
-maybe_int = st.one_of(small_int, small_int, weird)
-maybe_bool = st.one_of(st.booleans(), st.booleans(), weird)
-maybe_str = st.one_of(st.text(max_size=30), st.sampled_from(["s1", "s2", ""]), weird)
+maybe_int = half_weird(small_int)
+maybe_bool = half_weird(st.booleans())
+maybe_str = half_weird(st.one_of(st.text(max_size=30), st.sampled_from(["s1", "s2", ""])))
 
 PUT_KW = {
-    "session": maybe_str, "turn": st.one_of(small_int, st.text(max_size=10), weird),
-    "ttl": st.one_of(st.none(), st.floats(), weird),
-    "name": maybe_str, "step": maybe_int, "tool": maybe_str, "kind": st.one_of(st.sampled_from(["text", "binary", None]), weird),
-    "meta": st.one_of(json_like, st.dictionaries(st.text(max_size=10), json_like, max_size=5), weird),
+    "session": maybe_str, "turn": half_weird(st.one_of(small_int, st.text(max_size=10))),
+    "ttl": half_weird(st.one_of(st.none(), st.floats(), st.floats(0.001, 1e6))),
+    "name": maybe_str, "step": maybe_int, "tool": maybe_str, "kind": half_weird(st.sampled_from(["text", "binary", None])),
+    "meta": half_weird(st.one_of(json_like, st.dictionaries(st.text(max_size=10), json_like, max_size=5))),
 }
 GREP_KW = {"ignore_case": maybe_bool, "fixed": maybe_bool, "before": maybe_int, "after": maybe_int,
            "max_matches": maybe_int, "line_window": maybe_int}
@@ -143,7 +150,7 @@ class Fuzzer:
                 self.ids[key] = self.store.put(data, session="s1", turn=1, name=key, ttl=None).id
 
     def entry_id(self, draw) -> object:
-        return draw(st.one_of(st.sampled_from(sorted(self.ids.values())), st.sampled_from(sorted(self.ids.values())), weird))
+        return draw(half_weird(st.sampled_from(sorted(self.ids.values()))))
 
     def call(self, draw) -> None:
         method = draw(st.sampled_from([
@@ -153,11 +160,11 @@ class Fuzzer:
         args: tuple = ()
         kwargs: dict = {}
         if method == "put":
-            data = draw(st.one_of(
-                st.text(max_size=500), st.binary(max_size=500), weird,
+            data = draw(half_weird(st.one_of(
+                st.text(max_size=500), st.binary(max_size=500),
                 st.sampled_from([self.tmp / "afile.txt", self.tmp / "adir", self.tmp / "missing"]),
                 st.binary(max_size=300).map(io.BytesIO),
-            ))
+            )))
             args, kwargs = (data,), _kwargs(draw, PUT_KW)
         elif method in ("stat", "exists", "get", "stream", "delete"):
             args = (self.entry_id(draw),)
@@ -172,11 +179,11 @@ class Fuzzer:
         elif method == "count":
             args, kwargs = (self.entry_id(draw), draw(maybe_str)), _kwargs(draw, {"ignore_case": maybe_bool, "fixed": maybe_bool})
         elif method == "find":
-            args, kwargs = (draw(st.one_of(st.sampled_from(sorted(self.ids)), maybe_str)),), _kwargs(draw, {"session": maybe_str})
+            args, kwargs = (draw(half_weird(st.sampled_from(sorted(self.ids)))),), _kwargs(draw, {"session": maybe_str})
         elif method == "entries":
-            kwargs = _kwargs(draw, {"session": maybe_str, "turn": st.one_of(small_int, weird), "limit": maybe_int})
+            kwargs = _kwargs(draw, {"session": maybe_str, "turn": half_weird(small_int), "limit": maybe_int})
         elif method == "delete_session":
-            args = (draw(st.one_of(st.just("s2"), st.text(max_size=10), weird)),)  # never "s1": the reference entries
+            args = (draw(half_weird(st.one_of(st.just("s2"), st.text(max_size=10)))),)  # never "s1": the reference entries
         self.run(method, args, kwargs)
 
     def run(self, method: str, args: tuple, kwargs: dict) -> object:
@@ -370,6 +377,17 @@ def test_catastrophic_backtracking_patterns_finish_on_1mb_lines(tmp_path):
 
 # -- Toolbox.call ------------------------------------------------------------------------------------
 
+#: True nine times in ten (hypothesis draws the simplest value, the first one, far more often than st.booleans' half)
+MOSTLY = st.sampled_from([True] * 9 + [False])
+
+
+def _to_json(value: object) -> str:
+    try:
+        return json.dumps(value, default=repr)
+    except (ValueError, TypeError):
+        return "{}"
+
+
 def _toolbox_module():
     try:
         from blobpad import tools
@@ -393,27 +411,62 @@ def test_toolbox_call_never_raises_and_always_answers_ok(tmp_path, hang_guard):
             unavailable.append(f"{profile} ({str(exc)[:80]})")
     assert boxes
     names = sorted({n for b in boxes for n in b.tool_names()} | {"scratchpad_read", "scratchpad_list"})
-    argument_values = st.one_of(st.sampled_from(ids + [other]), weird, json_like)
-    arguments = st.one_of(
-        st.dictionaries(st.sampled_from(["scratchpad_id", "id", "name", "mode", "n", "start", "end", "offset", "limit",
-                                         "pattern", "regex", "first", "last", "content", "find", "replace", "before",
-                                         "after", "ignore_case", "fixed", "max_matches", "page", "path"]) | st.text(max_size=8),
-                        argument_values, max_size=6),
-        st.text(max_size=200),  # a JSON string, usually broken
-        st.dictionaries(st.text(max_size=8), json_like, max_size=4).map(json.dumps),
-        weird,
+    props: dict[tuple[int, str], dict[str, dict]] = {}  # (toolbox, tool) -> parameter -> JSON schema
+    required: dict[tuple[int, str], list[str]] = {}
+    for i, b in enumerate(boxes):
+        for schema in b.schemas("anthropic"):
+            props[i, schema["name"]] = schema["input_schema"].get("properties", {})
+            required[i, schema["name"]] = schema["input_schema"].get("required", [])
+    all_params = sorted({p for ps in props.values() for p in ps} | {"id", "path"})
+    strings = st.one_of(
+        st.sampled_from(ids + [other, "n0", "n1", "missing-name", "INFO", "ERROR", "(a+)+$", "[", "", "a" * 5000]),
+        st.text(max_size=30),
     )
+
+    def value_for(schema: dict):
+        typed = {"integer": st.integers(-5, 3000), "number": st.floats(-5, 3000), "boolean": st.booleans(),
+                 "array": st.lists(strings, max_size=3)}.get(schema.get("type"), strings)
+        if "enum" in schema:
+            typed = st.sampled_from(schema["enum"])
+        return st.sampled_from([True] * 6 + [False]).flatmap(lambda plain: typed if plain else weird)
+
+    @st.composite
+    def arguments_for(draw, box, name):
+        schema = props.get((box, name), {})
+        out = {k: draw(value_for(schema[k])) for k in required.get((box, name), ()) if draw(MOSTLY)}
+        for k in draw(st.lists(st.sampled_from(sorted(schema) or all_params), unique=True, max_size=4)):
+            out[k] = draw(value_for(schema.get(k, {})))
+        if not draw(MOSTLY):
+            out[draw(st.sampled_from(all_params) | st.text(max_size=8))] = draw(weird)
+        return out
+
+    def arguments(box, name):
+        # one_of flattens nested one_ofs, so pick the family first: weird would otherwise win 12 draws in 15
+        return st.sampled_from(["dict"] * 6 + ["json", "broken-json", "weird"]).flatmap(lambda family: {
+            "dict": arguments_for(box, name),
+            "json": arguments_for(box, name).map(_to_json),
+            "broken-json": st.text(max_size=200),
+            "weird": weird,
+        }[family])
+
     stats = {"calls": 0, "ok": 0, "internal": 0}
     internal: list[str] = []
+    rejected: list[str] = []
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(st.sampled_from(range(len(boxes))), st.one_of(st.sampled_from(names), weird), arguments)
-    def one_call(box, name, args):
+    @given(st.sampled_from(range(len(boxes))), st.data())
+    def one_call(box, data):
+        own = boxes[box].tool_names()
+        family = data.draw(st.sampled_from(["own"] * 8 + ["other", "weird"]))
+        name = data.draw({"own": st.sampled_from(own), "other": st.sampled_from(names), "weird": weird}[family])
+        args = data.draw(arguments(box, name) if isinstance(name, str) else weird)
         stats["calls"] += 1
         result = boxes[box].call(name, args)
         assert isinstance(result, dict) and isinstance(result.get("ok"), bool), _short(result, 300)
         json.dumps(result)  # a tool answer is JSON
         stats["ok"] += result["ok"]
+        if not result["ok"] and len(rejected) < 8:
+            rejected.append(f"{name!r:.40}: {result.get('error', '')[:150]}")
         if not result["ok"] and "internal error" in result.get("error", ""):
             stats["internal"] += 1
             internal.append(f"{name!r}({_short(args, 200)})")
@@ -425,4 +478,4 @@ def test_toolbox_call_never_raises_and_always_answers_ok(tmp_path, hang_guard):
         store.close()
     print(f"\ntoolbox fuzz: {stats['calls']} calls over {len(boxes)} profiles, {stats['ok']} ok, "
           f"{stats['internal']} internal errors" + (f" e.g. {internal[:3]}" if internal else "")
-          + (f"; profiles not built: {unavailable}" if unavailable else ""))
+          + (f"; profiles not built: {unavailable}" if unavailable else "") + f"; rejections like {rejected[:8]}")
