@@ -108,7 +108,7 @@ def serve(
         session = "mcp-" + secrets.token_hex(6)
     store = open_store(store_path)
     try:
-        options = {"scope": "session", "always_show": True} | toolbox_options
+        options: dict[str, Any] = {"scope": "session", "always_show": True} | toolbox_options
         toolbox = Toolbox(store, session=session, turn=None, profile=profile, allow_dirs=allow_dirs, **options)
         server = build_server(toolbox)
 

@@ -40,7 +40,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 from .errors import InvalidArgument, NotFound
 from .index import Entry
@@ -57,6 +57,14 @@ POLICIES: dict[str, str] = {
 SEED000_NOTE = "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
 
 _UNSET: Any = object()
+
+
+class Readable(Protocol):
+    """Anything with a binary ``read(n)``, like an open file."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 _SMALL_FIELD = 256   # JSON length of a field kept in metadata when the whole observation is stored
 _MAX_INT = (1 << 53) - 1
 
@@ -205,7 +213,7 @@ class Offloader:
 
     def offload_content(
         self,
-        content: str | bytes | os.PathLike[str] | IO[bytes],
+        content: str | bytes | os.PathLike[str] | IO[bytes] | Readable,
         *,
         session: str,
         turn: str | int | None,
@@ -234,17 +242,16 @@ class Offloader:
     def _pass_through(self, observation: Any) -> dict[str, Any]:
         if isinstance(observation, (bytes, bytearray, memoryview)):
             return {"ok": True, "content": base64.b64encode(bytes(observation)).decode("ascii"), "encoding": "base64"}
-        if not isinstance(observation, dict):
-            observation = {"ok": True, "content": observation}
+        obs: dict[str, Any] = observation if isinstance(observation, dict) else {"ok": True, "content": observation}
         if self.truncate is None:
-            return observation
-        field = self._field_of(observation)
-        value = observation.get(field) if field is not None else None
-        if isinstance(value, str) and len(value) > self.truncate:
-            out = dict(observation)
+            return obs
+        field = self._field_of(obs)
+        value = obs.get(field) if field is not None else None
+        if field is not None and isinstance(value, str) and len(value) > self.truncate:
+            out = dict(obs)
             out[field] = value[: self.truncate] + f"\n[... {len(value) - self.truncate} characters truncated ...]"
             return out
-        return observation
+        return obs
 
     def _field_of(self, observation: dict[str, Any]) -> str | None:
         if self.content_field is not None:
@@ -362,6 +369,7 @@ class Offloader:
             return whole
         first = self.store.head(entry.id, head)
         last = self.store.tail(entry.id, tail) if tail else ""
+        assert isinstance(first, str) and isinstance(last, str)
         return f"{first}\n[... {chars - head - tail} characters omitted ...]\n{last}"
 
     def _preview(self, entry: Entry, text: str | None) -> str:
@@ -418,7 +426,8 @@ def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cach
         "summary" in observation or "preview" in observation
     ):
         entry_id = observation["scratchpad_id"]
-        metadata = observation.get("metadata") if isinstance(observation.get("metadata"), dict) else {}
+        found = observation.get("metadata")
+        metadata: dict[str, Any] = found if isinstance(found, dict) else {}
         if path and path[0] in metadata:  # never the offloaded field: no store read needed
             value, rest = metadata[path[0]], path[1:]
             return _walk(value, n, path, rest)

@@ -1231,7 +1231,7 @@ class _Limited:
         self._left = limit
 
     def read(self, n: int = -1) -> bytes:
-        data = self._fh.read(n if n is not None and n >= 0 else self._left + 1)
+        data: bytes = self._fh.read(n if n is not None and n >= 0 else self._left + 1)
         self._left -= len(data)
         if self._left < 0:
             raise ToolError("scratchpad_offload: the file grew past the size limit while it was read")
