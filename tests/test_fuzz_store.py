@@ -277,6 +277,11 @@ HOSTILE_CALLS = [
     ("delete_session", (MB_STR,), {}),
     ("delete", ("\ud800" * 16,), {}),
     ("exists", (10**5000,), {}),
+    ("put", ("x",), {"step": DEEP_DICT}),
+    ("entries", (), {"limit": DEEP_DICT}),
+    ("head", ("0123456789abcdef", -(10**5000)), {}),
+    ("lines", ("0123456789abcdef", -(10**5000)), {}),
+    ("grep", ("0123456789abcdef", "x"), {"before": -(10**5000)}),
 ]
 
 
