@@ -112,7 +112,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -203,6 +202,8 @@ MAX_CONTENT_BYTES = 1 << 20
 _MAX_SESSION = 4096         # like the store's session strings
 _MAX_REF = 2048             # longest ref, in characters
 _MAX_HISTORY = 10_000       # largest history() limit
+_MAX_TTL = 1e12             # longest ttl, in seconds (about 31,000 years)
+_MAX_VERSION = (1 << 63) - 1
 _SPACE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 Unit = Literal["chars", "tokens", "items"]
@@ -215,8 +216,8 @@ class Budget:
     """The size limit of one space.
 
     Attributes:
-        limit: the most the space may hold, or None for no budget (text spaces only;
-            :data:`MAX_CONTENT_BYTES` still applies).
+        limit: the most the space may hold (1 to :data:`MAX_CONTENT_BYTES`), or None
+            for no budget (text spaces only; :data:`MAX_CONTENT_BYTES` still applies).
         unit: "chars" (Unicode characters), "tokens" (the notepad's token counter) or
             "items" (a list space such as ``refs``).
     """
@@ -226,13 +227,15 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.unit not in _UNITS:
-            raise InvalidArgument(f"a budget's unit must be one of {', '.join(_UNITS)}, not {self.unit!r}")
+            raise InvalidArgument(f"a budget's unit must be one of {', '.join(_UNITS)}, not {_brief(self.unit)}")
         if self.limit is None:
             if self.unit == "items":
                 raise InvalidArgument("a list space (unit 'items') needs a limit: pass Budget(50, 'items')")
             return
-        if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 1:
-            raise InvalidArgument(f"a budget's limit must be a positive integer or None, not {self.limit!r}")
+        if not isinstance(self.limit, int) or isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_CONTENT_BYTES:
+            raise InvalidArgument(
+                f"a budget's limit must be an integer from 1 to {MAX_CONTENT_BYTES}, or None, not {_brief(self.limit)}"
+            )
 
 
 #: Spaces every notepad has, with their default budgets.
@@ -513,6 +516,15 @@ def _typename(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _brief(value: object) -> str:
+    """A short repr of any value a caller passed (huge integers included)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return f"an integer of {value.bit_length()} bits" if isinstance(value, int) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _show(value: str, limit: int = 80) -> str:
     return repr(value if len(value) <= limit else value[:limit] + "...")
 
@@ -537,6 +549,11 @@ def _check_bool(label: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgument(f"{label} must be true or false, not {_typename(value)}")
     return value
+
+
+def _check_version(version: object) -> None:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= _MAX_VERSION:
+        raise InvalidArgument(f"version must be a positive integer (see history()), not {_brief(version)}")
 
 
 def _ref_problem(ref: object) -> str | None:
@@ -615,11 +632,12 @@ class Notepad:
         if counter is not None and not callable(counter):
             raise InvalidArgument(f"counter must be a function (text) -> int, not {_typename(counter)}")
         if ttl is not None and (
-            not isinstance(ttl, int | float) or isinstance(ttl, bool) or not math.isfinite(ttl) or ttl <= 0
+            not isinstance(ttl, int | float) or isinstance(ttl, bool) or not 0 < ttl <= _MAX_TTL
         ):
-            raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
-        if not isinstance(max_versions, int) or isinstance(max_versions, bool) or max_versions < 1:
-            raise InvalidArgument(f"max_versions must be a positive integer, not {max_versions!r}")
+            raise InvalidArgument(f"ttl must be a number of seconds from 0 (excluded) to {_MAX_TTL:.0e}, or None, "
+                                  f"not {_brief(ttl)}")
+        if not isinstance(max_versions, int) or isinstance(max_versions, bool) or not 1 <= max_versions <= _MAX_VERSION:
+            raise InvalidArgument(f"max_versions must be a positive integer, not {_brief(max_versions)}")
         self.store = store
         self.session = session
         self.counter: Callable[[str], int] = counter or estimate_tokens
@@ -638,7 +656,7 @@ class Notepad:
     def _make_budget(self, name: object, value: Budget | int | None) -> Budget:
         if not isinstance(name, str) or not _SPACE_NAME.fullmatch(name):
             raise InvalidArgument(
-                f"space names are 1-32 lowercase letters, digits and underscores starting with a letter, not {name!r}"
+                f"space names are 1-32 lowercase letters, digits and underscores starting with a letter, not {_brief(name)}"
             )
         default = DEFAULT_BUDGETS.get(name)
         if isinstance(value, Budget):
@@ -646,10 +664,12 @@ class Notepad:
         elif value is None or (isinstance(value, int) and not isinstance(value, bool)):
             budget = Budget(value, default.unit if default else "chars")
         else:
-            raise InvalidArgument(f"the budget of {name!r} must be a Budget, a positive integer or None, not {value!r}")
+            raise InvalidArgument(
+                f"the budget of {_brief(name)} must be a Budget, a positive integer or None, not {_brief(value)}"
+            )
         if default is not None and (default.unit == "items") != (budget.unit == "items"):
             kind = "a list (unit 'items')" if default.unit == "items" else "a text space (unit 'chars' or 'tokens')"
-            raise InvalidArgument(f"space {name!r} is {kind}; its budget must keep that kind")
+            raise InvalidArgument(f"space {_brief(name)} is {kind}; its budget must keep that kind")
         return budget
 
     def __repr__(self) -> str:
@@ -679,7 +699,7 @@ class Notepad:
             return len(value)
         n = self.counter(value)
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise InvalidArgument(f"the token counter returned {n!r}; it must return a non-negative integer")
+            raise InvalidArgument(f"the token counter returned {_brief(n)}; it must return a non-negative integer")
         return n
 
     def _truncate(self, budget: Budget, text: str) -> str:
@@ -804,8 +824,7 @@ class Notepad:
         with self.store._backend.read() as txn:
             if version is None:
                 return self._current(txn, space, budget, now)[1]
-            if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-                raise InvalidArgument(f"version must be a positive integer, not {version!r}")
+            _check_version(version)
             raw = None if _expired(txn, self.session, now) else txn.get(_SPACE, _log_key(self.session, space, version))
             if raw is None:
                 raise self._no_version(txn, space, version)
@@ -930,7 +949,7 @@ class Notepad:
         """Seed 002's ``update_notepad``: operation find_replace, append, prepend or delete."""
         ops = ("find_replace", "append", "prepend", "delete")
         if not isinstance(operation, str) or operation not in ops:
-            raise InvalidArgument(f"operation must be one of {', '.join(ops)}, not {operation!r}")
+            raise InvalidArgument(f"operation must be one of {', '.join(ops)}, not {_brief(operation)}")
         _check_bool("replace_all", replace_all)
         if operation == "find_replace":
             if find is None:
@@ -1088,7 +1107,7 @@ class Notepad:
     def scratchpad(self, content: str, mode: str = "replace") -> NoteResult:
         """Seed 004's ``session.scratchpad``: mode "replace" (truncates and warns) or "append" (rejects)."""
         if mode not in ("replace", "append"):
-            raise InvalidArgument(f'mode must be "replace" or "append", not {mode!r}')
+            raise InvalidArgument(f'mode must be "replace" or "append", not {_brief(mode)}')
         if mode == "append":
             return self.append(content, space="scratchpad")
         budget = self._budget("scratchpad", list_space=False)
@@ -1125,7 +1144,7 @@ class Notepad:
         """The kept versions of a space, newest first (at most ``limit``)."""
         self._budget(space)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_HISTORY:
-            raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {limit!r}")
+            raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {_brief(limit)}")
         prefix = _log_prefix(self.session, space)
         now = self.store.now()
         out: list[Version] = []
@@ -1146,8 +1165,7 @@ class Notepad:
         text over it is truncated with a warning, like a replacement.
         """
         budget = self._budget(space)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise InvalidArgument(f"version must be a positive integer, not {version!r}")
+        _check_version(version)
         session = self.session
 
         def decide(_current: str | list[str], txn: ReadTxn) -> _Outcome:

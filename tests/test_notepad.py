@@ -19,7 +19,7 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import blobpad
@@ -443,7 +443,8 @@ def test_custom_counter_and_token_budgets_for_any_space(store):
 
 
 @pytest.mark.parametrize("options", [
-    {"budgets": {"notes": 0}}, {"budgets": {"notes": -5}}, {"budgets": {"notes": True}}, {"budgets": {"notes": "10"}},
+    {"budgets": {"notes": 0}}, {"budgets": {"notes": -5}}, {"budgets": {"notes": MAX_CONTENT_BYTES + 1}},
+    {"budgets": {"notes": True}}, {"budgets": {"notes": "10"}},
     {"budgets": {"notes": Budget(10, "items")}}, {"budgets": {"refs": None}}, {"budgets": {"refs": Budget(5, "chars")}},
     {"budgets": {"Bad Name": 5}}, {"budgets": ["notes"]}, {"counter": 5}, {"ttl": 0}, {"ttl": -1.0},
     {"ttl": float("inf")}, {"max_versions": 0}, {"max_versions": 1.5},
@@ -782,3 +783,49 @@ def test_random_operations_match_the_model(store):
         assert {sp: pad.version(sp) for sp in model.versions} == model.versions
         assert got.version == model.versions[got.space]
     assert all(v > 10 for v in model.versions.values())  # every path was exercised
+
+
+# -- hostile arguments (they come from a language model) ---------------------------------------
+
+_HOSTILE = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(10 ** 30), max_value=10 ** 30), st.just(10 ** 5000),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20), st.just(""), st.just("\ud800"),
+    st.binary(max_size=5), st.lists(st.one_of(st.text(max_size=5), st.integers()), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+_CALLS = {
+    "write": lambda p, a, b: p.write(a, space=b), "append": lambda p, a, b: p.append(a, space=b),
+    "prepend": lambda p, a, b: p.prepend(a), "find_replace": lambda p, a, b: p.find_replace(a, b),
+    "find_replace_all": lambda p, a, b: p.find_replace("x", "y", replace_all=a),
+    "delete_text": lambda p, a, b: p.delete_text(a), "update": lambda p, a, b: p.update(a, content=b),
+    "update_find": lambda p, a, b: p.update_notepad("find_replace", find=a, replace=b),
+    "set_notes": lambda p, a, b: p.set_notes(a), "append_notes": lambda p, a, b: p.append_notes(a),
+    "set_plan": lambda p, a, b: p.set_plan(a), "refs_add": lambda p, a, b: p.refs_add(a),
+    "refs_remove": lambda p, a, b: p.refs_remove(a), "refs_set": lambda p, a, b: p.refs_set(a),
+    "scratchpad": lambda p, a, b: p.scratchpad(a, mode=b), "read": lambda p, a, b: p.read(a),
+    "read_version": lambda p, a, b: p.read(version=a), "history": lambda p, a, b: p.history(limit=a),
+    "revert": lambda p, a, b: p.revert(a), "refs": lambda p, a, b: p.refs(a),
+    "render": lambda p, a, b: p.render_spaces(a), "spawn": lambda p, a, b: p.spawn(a, copy_notepad=b),
+    "session": lambda p, a, b: Notepad(p.store, a), "ttl": lambda p, a, b: Notepad(p.store, "t", ttl=a),
+    "budgets": lambda p, a, b: Notepad(p.store, "t", budgets={"notes": a}).set_notes("abc"),
+    "budget_space": lambda p, a, b: Notepad(p.store, "t", budgets={a: 5}),
+    "max_versions": lambda p, a, b: Notepad(p.store, "t", max_versions=a),
+}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(sorted(_CALLS)), _HOSTILE, _HOSTILE)
+def test_hostile_arguments_raise_only_short_blobpad_errors(store, call, a, b):
+    """One store for all examples, on purpose: the notepad carries state from call to call."""
+    pad = store.notepad("fuzz")
+    if pad.version() == 0:
+        pad.write("x y x")
+        pad.refs_add("a")
+    try:
+        result = _CALLS[call](pad, a, b)
+    except (InvalidArgument, NotFound) as exc:
+        assert len(str(exc)) < 600
+    else:
+        if isinstance(result, NoteResult):
+            json.dumps(result.to_dict())
+    assert isinstance(pad.read(), str) and all(isinstance(r, str) for r in pad.refs())
