@@ -17,6 +17,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections.abc import Hashable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -808,7 +809,7 @@ _CALLS = {
     "render": lambda p, a, b: p.render_spaces(a), "spawn": lambda p, a, b: p.spawn(a, copy_notepad=b),
     "session": lambda p, a, b: Notepad(p.store, a), "ttl": lambda p, a, b: Notepad(p.store, "t", ttl=a),
     "budgets": lambda p, a, b: Notepad(p.store, "t", budgets={"notes": a}).set_notes("abc"),
-    "budget_space": lambda p, a, b: Notepad(p.store, "t", budgets={a: 5}),
+    "budget_space": lambda p, a, b: Notepad(p.store, "t", budgets={a if isinstance(a, Hashable) else repr(a): 5}),
     "max_versions": lambda p, a, b: Notepad(p.store, "t", max_versions=a),
 }
 
