@@ -44,7 +44,8 @@ Public API
     ``budgets``: ``{space: Budget | int | None}`` merged over :data:`DEFAULT_BUDGETS`
     (an int keeps the space's default unit; None = no budget).  ``counter``:
     ``(str) -> int`` token counter.  ``ttl``: seconds after the last change after
-    which the whole notepad reads as empty and is purged (None: never).
+    which the whole notepad reads as empty and is purged (None: never; a change made
+    through a handle without ttl removes an earlier expiry).
     ``max_versions``: versions kept per space (older ones are pruned).
 
 Text spaces (``space`` defaults to ``"notepad"``); each returns :class:`NoteResult`
