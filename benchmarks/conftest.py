@@ -22,6 +22,7 @@ from .config import Settings, resolve, size_label
 from .harness import Bench, Scratch, make_workdir
 
 SETTINGS = pytest.StashKey[Settings]()
+ENGINE_AT_START = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
         rounds=config.getoption("bench_rounds", None),
         smoke=smoke,
     )
+    config.stash[ENGINE_AT_START] = _engine_state()
     config.addinivalue_line("markers", "kinds(*kinds): the kinds of data a benchmark runs on")
     config.addinivalue_line("markers", "largest_only: run only at the largest selected size")
 
@@ -111,17 +113,39 @@ def _git(*args: str) -> str:
         return ""
 
 
-def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
-    """Record what was measured: blobpad's exact source state and the machine's load."""
-    import blobpad
+def _engine_state() -> dict[str, Any]:
+    """The commit, the uncommitted changes and a digest of blobpad's sources, as they are now."""
+    import hashlib
 
-    s = config.stash[SETTINGS]
+    package = Path(__file__).resolve().parent.parent / "blobpad"
+    digest = hashlib.sha256()
+    for path in sorted(package.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     dirty = _git("status", "--porcelain", "--", "blobpad")
-    output_json["blobpad"] = {
-        "version": blobpad.__version__,
+    return {
         "commit": _git("rev-parse", "--short", "HEAD"),
         "engine_dirty": bool(dirty),
         "engine_changes": dirty.splitlines(),
+        "engine_sha256": digest.hexdigest()[:16],
+    }
+
+
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
+    """Record what was measured: blobpad's exact source state and the machine's load.
+
+    The state is taken when the session starts (the code the benchmarks imported);
+    if blobpad's sources changed during the run, that is recorded too.
+    """
+    import blobpad
+
+    s = config.stash[SETTINGS]
+    start = config.stash[ENGINE_AT_START]
+    end = _engine_state()
+    output_json["blobpad"] = {
+        "version": blobpad.__version__,
+        **start,
+        "engine_changed_during_run": end["engine_sha256"] != start["engine_sha256"],
+        "commit_at_end": end["commit"],
         "sizes_mb": list(s.sizes_mb),
         "kinds": list(s.kinds),
         "cpus": os.cpu_count(),

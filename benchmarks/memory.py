@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,43 @@ def _peak_kb() -> int:
     return int(getattr(info, "peak_wset", info.rss)) // 1024  # pragma: no cover
 
 
+class _Sampler:
+    """Peak anonymous and file-backed RSS (``RssAnon``, ``RssFile``), sampled every 2 ms.
+
+    File-backed pages are mostly the store's memory map (LMDB): shared with the page
+    cache and reclaimable, unlike anonymous memory.
+    """
+
+    def __init__(self) -> None:
+        self.anon = self.file = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        try:
+            with open("/proc/self/status") as fh:
+                for line in fh:
+                    if line.startswith("RssAnon:"):
+                        self.anon = max(self.anon, int(line.split()[1]))
+                    elif line.startswith("RssFile:"):
+                        self.file = max(self.file, int(line.split()[1]))
+        except OSError:
+            pass
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.002):
+            self._sample()
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     from .data import Dataset
     from .peers import READERS, WRITERS, BlobpadWriter
@@ -65,11 +103,12 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         payload = ds.path.read_bytes() if op == "put_bytes" else None
         baseline = _peak_kb()
         t0 = time.perf_counter()
-        if payload is not None:
-            assert isinstance(writer, BlobpadWriter)
-            writer.store.put(payload)
-        else:
-            writer.put(ds)
+        with _Sampler() as sampler:
+            if payload is not None:
+                assert isinstance(writer, BlobpadWriter)
+                writer.store.put(payload)
+            else:
+                writer.put(ds)
         seconds = time.perf_counter() - t0
         cli_peak = getattr(writer, "last_peak_rss_kb", None)
         writer.close()
@@ -79,7 +118,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         first = spec["first"]
         baseline = _peak_kb()
         t0 = time.perf_counter()
-        got = reader.lines(first, first + WINDOW_LINES - 1)
+        with _Sampler() as sampler:
+            got = reader.lines(first, first + WINDOW_LINES - 1)
         seconds = time.perf_counter() - t0
         if len(got) != WINDOW_LINES:
             raise AssertionError(f"{peer} returned {len(got)} lines, not {WINDOW_LINES}")
@@ -87,7 +127,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         reader.close()
     else:
         raise ValueError(f"unknown operation {op!r}")
-    return {"baseline_kb": baseline, "peak_kb": _peak_kb(), "cli_peak_kb": cli_peak, "seconds": seconds}
+    return {"baseline_kb": baseline, "peak_kb": _peak_kb(), "cli_peak_kb": cli_peak, "seconds": seconds,
+            "peak_anon_kb": sampler.anon, "peak_file_kb": sampler.file}
 
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:

@@ -183,9 +183,13 @@ def _about(res: Results, command: str) -> list[str]:
     machine = raw.get("machine_info", {})
     cpu = machine.get("cpu", {}).get("brand_raw") or machine.get("processor") or "unknown CPU"
     engine = f"blobpad {info.get('version', '?')} at commit `{info.get('commit') or '?'}`"
+    if info.get("engine_sha256"):
+        engine += f" (sources `{info['engine_sha256']}`)"
     if info.get("engine_dirty"):
         engine += " **with uncommitted engine changes** (" + ", ".join(
             f"`{c.strip()}`" for c in info.get("engine_changes", [])) + ")"
+    if info.get("engine_changed_during_run"):
+        engine += f" **whose sources changed during the run** (commit `{info.get('commit_at_end')}` at the end)"
     tools = ", ".join(f"{v}" for v in (info.get("tools") or {}).values() if v)
     load = info.get("loadavg")
     lines = [
@@ -196,6 +200,8 @@ def _about(res: Results, command: str) -> list[str]:
     if load:
         lines.append(f"Load average at the end of the run: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
                      f"(on {info.get('cpus', '?')} CPUs; a machine shared with other jobs makes the big sizes noisy).")
+    if info.get("suite_seconds"):
+        lines.append(f"The run took {info['suite_seconds'] / 60:.0f} minutes.")
     lines.append("Times are medians of the rounds; 1 MB = 2^20 bytes; ×blobpad is a peer's median divided "
                  "by blobpad's (above 1× the peer is slower).")
     return lines
@@ -286,6 +292,10 @@ def _headline_grep(res: Results, big: int) -> list[str]:
         size = bp.size_bytes
         what = {"grep_absent": "absent literal", "count": f"count `{COUNT_PATTERN}` -i (every matching line)",
                 "grep_first": "first 100 matches of `ERROR|WARN`"}[op]
+        if op == "grep_first":  # stops after 100 lines: a throughput would mean nothing
+            rows.append([what, fmt_time(bp.median), "stops early", fmt_time(zr), "", fmt_multiple(zr, bp.median),
+                         fmt_time(rg), ""])
+            continue
         rows.append([what, fmt_time(bp.median), fmt_rate(size, bp.median), fmt_time(zr), fmt_rate(size, zr),
                      fmt_multiple(zr, bp.median), fmt_time(rg), fmt_rate(size, rg)])
     if not rows:
@@ -309,13 +319,15 @@ def _memory(res: Results) -> list[str]:
         base = r.extra.get("baseline_kb")
         cli = r.extra.get("cli_peak_kb")
         if cli:  # a command of its own: its peak is what counts
-            rows.append([what, label(peer, op), size_label(size_mb), fmt_bytes(cli * 1024), "–", "–"])
+            rows.append([what, label(peer, op), size_label(size_mb), fmt_bytes(cli * 1024), "–", "–", "–"])
             continue
+        anon, mapped = r.extra.get("peak_anon_kb"), r.extra.get("peak_file_kb")
         rows.append([
             what, label(peer, op), size_label(size_mb),
             fmt_bytes(peak * 1024) if peak else "–",
             fmt_bytes(base * 1024) if base else "–",
             fmt_bytes((peak - base) * 1024) if peak and base else "–",
+            f"{fmt_bytes(anon * 1024)} / {fmt_bytes(mapped * 1024)}" if anon else "–",
         ])
     if not rows:
         return []
@@ -326,7 +338,11 @@ def _memory(res: Results) -> list[str]:
         "tools are measured on their own process with GNU `time -f %M`. (`ru_maxrss` is not used: on Linux a "
         "child's `ru_maxrss`, and so `RUSAGE_CHILDREN`, starts at its parent's peak RSS at fork time, which here "
         "is the pytest process's.)", "",
-        *table(["operation", "peer", "size", "peak RSS", "baseline", "above baseline"], rows, "lllrrr"),
+        "The last column splits the peak into anonymous memory and file-backed pages (sampled every 2 ms; "
+        "file-backed pages are mostly memory-mapped files such as LMDB's map: shared with the page cache and "
+        "reclaimable).", "",
+        *table(["operation", "peer", "size", "peak RSS", "baseline", "above baseline", "peak anon / file-backed"],
+               rows, "lllrrrr"),
         "",
     ]
 
@@ -508,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args(argv)
 
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "benchmark.json"
     status = 0
