@@ -99,6 +99,13 @@ class Results:
         return [p for p in order if p in present] + sorted(present - set(order))
 
 
+def slim(run: dict[str, Any]) -> dict[str, Any]:
+    """Drop the time of every single round (pytest-benchmark keeps them): the summary statistics stay."""
+    for b in run.get("benchmarks", []):
+        (b.get("stats") or {}).pop("data", None)
+    return run
+
+
 def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One run made of several: benchmarks of later runs replace those of earlier ones with the same name."""
     merged = dict(runs[0])
@@ -247,8 +254,10 @@ def _memory_rows(res: Results, only: tuple[str, ...] = ("put", "put_bytes", "lin
     for (op, _kind, size_mb, peer), r in sorted(res.items.items()):
         if op not in {f"memory_{o}" for o in only} or peer != "blobpad":
             continue
+        secs = r.extra.get("seconds")
+        took = f"; the put took {fmt_time(secs)}, {fmt_rate(r.size_bytes, secs)}" if secs else ""
         found.append(f"{fmt_bytes((r.extra.get('peak_kb') or 0) * 1024)} for {size_label(size_mb)} "
-                     f"(baseline before the put {fmt_bytes((r.extra.get('baseline_kb') or 0) * 1024)})")
+                     f"(baseline before the put {fmt_bytes((r.extra.get('baseline_kb') or 0) * 1024)}{took})")
     return found
 
 
@@ -552,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         if not json_path.exists():
             print("no benchmark JSON was written; see the pytest output above", file=sys.stderr)
             return status or 1
-        meta = json.loads(json_path.read_text())
+        meta = slim(json.loads(json_path.read_text()))
         meta.setdefault("blobpad", {})["command"] = shown
         meta["blobpad"]["suite_seconds"] = round(time.monotonic() - t0)
         json_path.write_text(json.dumps(meta, indent=1))
