@@ -150,13 +150,13 @@ def run_pipeline(*commands: list[str], measure: bool = False) -> CommandResult:
     finally:
         codes = [p.wait() for p in procs]
     peaks: list[int | None] = []
-    for report in reports:
-        if report is None:
+    for path in reports:
+        if path is None:
             peaks.append(None)
             continue
-        with open(report) as fh:
+        with open(path) as fh:
             last = fh.read().strip().splitlines()[-1:] or [""]
-        os.unlink(report)
+        os.unlink(path)
         peaks.append(int(last[0]) if last[0].isdigit() else None)
     return CommandResult(out, codes, peaks)
 
@@ -174,7 +174,7 @@ Buffer = str | bytes | mmap.mmap
 def _count(buf: Buffer, nl: Any, start: int, end: int) -> int:
     if isinstance(buf, mmap.mmap):
         return buf[start:end].count(nl)
-    return buf.count(nl, start, end)  # type: ignore[arg-type]
+    return buf.count(nl, start, end)
 
 
 def matching_lines(buf: Buffer, rx: re.Pattern[Any], limit: int | None) -> list[int]:
@@ -186,7 +186,7 @@ def matching_lines(buf: Buffer, rx: re.Pattern[Any], limit: int | None) -> list[
     pos = 0
     size = len(buf)
     while pos <= size and (limit is None or len(found) < limit):
-        m = rx.search(buf, pos)  # type: ignore[arg-type]
+        m = rx.search(buf, pos)
         if m is None:
             break
         start = m.start()
@@ -209,7 +209,7 @@ def count_lines(buf: Buffer, rx: re.Pattern[Any]) -> int:
     search = rx.search
     find = buf.find
     while pos <= size:
-        m = search(buf, pos)  # type: ignore[arg-type]
+        m = search(buf, pos)
         if m is None:
             break
         n += 1
@@ -426,7 +426,8 @@ class SqliteSeedReader(_FetchedReader):
         ).fetchone()
         if row is None:
             raise KeyError(self.entry_id)
-        return row[0]
+        content: str | bytes = row[0]
+        return content
 
 
 class DiskcacheReader(_FetchedReader):
@@ -454,7 +455,7 @@ class DiskcacheReader(_FetchedReader):
         self.writer.close()
 
     def fetch(self) -> str | bytes:
-        value = self.writer.cache.get(self.key)
+        value: bytes | None = self.writer.cache.get(self.key)
         if value is None:
             raise KeyError(self.key)
         return value.decode("utf-8") if self.dataset.is_text else value
@@ -562,7 +563,7 @@ class MmapReader(Reader):
 class _CliReader(Reader):
     """Command-line tools on the plain file (or on its zstd-compressed copy)."""
 
-    tools: ClassVar[tuple[str, ...]] = ()
+    tools: ClassVar[tuple[str, ...]] = ()  # the commands it needs
     compressed: ClassVar[bool] = False
 
     def __init__(self, dataset: Dataset, path: Path) -> None:
@@ -605,7 +606,7 @@ class RgReader(_CliReader):
     name = "rg"
     label = "rg -n (plain file)"
     ops = frozenset({"grep_absent", "grep_first", "count"})
-    tools = ("rg",)
+    tools: ClassVar[tuple[str, ...]] = ("rg",)
 
     def grep_absent(self, literal: str) -> int:
         out = self._run([self.exe["rg"], "--no-config", "-n", "-F", "--", literal])
@@ -631,7 +632,7 @@ class SedReader(_CliReader):
     name = "sed"
     label = "sed -n (plain file)"
     ops = frozenset({"lines"})
-    tools = ("sed",)
+    tools: ClassVar[tuple[str, ...]] = ("sed",)
 
     def lines(self, first: int, last: int) -> list[str]:
         out = self._run([self.exe["sed"], "-n", f"{first},{last}p;{last}q"])

@@ -336,7 +336,7 @@ def _memory(res: Results) -> list[str]:
             fmt_bytes(peak * 1024) if peak else "–",
             fmt_bytes(base * 1024) if base else "–",
             fmt_bytes((peak - base) * 1024) if peak and base else "–",
-            f"{fmt_bytes(anon * 1024)} / {fmt_bytes(mapped * 1024)}" if anon else "–",
+            f"{fmt_bytes(anon * 1024)} / {fmt_bytes((mapped or 0) * 1024)}" if anon else "–",
         ])
     if not rows:
         return []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,8 +49,8 @@ def test_pipeline_measures_the_tool_not_its_parent(tmp_path: Path) -> None:
     del ballast
 
 
-def _fake_run() -> dict[str, object]:
-    benches = []
+def _fake_run() -> dict[str, Any]:
+    benches: list[dict[str, Any]] = []
 
     def add(op: str, kind: str, size_mb: int, peer: str, median: float, **extra: object) -> None:
         benches.append({
