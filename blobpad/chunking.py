@@ -29,11 +29,15 @@ from operator import lt, mul
 
 import xxhash
 
+from .errors import InvalidArgument, check_int
+
 __all__ = ["ChunkParams", "cut_chunks", "chunk_stats", "Manifest", "KEY_SIZE"]
 
 #: chunk keys: 16 bytes of seeded xxh3-128, then one byte telling apart the
 #: (astronomically rare, or forced by an attacker) different chunks with equal hashes.
 KEY_SIZE = 17
+#: The largest chunk size accepted (a chunk is decompressed whole on every read of it).
+MAX_CHUNK = 64 << 20
 
 _WINDOW = 16 << 10  # bytes of lines examined at a time while looking for a cut
 _line_hash = xxhash.xxh32_intdigest
@@ -48,8 +52,10 @@ class ChunkParams:
     max_size: int = 256 << 10
 
     def __post_init__(self) -> None:
-        if not (1 <= self.min_size < self.max_size and self.avg_extra >= 1):
-            raise ValueError("chunk sizes need 1 <= min_size < max_size and avg_extra >= 1")
+        for label in ("min_size", "avg_extra", "max_size"):
+            check_int(label, getattr(self, label), minimum=1, maximum=MAX_CHUNK)
+        if not self.min_size < self.max_size:
+            raise InvalidArgument("chunk sizes need 1 <= min_size < max_size and avg_extra >= 1")
 
 
 def _find_cut(data: bytes, pos: int, end: int, params: ChunkParams, final: bool) -> int | None:

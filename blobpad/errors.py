@@ -40,3 +40,45 @@ class CorruptData(BlobpadError):
 
 class StoreFull(BlobpadError):
     """The store reached its ``max_bytes`` cap or its map-size ceiling, or the disk is full."""
+
+
+# -- argument checks shared by the modules that take values from a model ---------------
+
+_INT_LIMIT = 1 << 62  # every count, offset and size blobpad accepts fits in 62 bits
+
+
+def describe(value: object, limit: int = 80) -> str:
+    """A short, always-printable description of ``value`` for an error message.
+
+    Never raises and never grows with the argument: a 1 MB string, a 5000-digit
+    integer or a dict nested 50,000 deep all describe themselves in ``limit`` or so
+    characters, because messages travel back to a model's context.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an integer of about {value.bit_length() * 3 // 10 + 1} digits"
+    try:
+        text = repr(value)
+    except Exception:  # RecursionError, a __repr__ that raises, ...
+        return f"a {type(value).__name__}"
+    if len(text) > limit:
+        return f"{text[: limit - 20]}... ({len(text)} characters)"
+    return text
+
+
+def check_int(
+    label: str, value: object, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
+) -> int | None:
+    """Return ``value`` if it is an int (not a bool) within bounds, else raise InvalidArgument.
+
+    ``maximum`` defaults to 2**62, so no later arithmetic or formatting can overflow.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{label} must be an integer, not {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise InvalidArgument(f"{label} must be at least {minimum}, not {describe(value)}")
+    top = _INT_LIMIT if maximum is None else maximum
+    if value > top or value < -_INT_LIMIT:
+        raise InvalidArgument(f"{label} must be at most {top}, not {describe(value)}")
+    return value

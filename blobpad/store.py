@@ -19,6 +19,7 @@ and no reference leaks.
 from __future__ import annotations
 
 import builtins
+import codecs
 import hashlib
 import json
 import math
@@ -29,7 +30,7 @@ import stat
 import struct
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ import zstandard
 
 from .backend import ReadTxn, WriteTxn, acquire_lmdb
 from .chunking import KEY_SIZE, ChunkParams, Manifest, chunk_stats, cut_chunks
-from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
+from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_int, describe
 from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
 from .reads import ReadsMixin
 
@@ -53,6 +54,8 @@ _REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw
 _COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
 _MAX_STR = 4096           # longest session, turn, tool or name accepted
 _MAX_META = 64 << 10      # largest caller meta, as JSON
+_MAX_TTL = 100 * 365 * 86400  # longest finite ttl, in seconds
+_MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address space
 
 #: what a worker found for one chunk: key, new frame (None when the stored one is
 #: equal), the stored frame it compared with, characters (None if not UTF-8), newlines
@@ -157,6 +160,39 @@ def _default_path() -> str:
     return platformdirs.user_data_dir("blobpad", appauthor=False)
 
 
+def _check_meta(meta: object) -> dict[str, Any]:
+    """Validate caller metadata and return a JSON round-tripped copy of it."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise InvalidArgument(f"meta must be a dict, not {type(meta).__name__}")
+    try:
+        meta_json = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise InvalidArgument("meta is nested too deeply to store as JSON") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"meta must be JSON-serialisable: {describe(str(exc), 200)}") from None
+    if len(meta_json) > _MAX_META:
+        raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {_MAX_META}")
+    try:
+        meta_json.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("meta contains lone surrogates; pass valid Unicode text") from None
+    result: dict[str, Any] = json.loads(meta_json)
+    return result
+
+
+def _check_turn(turn: object) -> None:
+    if turn is None:
+        return
+    if isinstance(turn, bool) or not isinstance(turn, (str, int)):
+        raise InvalidArgument(f"turn must be a string or an integer, not {type(turn).__name__}")
+    if isinstance(turn, str):
+        _check_str("turn", turn)
+    else:
+        check_int("turn", turn)
+
+
 def _check_str(label: str, value: object, *, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
@@ -252,12 +288,19 @@ class Store(ReadsMixin):
         chunk_params: ChunkParams | None = None,
     ) -> None:
         for label, value in (("cache_bytes", cache_bytes), ("map_size", map_size), ("max_map_size", max_map_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidArgument(f"{label} must be a non-negative integer, not {value!r}")
-        if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
-            raise InvalidArgument(f"max_bytes must be a non-negative integer or None, not {max_bytes!r}")
-        if not isinstance(level, int) or not -7 <= level <= 22:
-            raise InvalidArgument(f"level must be a zstd level from -7 to 22, not {level!r}")
+            check_int(label, value, minimum=0, maximum=_MAX_MAP)
+        check_int("max_bytes", max_bytes, minimum=0, allow_none=True)
+        check_int("level", level, minimum=-7, maximum=22)
+        check_int("max_readers", max_readers, minimum=1, maximum=1 << 16)
+        check_int("workers", workers, minimum=1, maximum=256, allow_none=True)
+        if not isinstance(sync, bool):
+            raise InvalidArgument(f"sync must be True or False, not {type(sync).__name__}")
+        if not callable(clock):
+            raise InvalidArgument(f"clock must be a function returning Unix time, not {type(clock).__name__}")
+        if chunk_params is not None and not isinstance(chunk_params, ChunkParams):
+            raise InvalidArgument(f"chunk_params must be a blobpad.ChunkParams, not {type(chunk_params).__name__}")
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgument(f"path must be a str or os.PathLike, not {type(path).__name__}")
         self.path = os.fspath(path) if path is not None else _default_path()
         self._backend = acquire_lmdb(
             self.path, map_size=max(map_size, 1 << 20), max_map_size=max_map_size, max_readers=max_readers, sync=sync
@@ -400,33 +443,20 @@ class Store(ReadsMixin):
         _check_str("tool", tool)
         if session is None:
             session = ""
-        if turn is not None:
-            if isinstance(turn, bool) or not isinstance(turn, (str, int)):
-                raise InvalidArgument(f"turn must be a string or an integer, not {type(turn).__name__}")
-            if isinstance(turn, str):
-                _check_str("turn", turn)
-            elif abs(turn) >= 1 << 63:
-                raise InvalidArgument("turn must fit in 64 bits")
-        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 1 << 63):
-            raise InvalidArgument(f"step must be a non-negative integer, not {step!r}")
+        _check_turn(turn)
+        check_int("step", step, minimum=0, allow_none=True)
         if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
-                raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
-            if ttl > 100 * 365 * 86400:
+            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+                raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {type(ttl).__name__}")
+            if isinstance(ttl, int) and abs(ttl) > _MAX_TTL:
+                ttl = float("inf") if ttl > 0 else float("-inf")
+            if math.isnan(ttl) or ttl <= 0:
+                raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {describe(ttl)}")
+            if ttl > _MAX_TTL:
                 raise InvalidArgument("ttl is over 100 years; pass ttl=None for an entry that never expires")
         if kind not in (None, "text", "binary"):
-            raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {kind!r}")
-        if meta is None:
-            meta = {}
-        if not isinstance(meta, dict):
-            raise InvalidArgument(f"meta must be a dict, not {type(meta).__name__}")
-        try:
-            meta_json = json.dumps(meta, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"meta must be JSON-serialisable: {exc}") from None
-        if len(meta_json) > _MAX_META:
-            raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {_MAX_META}")
-        meta = json.loads(meta_json)
+            raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {describe(kind)}")
+        meta = _check_meta(meta)
 
         source = self._source(data)
         created = self.now()
@@ -439,6 +469,8 @@ class Store(ReadsMixin):
                 # content is already there, share its chunks without cutting anything.
                 known_sha = source.sha256()
                 entry = self._put_duplicate(raw_id, source.size, known_sha, kind, fields)
+                if entry is None and kind is None and self._has_binary_twin(source.size, known_sha) and not source.is_utf8():
+                    entry = self._put_duplicate(raw_id, source.size, known_sha, "binary", fields)
                 if entry is not None:
                     return entry
             writer = _PutWriter(self, raw_id, known_sha)
@@ -463,7 +495,8 @@ class Store(ReadsMixin):
         """Store a new entry sharing the chunks of an identical one; None if there is none.
 
         Identity is decided by size and SHA-256 (collision-resistant), never by the
-        seeded chunk hashes alone.
+        seeded chunk hashes alone.  With ``kind`` None only a text twin is reused (the
+        twin may have been forced to binary; the caller checks that case itself).
         """
         prefix = size.to_bytes(8, "big") + bytes.fromhex(sha)
 
@@ -473,16 +506,20 @@ class Store(ReadsMixin):
                 blob = txn.get("manifests", key[40:])
                 if twin_raw is None or blob is None:
                     continue
-                twin = Entry.decode(twin_raw)
-                if kind is not None and kind != twin.kind:
+                try:
+                    twin = Entry.decode(twin_raw)
+                    keys = Manifest.unpack(blob).keys
+                except Exception:  # a damaged twin is never shared; verify() reports it
                     continue
-                keys = Manifest.unpack(blob).keys
-                recs = [txn.get("refs", k) for k in keys]
-                if any(r is None for r in recs):
+                if twin.kind != (kind or "text"):
                     continue
-                for k, rec in zip(keys, recs, strict=True):
-                    count, slen, rlen = _REF.unpack(rec)  # type: ignore[arg-type]
-                    txn.put("refs", k, _REF.pack(count + 1, slen, rlen))
+                uses = Counter(keys)  # a chunk may occur several times in one entry
+                recs = {k: txn.get("refs", k) for k in uses}
+                if any(r is None for r in recs.values()):
+                    continue
+                for k, n in uses.items():
+                    count, slen, rlen = _REF.unpack(recs[k])  # type: ignore[arg-type]
+                    txn.put("refs", k, _REF.pack(count + n, slen, rlen))
                 return self._commit_entry(
                     txn, raw_id, blob, len(keys), kind=twin.kind, size=size, chars=twin.chars,
                     lines=twin.lines, sha256=sha, **fields,
@@ -490,6 +527,18 @@ class Store(ReadsMixin):
             return None
 
         return self._backend.write(txn_fn)
+
+    def _has_binary_twin(self, size: int, sha: str) -> bool:
+        prefix = size.to_bytes(8, "big") + bytes.fromhex(sha)
+        with self._backend.read() as txn:
+            for key, _ in txn.scan("digests", prefix, _prefix_end(prefix)):
+                raw = txn.get("entries", key[40:])
+                try:
+                    if raw is not None and Entry.decode(raw).kind == "binary":
+                        return True
+                except Exception:  # damaged: never shared
+                    continue
+        return False
 
     @staticmethod
     def _source(data: object) -> _Source:
@@ -502,14 +551,17 @@ class Store(ReadsMixin):
             return _Source(bytes(data))
         if isinstance(data, os.PathLike):
             path = os.fspath(data)
+            shown = describe(path, 300)
             try:
                 fh = builtins.open(path, "rb")  # noqa: SIM115 - closed by _Source.close
             except FileNotFoundError:
-                raise NotFound(f"no file at {path!r}") from None
+                raise NotFound(f"no file at {shown}") from None
             except IsADirectoryError:
-                raise InvalidArgument(f"{path!r} is a directory; pass a file") from None
+                raise InvalidArgument(f"{shown} is a directory; pass a file") from None
             except OSError as exc:
-                raise InvalidArgument(f"cannot read {path!r}: {exc.strerror}") from None
+                raise InvalidArgument(f"cannot read {shown}: {exc.strerror}") from None
+            except (ValueError, UnicodeError):  # an embedded NUL, lone surrogates
+                raise InvalidArgument(f"{shown} is not a valid file name") from None
             st = os.fstat(fh.fileno())
             return _Source(None, fh, st.st_size if stat.S_ISREG(st.st_mode) else None, owned=True)
         if callable(getattr(data, "read", None)):
@@ -676,11 +728,11 @@ class Store(ReadsMixin):
         With neither, every entry is listed.
         """
         _check_str("session", session)
-        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, (str, int))):
-            raise InvalidArgument(f"turn must be a string or an integer, not {type(turn).__name__}")
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise InvalidArgument(f"limit must be a non-negative integer, not {limit!r}")
+        _check_turn(turn)
+        check_int("limit", limit, minimum=0, allow_none=True)
         out: list[Entry] = []
+        if limit == 0:
+            return out
         now = self.now()
         with self._backend.read() as txn:
             if session is None and turn is None:
@@ -1164,6 +1216,21 @@ class _Source:
         else:
             sha.update(self.data or b"")
         return sha.hexdigest()
+
+    def is_utf8(self) -> bool:
+        """Whether the whole content is valid UTF-8 (rewinds like sha256())."""
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        start = self.fh.tell() if self.fh is not None else 0
+        try:
+            for block in self.blocks():
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return False
+        finally:
+            if self.fh is not None:
+                self.fh.seek(start)
+        return True
 
     def close(self) -> None:
         if self.owned and self.fh is not None:
