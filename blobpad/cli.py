@@ -620,8 +620,10 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from . import mcp_server
     from .tools import PROFILES
 
-    if args.profile is not None and args.profile not in PROFILES:
-        raise UsageError(f"unknown --profile {args.profile!r}; the profiles are: {', '.join(PROFILES)}")
+    if args.profile is not None and not all(part in PROFILES for part in args.profile.split("+")):
+        raise UsageError(
+            f"unknown --profile {args.profile[:100]!r}; the profiles are {', '.join(PROFILES)}, or several joined with '+'"
+        )
     argv: list[str] = []
     if args.db is not None:
         argv += ["--db", args.db]
@@ -781,7 +783,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--session", help="session of the server's entries")
     p.add_argument("--allow", action="append", metavar="DIR", help="directory the server may read files from (repeatable)")
-    p.add_argument("--profile", help="tool profile: blobpad (default), seed000 or seed003")
+    p.add_argument(
+        "--profile",
+        help="tool profile: blobpad (default), seed000, seed003, seed001, seed002, seed004, or several joined with '+'",
+    )
     p.add_argument("--max-result-chars", type=_non_negative, metavar="N", help="cap on each tool result, in characters of JSON")
     p.add_argument("--max-file-bytes", type=_non_negative, metavar="N", help="largest file scratchpad_offload accepts")
 
