@@ -8,7 +8,9 @@ keyspaces of ordered byte keys and two kinds of transaction:
 * ``backend.write(fn)`` – runs ``fn(txn)`` in one write transaction
   (:class:`WriteTxn` adds ``put`` and ``delete``) and commits it, retrying the whole
   function when the map had to grow.  ``fn`` must therefore only touch the store
-  through ``txn`` (and may be called more than once).
+  through ``txn`` (and may be called more than once).  ``write(fn, frees=True)``
+  marks a transaction that makes room (delete, gc, rollback): it may use a small
+  reserve past the map-size ceiling, so that a full store can always be emptied.
 
 A second backend (Redis, for fleets of agents on many machines) implements the
 same three classes; chunking, reads and the notepad do not change.
@@ -30,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 import lmdb
 
-from .errors import BlobpadError, CorruptData, StoreFull
+from .errors import BlobpadError, CorruptData, InvalidArgument, StoreFull
 
 __all__ = ["ReadTxn", "WriteTxn", "Backend", "LmdbBackend", "acquire_lmdb", "SPACES"]
 
@@ -88,8 +90,12 @@ class Backend(Protocol):
         """Open a read transaction (a context manager yielding a :class:`ReadTxn`)."""
         ...
 
-    def write(self, fn: Callable[[WriteTxn], T]) -> T:
-        """Run ``fn`` in a write transaction and commit; return its result."""
+    def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
+        """Run ``fn`` in a write transaction and commit; return its result.
+
+        ``frees`` marks a transaction that makes room (delete, gc, rollback): it must
+        succeed even when the store is full.
+        """
         ...
 
     def compact(self) -> tuple[int, int]:
@@ -192,6 +198,35 @@ class _LmdbTxn:
 _REGISTRY: dict[str, tuple[LmdbBackend, int]] = {}
 _REGISTRY_LOCK = threading.Lock()
 
+#: errno values of a write that failed because the disk is full (LMDB reports a short
+#: write as EIO)
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+_DISK_FULL_TEXT = ("No space left", "Input/output error", "Disk quota exceeded", "File too large")
+
+
+def _make_dir(path: str) -> None:
+    """Create the store directory, or raise a BlobpadError saying why it cannot be one."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        raise InvalidArgument(
+            f"{path} is a file, not a directory: a blobpad store is a directory; "
+            "pass the path of a new or existing store directory"
+        ) from None
+    except NotADirectoryError:
+        raise InvalidArgument(
+            f"{path} cannot be a store directory: part of the path is a file; pass another path"
+        ) from None
+    except OSError as exc:
+        raise BlobpadError(f"cannot create the store directory {path}: {exc.strerror or exc}") from None
+    if not os.path.isdir(path):  # pragma: no cover - raced with another process
+        raise InvalidArgument(f"{path} is not a directory; pass the path of a store directory")
+
+
+def _disk_full(exc: lmdb.Error) -> bool:
+    code = getattr(exc, "errno", None)
+    return code in _DISK_FULL or any(text in str(exc) for text in _DISK_FULL_TEXT)
+
 
 def acquire_lmdb(path: str, **options: Any) -> LmdbBackend:
     """Return this process's backend for ``path``, opening it on first use.
@@ -200,7 +235,8 @@ def acquire_lmdb(path: str, **options: Any) -> LmdbBackend:
     directory shares one backend (the first opener's map options apply); each
     acquire must be paired with :meth:`LmdbBackend.close`.
     """
-    os.makedirs(path, exist_ok=True)
+    path = os.fspath(path)
+    _make_dir(path)
     key = os.path.realpath(path)
     with _REGISTRY_LOCK:
         held = _REGISTRY.get(key)
@@ -221,7 +257,10 @@ class LmdbBackend:
             needs more room, up to ``max_map_size``; other processes adopt the new
             size on their next transaction.
         max_map_size: the ceiling of the map; a write that needs more raises
-            :class:`~blobpad.StoreFull`.
+            :class:`~blobpad.StoreFull`.  Transactions that free space (delete, gc,
+            rollback) may grow the map a little past it (:meth:`reserve` bytes), so
+            that a full store can always be emptied; the map is brought back to the
+            ceiling (or as close as the data allows) afterwards.
         max_readers: reader slots in the lock file (one per concurrent read
             transaction across all processes).
         sync: flush to disk on every commit, so that an acknowledged write survives
@@ -252,7 +291,7 @@ class LmdbBackend:
 
     def _open(self) -> None:
         opts = self._options
-        os.makedirs(self.path, exist_ok=True)
+        _make_dir(self.path)
         data = os.path.join(self.path, "data.mdb")
         if os.path.exists(data) and os.path.getsize(data) == 0:
             raise CorruptData(f"{data} is empty: it is not a blobpad store; move it away or open another path")
@@ -275,6 +314,11 @@ class LmdbBackend:
         except lmdb.Error as exc:
             raise CorruptData(f"cannot open the store at {self.path}: {exc}") from exc
         try:
+            self._check_file_size(env, data)
+        except BaseException:
+            env.close()
+            raise
+        try:
             self._hold_open_lock()
             env.reader_check()  # clear slots left by processes that died
             self._env = env
@@ -286,6 +330,29 @@ class LmdbBackend:
             env.close()
             self._env = None
             raise CorruptData(f"the store at {self.path} is damaged and cannot be opened: {exc}") from exc
+
+    @staticmethod
+    def _check_file_size(env: lmdb.Environment, data: str) -> None:
+        """Refuse a data file shorter than the pages its last transaction uses.
+
+        Pages past the end of the file are mapped but not backed: touching one kills
+        the process with SIGBUS.  Only the two meta pages have been read so far (with
+        ``read``, not through the map), so the check comes before any other page is
+        touched.  Every later transaction only adds pages that its writer wrote into
+        the file before committing, so the check at open covers them too.
+        """
+        last_pgno = env.info()["last_pgno"]
+        psize = env.stat()["psize"]
+        needed = (last_pgno + 1) * psize
+        try:
+            size = os.path.getsize(data)
+        except OSError as exc:
+            raise CorruptData(f"cannot read the size of {data}: {exc.strerror or exc}") from None
+        if size < needed:
+            raise CorruptData(
+                f"{data} is truncated: it holds {size} bytes but its last transaction uses {needed}; "
+                "the store is damaged: restore it from a backup, or move it away and start a new store"
+            )
 
     def _hold_open_lock(self) -> None:
         """Hold a shared lock on ``blobpad.lock`` while the store is open in this process.
@@ -322,18 +389,42 @@ class LmdbBackend:
             assert self._env is not None
             self._env.set_mapsize(0)
 
-    def _grow(self, seen: int) -> None:
+    def reserve(self) -> int:
+        """The bytes a transaction that frees space may grow the map past ``max_map_size``."""
+        return min(max(1 << 20, self.max_map_size // 16), 64 << 20)
+
+    def _grow(self, seen: int, *, frees: bool = False) -> bool:
+        """Double the map (up to the ceiling); return whether it went past ``max_map_size``."""
         with self._lock.exclusive():
             assert self._env is not None
             current = self._env.info()["map_size"]
             if current != seen:
-                return  # another thread already grew it
-            if current >= self.max_map_size:
+                return False  # another thread already grew it
+            limit = self.max_map_size + (self.reserve() if frees else 0)
+            if current >= limit:
+                if frees:
+                    raise StoreFull(
+                        f"the store is full past its map-size ceiling of {self.max_map_size} bytes and even "
+                        "freeing space needs more; open it with a larger max_map_size, then delete entries"
+                    )
                 raise StoreFull(
                     f"the store reached its map-size ceiling of {self.max_map_size} bytes; "
                     "delete entries or run gc(), or open it with a larger max_map_size"
                 )
-            self._env.set_mapsize(min(current * 2, self.max_map_size))
+            new = min(current * 2, limit)
+            self._env.set_mapsize(new)
+            return new > self.max_map_size
+
+    def _back_to_ceiling(self) -> None:
+        """Shrink the map to ``max_map_size`` after a freeing write grew it past.
+
+        LMDB keeps it at least as large as the pages in use, so only the unused part
+        of the reserve is given back; puts then cannot eat the reserve.
+        """
+        with self._lock.exclusive():
+            assert self._env is not None
+            if self._env.info()["map_size"] > self.max_map_size:
+                self._env.set_mapsize(self.max_map_size)
 
     # -- transactions ---------------------------------------------------------------
 
@@ -364,34 +455,44 @@ class LmdbBackend:
         finally:
             self._lock.release_shared()
 
-    def write(self, fn: Callable[[WriteTxn], T]) -> T:
-        """Run ``fn`` in one write transaction, growing the map and retrying as needed."""
+    def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
+        """Run ``fn`` in one write transaction, growing the map and retrying as needed.
+
+        ``frees`` marks a transaction that makes room (delete, gc, rollback): it may
+        grow the map up to :meth:`reserve` bytes past ``max_map_size``.
+        """
         env = self._environment()
-        while True:
-            self._lock.acquire_shared()
-            seen = -1
-            try:
-                seen = env.info()["map_size"]
-                with env.begin(write=True) as txn:
-                    return fn(_LmdbTxn(txn, self._dbs))
-            except lmdb.MapFullError:
-                pass
-            except lmdb.MapResizedError:
+        past_ceiling = False
+        try:
+            while True:
+                self._lock.acquire_shared()
                 seen = -1
-            except lmdb.CorruptedError as exc:
-                raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
-            except lmdb.Error as exc:
-                if getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in str(exc):
-                    raise StoreFull(
-                        f"the disk holding {self.path} is full: {exc}; free disk space or run gc()"
-                    ) from exc
-                raise
-            finally:
-                self._lock.release_shared()
-            if seen < 0:
-                self._adopt_size()
-            else:
-                self._grow(seen)
+                try:
+                    seen = env.info()["map_size"]
+                    with env.begin(write=True) as txn:
+                        return fn(_LmdbTxn(txn, self._dbs))
+                except lmdb.MapFullError:
+                    pass
+                except lmdb.MapResizedError:
+                    seen = -1
+                except lmdb.CorruptedError as exc:
+                    raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
+                except lmdb.Error as exc:
+                    if _disk_full(exc):
+                        raise StoreFull(
+                            f"the disk holding {self.path} is full (or failing): {exc}; "
+                            "free disk space, or delete entries and run gc()"
+                        ) from None
+                    raise
+                finally:
+                    self._lock.release_shared()
+                if seen < 0:
+                    self._adopt_size()
+                else:
+                    past_ceiling = self._grow(seen, frees=frees) or past_ceiling
+        finally:
+            if past_ceiling:
+                self._back_to_ceiling()
 
     # -- maintenance ----------------------------------------------------------------
 
