@@ -31,7 +31,7 @@ import xxhash
 
 from .errors import InvalidArgument, check_int
 
-__all__ = ["ChunkParams", "cut_chunks", "chunk_stats", "Manifest", "KEY_SIZE"]
+__all__ = ["ChunkParams", "cut_chunks", "cut_views", "cut_spans", "chunk_stats", "span_stats", "Manifest", "KEY_SIZE"]
 
 #: chunk keys: 16 bytes of seeded xxh3-128, then one byte telling apart the
 #: (astronomically rare, or forced by an attacker) different chunks with equal hashes.
@@ -84,7 +84,7 @@ def _find_cut(data: bytes, pos: int, end: int, params: ChunkParams, final: bool)
             hit = next(compress(count(), map(lt, map(_line_hash, lines), map(mul, map(len, lines), repeat(threshold)))), None)
             if hit is not None:
                 return start + sum(map(len, lines[: hit + 1])) + hit + 1
-            start += sum(map(len, lines)) + len(lines)
+            start = data.rfind(b"\n", start, stop) + 1  # after the last whole line
     if limit == end and final:
         return end
     # No line qualified: end at the last newline, else at a character boundary.
@@ -121,27 +121,67 @@ def cut_chunks(blocks: Iterable[bytes], params: ChunkParams) -> Iterator[bytes]:
     Holds at most one block plus ``max_size`` bytes in memory.  Concatenating the
     chunks gives back the input exactly; an empty input gives no chunk.
     """
-    buf = b""
-    pos = 0
-    it = iter(blocks)
-    final = False
-    while True:
-        if not final and len(buf) - pos <= params.max_size + 3:
-            try:
-                block = next(it)
-            except StopIteration:
-                final = True
-            else:
-                if block:
-                    buf = buf[pos:] + bytes(block)
-                    pos = 0
-                continue
-        if pos >= len(buf):
-            return
-        cut = _find_cut(buf, pos, len(buf), params, final)
-        if cut is None:  # pragma: no cover - only when a block is empty forever
+    for view in cut_views(blocks, params):
+        yield view.tobytes()
+
+
+def cut_views(blocks: Iterable[bytes], params: ChunkParams) -> Iterator[memoryview]:
+    """:func:`cut_chunks` without copying: read-only views of the chunks (see :func:`cut_spans`)."""
+    last = b""
+    view = memoryview(last)
+    for buf, start, end in cut_spans(blocks, params):
+        if buf is not last:
+            last, view = buf, memoryview(buf)
+        yield view[start:end]
+
+
+def cut_spans(blocks: Iterable[bytes], params: ChunkParams) -> Iterator[tuple[bytes, int, int]]:
+    """Where the chunks of :func:`cut_chunks` lie, without copying them.
+
+    Yields ``(buffer, start, end)``: the chunk is ``buffer[start:end]``, and
+    ``buffer`` is one of the blocks (the same object, for as many chunks as lie in
+    it) or, for the few chunks that straddle two blocks, a joined copy of at most
+    ``2 * (max_size + 4)`` bytes.  Blocks that are not ``bytes`` are copied to bytes
+    first.  The cuts are exactly those of :func:`cut_chunks`.
+    """
+    # A cut is decided by at most max_size + 4 bytes from the chunk's start (see
+    # _find_cut), so what is left undecided at the end of a block is shorter than
+    # ``need``, and joining it with the next block's first ``need`` bytes decides
+    # every chunk that starts in it.
+    need = params.max_size + 4
+    rest = b""
+    for block in blocks:
+        if not block:
             continue
-        yield buf[pos:cut]
+        if type(block) is not bytes:
+            block = bytes(block)
+        start = 0
+        if rest:
+            if len(block) < need:
+                block = rest + block
+            else:
+                joined = rest + block[:need]
+                pos = 0
+                while pos < len(rest):
+                    cut = _find_cut(joined, pos, len(joined), params, False)
+                    assert cut is not None  # at least ``need`` bytes follow pos
+                    yield joined, pos, cut
+                    pos = cut
+                start = pos - len(rest)
+            rest = b""
+        end = len(block)
+        while True:
+            cut = _find_cut(block, start, end, params, False)
+            if cut is None:
+                break
+            yield block, start, cut
+            start = cut
+        rest = block[start:]
+    pos = 0
+    while pos < len(rest):
+        cut = _find_cut(rest, pos, len(rest), params, True)
+        assert cut is not None  # final: always decided
+        yield rest, pos, cut
         pos = cut
 
 
@@ -152,6 +192,21 @@ def chunk_stats(raw: bytes) -> tuple[int | None, int]:
         return len(raw), newlines
     try:
         return len(raw.decode("utf-8")), newlines
+    except UnicodeDecodeError:
+        return None, newlines
+
+
+def span_stats(buf: bytes, start: int, end: int, ascii: bool) -> tuple[int | None, int]:
+    """:func:`chunk_stats` of ``buf[start:end]`` without copying it.
+
+    ``ascii`` tells that the whole of ``buf`` is ASCII (``buf.isascii()``, checked
+    once per buffer by the caller), which spares decoding the chunk.
+    """
+    newlines = buf.count(b"\n", start, end)
+    if ascii:
+        return end - start, newlines
+    try:
+        return len(str(memoryview(buf)[start:end], "utf-8")), newlines
     except UnicodeDecodeError:
         return None, newlines
 
