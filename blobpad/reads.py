@@ -12,6 +12,9 @@ the line) and are numbered from 1; a last line without ``\\n`` counts.
 Patterns are compiled with RE2, whose matching time is linear in the input: no
 pattern a model sends can hang the caller.  Matching is line by line, like
 ``rg -n``: a match never spans a newline, and ``^``/``$`` match at line starts/ends.
+Spans follow Python's ``re.finditer`` on the decoded line: after an empty match the
+search resumes at the next character (for binary content, the next unit that
+``bytes.decode("utf-8", "replace")`` turns into one character), never inside one.
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import re2
 
 from .errors import CorruptData, InvalidArgument, NotFound
+
+_Bytes = bytes | bytearray
+_T = TypeVar("_T")
+#: ``Match(anchor, text, pos, endpos)`` of a compiled RE2: the spans of the match and its groups
+_Find = Callable[..., list[tuple[int, int]]]
 
 if TYPE_CHECKING:
     from .backend import ReadTxn
@@ -42,6 +51,19 @@ MAX_PATTERN = 4096
 LINE_WINDOW = 2000
 #: the largest stretch of a single line searched at once (longer lines are searched in pieces)
 _MAX_SEGMENT = 64 << 20
+#: most match spans kept per line: a pattern such as ``.`` matches every character
+MAX_SPANS = 1000
+#: matching lines that one batched RE2 call passes over while counting (see _LineCounter)
+_BATCH = 16
+#: count() batches when a matching line starts within this many bytes of the previous one
+_DENSE = 4096
+#: raw bytes of the chunks one worker task of count() takes (fewer, larger tasks: less overhead)
+_TASK_BYTES = 1 << 20
+#: the largest RE2 program (in instructions) count() batches; bigger patterns match one line per call
+_MAX_BATCH_PROGRAM = 20_000
+
+_UNANCHORED = re2._Anchor.UNANCHORED  # the binding under re2's pure-Python wrapper: no Match objects
+_ANCHOR_START = re2._Anchor.ANCHOR_START
 
 
 @dataclass
@@ -120,10 +142,18 @@ def _encode_pattern(pattern: object) -> bytes:
 
 
 def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
-    """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason."""
+    """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason.
+
+    The pattern is checked as written first, so an error quotes the caller's pattern
+    and not the ``(?m)`` put in front of it.
+    """
     raw = _encode_pattern(pattern)
+    options = _options(ignore_case, bool(fixed))
     try:
-        return re2.compile(raw if fixed else b"(?m)" + raw, _options(ignore_case, bool(fixed)))
+        if fixed:
+            return re2.compile(raw, options)
+        re2.compile(raw, options)
+        return re2.compile(b"(?m)" + raw, options)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
@@ -132,24 +162,64 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
                               "(no backreferences or look-around); pass fixed=True for a literal") from None
 
 
-def _line_matcher(pattern: str, *, ignore_case: bool, fixed: bool) -> Callable[[bytes, int, int], tuple[int, int]]:
-    """A function finding, from a position, the first matching line's (match start, line end).
+class _LineCounter:
+    """Counts the lines that hold a match, like ``rg -c``, with few RE2 calls.
 
-    The pattern is extended to run to the end of the line, so RE2 itself skips the
-    rest of a matching line and one call finds one matching line.  It is compiled
-    only after the bare pattern compiled, so the wrapping group cannot be escaped.
+    The pattern as compiled by :func:`compile_pattern` finds the next matching line,
+    and ``bytes.find`` skips the rest of it: what is counted never depends on text
+    added around the caller's pattern.  Each call costs about a microsecond of
+    binding overhead, though, which is all the time when most lines match; so where
+    matching lines follow each other closely in valid UTF-8, one call of a second
+    regex passes the next ``_BATCH - 1`` of them.  Each of its ``_BATCH - 1`` parts is
+    ``[^\\n]*$\\C`` (the rest of a line and its newline: ``$`` pins ``\\C``, any byte, to
+    the newline), lazily repeated to skip non-matching lines, then ``[^\\n]*?(?:P)``:
+    the pattern inside the next line.  That regex puts the pattern in a group, so it
+    is only built where the group cannot be escaped: for literals (escaped) and for
+    patterns without ``\\Q`` (whose quote, left open, would run past the group) or
+    ``\\C`` (which could match a newline).  A batch that fails (fewer matching lines
+    are left) only ends batching for the rest of the buffer.  Invalid UTF-8 stops
+    ``[^\\n]``, so binary content is counted one matching line per call.
     """
-    compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
-    raw = _encode_pattern(pattern)
-    body = re2.escape(raw) if fixed else raw
-    regex = re2.compile(b"(?m)(?:" + body + b")[^\n]*", _options(ignore_case, False))
-    match = regex._regexp.Match  # the binding under re2's pure-Python wrapper: no Match objects
-    unanchored = re2._Anchor.UNANCHORED
 
-    def find(text: bytes, pos: int, end: int) -> tuple[int, int]:
-        return match(unanchored, text, pos, end)[0]
+    def __init__(self, pattern: str, *, ignore_case: bool, fixed: bool) -> None:
+        self._find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
+        raw = _encode_pattern(pattern)
+        self._batch: _Find | None = None
+        if fixed or (b"\\Q" not in raw and b"\\C" not in raw):
+            body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
+            line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
+            try:
+                batch = re2.compile(b"(?m)" + line * (_BATCH - 1), _options(ignore_case, False))
+            except re2.error:
+                batch = None  # e.g. too large for RE2's memory budget: one line per call
+            if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:
+                self._batch = batch._regexp.Match
 
-    return find
+    def count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
+        """The number of matching lines of ``buf[pos:size]``, which starts at a line start
+        and ends just past a newline or at the end of the content; ``utf8`` says it is
+        valid UTF-8."""
+        find = self._find
+        batch = self._batch if utf8 else None
+        n = 0
+        while pos < size:
+            start, end = find(_UNANCHORED, buf, pos, size)[0]
+            if start < 0 or (start == size and buf[size - 1] == 10):
+                break  # none, or an empty match after the last newline: no line is there
+            n += 1
+            if batch is not None and start - pos < _DENSE:
+                while True:
+                    s, e = batch(_ANCHOR_START, buf, end, size)[0]
+                    if s < 0 or (e == size and buf[size - 1] == 10):
+                        batch = None  # fewer than _BATCH - 1 matching lines follow: one by one from here
+                        break
+                    n += _BATCH - 1
+                    end = e
+            nl = buf.find(b"\n", end, size)
+            if nl < 0:
+                break
+            pos = nl + 1
+        return n
 
 
 def _check_int(label: str, value: object, *, minimum: int | None = None) -> int:
@@ -357,7 +427,10 @@ class ReadsMixin:
         Returns at most ``max_matches`` matching lines with ``before``/``after``
         context lines each; ``truncated`` is true when more exist.  Stops reading as
         soon as it has them.  Lines longer than ``line_window`` characters come back
-        as a window of that size around their first match.
+        as a window of that size around their first match.  ``spans`` lists the
+        matches of a line as ``re.finditer`` on the decoded line would, from its
+        first match, bounded to the first ``MAX_SPANS`` (1000) matches of the line
+        (then to those inside the window).
         """
         regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
         before = _check_int("before", before, minimum=0)
@@ -366,14 +439,16 @@ class ReadsMixin:
         line_window = _check_int("line_window", line_window, minimum=1)
         if before > 1000 or after > 1000:
             raise InvalidArgument("before and after are limited to 1000 context lines")
+        find = regex._regexp.Match
         matches: list[GrepMatch] = []
         truncated = False
         with self._view(entry_id) as v:
-            for number, line, spans in _matching_lines(v, regex):
+            for number, seg, start, end, first in _matching_lines(v, find):
                 if len(matches) >= max_matches:
                     truncated = True
                     break
-                matches.append(_make_match(v, number, line, spans, line_window))
+                spans = _line_spans(find, seg, start, end, first)
+                matches.append(_make_match(v, number, bytes(seg[start:end]), spans, line_window))
             total = v.entry.lines
             for mt in matches:
                 if before:
@@ -385,83 +460,121 @@ class ReadsMixin:
         return GrepResult(matches, truncated)
 
     def count(self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False) -> int:
-        """Count the lines matching ``pattern`` (like ``grep -c`` / ``rg -c``)."""
-        find = _line_matcher(pattern, ignore_case=ignore_case, fixed=fixed)
+        """Count the lines matching ``pattern`` (like ``grep -c`` / ``rg -c``).
+
+        Chunks are decompressed and counted on the store's worker threads (zstd and
+        RE2 both release the GIL).  A line longer than 64 MB is searched in 64 MB
+        pieces, so a match across the cut between two pieces is not seen.
+        """
+        counter = _LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
         with self._view(entry_id) as v:
-            return _parallel_count(v, find)
+            return _parallel_count(v, counter)
 
 
-def _count_lines(find: Callable[[bytes, int, int], tuple[int, int]], seg: bytes, pos: int = 0, size: int = -1) -> int:
-    """Count the matching lines of ``seg[pos:size]``, which starts at a line start."""
-    n = 0
-    if size < 0:
-        size = len(seg)
-    while pos < size:  # the text ends with its last line's newline, or is the unterminated last line
-        start, end = find(seg, pos, size)
-        if start < 0 or (start == size and seg[size - 1] == 10):
-            break  # none, or an empty match after the last newline: no line is there
-        n += 1
-        pos = end + 1  # the line's newline, consumed by the extended pattern's [^\n]*
-    return n
+def _run_task(store: Store, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int]]) -> list[_T]:
+    """``fn`` of each chunk of a task: given raw, or as (frame, key, size) to decompress."""
+    return [fn(item if isinstance(item, bytes) else store._decompress_cached(*item)) for item in items]
 
 
-def _chunks_ahead(v: _View, depth: int) -> Iterator[bytes]:
-    """Yield the entry's raw chunks in order, decompressing up to ``depth`` ahead on
-    the worker pool (zstd releases the GIL) while the caller searches the current one."""
+def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int = 0) -> Iterator[_T]:
+    """Yield ``fn(raw chunk)`` for the entry's chunks in order, running ``fn`` (and the
+    decompression before it) on the store's worker pool, ``depth`` tasks ahead.
+
+    A task takes consecutive chunks until it holds ``task_bytes`` raw bytes (one chunk
+    with the default 0): bigger tasks cost fewer futures, smaller ones answer sooner.
+    """
     store = v.store
     m = v.m
     n = len(m)
     if depth <= 0 or n <= 1:
         for i in range(n):
-            yield v.raw(i)
+            yield fn(v.raw(i))
             v._raw.pop(i, None)
         return
     pool = store._executor()
+    nxt = 0
 
-    def submit(i: int) -> Future[bytes] | bytes:
-        hit = v.cached(i)
-        if hit is not None:
-            return hit
-        return pool.submit(store._decompress_cached, v.frame(i), m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+    def submit() -> Future[list[_T]]:
+        nonlocal nxt
+        items: list[bytes | tuple[bytes, bytes, int]] = []
+        held = 0
+        while nxt < n and (not items or held < task_bytes):
+            i = nxt
+            nxt += 1
+            size = m.bytes_at[i + 1] - m.bytes_at[i]
+            hit = v.cached(i)
+            items.append(hit if hit is not None else (v.frame(i), m.keys[i], size))
+            held += size
+        return pool.submit(_run_task, store, fn, items)
 
-    pending: deque[Future[bytes] | bytes] = deque(submit(i) for i in range(min(depth, n)))
-    nxt = len(pending)
+    pending: deque[Future[list[_T]]] = deque()
+    while nxt < n and len(pending) < depth:
+        pending.append(submit())
     try:
         while pending:
-            item = pending.popleft()
-            raw = item if isinstance(item, bytes) else item.result()
+            results = pending.popleft().result()
             if nxt < n:
-                pending.append(submit(nxt))
-                nxt += 1
-            yield raw
+                pending.append(submit())
+            yield from results
     finally:
-        for item in pending:
-            if not isinstance(item, bytes):
-                item.cancel()
+        for future in pending:
+            future.cancel()
 
 
-def _parallel_count(v: _View, find: Callable[[bytes, int, int], tuple[int, int]]) -> int:
-    """Count matching lines, one RE2 call per matching line, chunks decompressed ahead.
+def _chunks_ahead(v: _View, depth: int) -> Iterator[bytes]:
+    """Yield the entry's raw chunks in order, decompressing up to ``depth`` ahead on
+    the worker pool (zstd releases the GIL) while the caller searches the current one."""
+    return _map_chunks(v, _identity, depth)
 
-    Lines that straddle chunk boundaries are stitched together before counting.
+
+def _identity(raw: bytes) -> bytes:
+    return raw
+
+
+def _count_chunk(counter: _LineCounter, utf8: bool, raw: bytes) -> tuple[bytes, int, bytes]:
+    """(text before the first newline, matching lines between the first and the last
+    newline, text after the last newline); ``(raw, -1, b"")`` if there is no newline."""
+    first = raw.find(b"\n")
+    if first < 0:
+        return raw, -1, b""
+    last = raw.rfind(b"\n")
+    return raw[: first + 1], counter.count(raw, first + 1, last + 1, utf8), raw[last + 1 :]
+
+
+def _parallel_count(v: _View, counter: _LineCounter) -> int:
+    """Count matching lines; the worker threads count whole lines inside each chunk, and
+    this thread the lines that straddle chunk boundaries, stitched together.
+
+    A line is gathered in a bytearray (no quadratic concatenation) of at most
+    ``_MAX_SEGMENT`` bytes: a longer line is searched in pieces of that size and is
+    not searched any more once a piece matched.
     """
+    utf8 = v.text
     total = 0
-    carry = b""
-    for raw in _chunks_ahead(v, 2 * v.store._workers):
-        first = raw.find(b"\n")
-        if first < 0:
-            carry += raw
+    carry = bytearray()  # the start of the line that continues in the next chunk
+    matched = False  # that line already matched (and was counted) in an earlier piece
+    task = partial(_count_chunk, counter, utf8)
+    for head, n, tail in _map_chunks(v, task, 2 * v.store._workers, _TASK_BYTES):
+        if n < 0:  # no newline: all of this chunk lies inside one line
+            if not matched:
+                if carry and len(carry) + len(head) > _MAX_SEGMENT:
+                    matched = counter.count(carry, 0, len(carry), utf8) > 0
+                    total += matched
+                    carry = bytearray()
+                if not matched:
+                    carry += head
             continue
-        last = raw.rfind(b"\n")
-        if carry:
-            line = carry + raw[: first + 1]
-            total += _count_lines(find, line)
-            total += _count_lines(find, raw, first + 1, last + 1)
-        else:
-            total += _count_lines(find, raw, 0, last + 1)
-        carry = raw[last + 1 :]
-    if carry:
-        total += _count_lines(find, carry)
+        if not matched:
+            if carry:
+                carry += head
+                total += counter.count(carry, 0, len(carry), utf8)
+            else:
+                total += counter.count(head, 0, len(head), utf8)
+        total += n
+        carry = bytearray(tail)
+        matched = False
+    if carry and not matched:
+        total += counter.count(carry, 0, len(carry), utf8)
     return total
 
 
@@ -469,14 +582,15 @@ def _clip(text: str, window: int) -> str:
     return text if len(text) <= window else text[:window]
 
 
-def _segments(v: _View, depth: int = 2) -> Iterator[tuple[bytes, int, int]]:
+def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int]]:
     """Yield (buffer, end, number of the first line): ``buffer[:end]`` is whole lines.
 
-    Chunks end on newlines except inside very long lines; those are carried over to
-    the next chunk (up to ``_MAX_SEGMENT`` bytes, past which a line is searched in
-    pieces).  Chunks are decompressed ``depth`` ahead.
+    Chunks end on newlines except inside very long lines; those are gathered in a
+    bytearray (so a line of many chunks costs its length, not its length squared) up
+    to ``_MAX_SEGMENT`` bytes, past which a line is searched in pieces.  Chunks are
+    decompressed ``depth`` ahead.
     """
-    carry = b""
+    carry = bytearray()
     line_no = 1
     for raw in _chunks_ahead(v, depth):
         cut = raw.rfind(b"\n") + 1
@@ -486,50 +600,76 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[bytes, int, int]]:
         if cut == 0:
             cut = len(raw)
         if carry:
-            seg = carry + raw[:cut]
-            yield seg, len(seg), line_no
-            line_no += seg.count(b"\n")
+            carry += memoryview(raw)[:cut]
+            yield carry, len(carry), line_no
+            line_no += carry.count(b"\n")
         else:
             yield raw, cut, line_no
             line_no += raw.count(b"\n", 0, cut)
-        carry = raw[cut:]
+        carry = bytearray(memoryview(raw)[cut:])
     if carry:
         yield carry, len(carry), line_no
 
 
-def _matching_lines(v: _View, regex: Any) -> Iterator[tuple[int, bytes, list[tuple[int, int]]]]:
-    """Yield (line number, line bytes, byte spans) of each matching line, in order."""
+def _matching_lines(v: _View, find: _Find) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int]]]:
+    """Yield (line number, buffer, line start, line end, first match) for each matching
+    line, in order; the offsets are into the buffer, the line excludes its newline."""
     for seg, size, first_line in _segments(v):
         pos = 0
         line_no = first_line
         counted = 0  # newlines of seg[:counted] are included in line_no
         while pos < size:
-            m = regex.search(seg, pos, size)
-            if m is None:
-                break
-            s = m.start()
-            if s == size and seg[size - 1] == 10:
-                break  # an empty match after the last newline: no line is there
+            s, e = find(_UNANCHORED, seg, pos, size)[0]
+            if s < 0 or (s == size and seg[size - 1] == 10):
+                break  # none, or an empty match after the last newline: no line is there
             start = seg.rfind(b"\n", 0, s) + 1
             end = seg.find(b"\n", s, size)
             if end < 0:
                 end = size
             line_no += seg.count(b"\n", counted, start)
             counted = start
-            spans = [(s - start, m.end() - start)]
-            p = m.end() if m.end() > s else m.end() + 1
-            while p <= end and len(spans) < 1000:
-                m2 = regex.search(seg, p, end)
-                if m2 is None:
-                    break
-                spans.append((m2.start() - start, m2.end() - start))
-                p = m2.end() if m2.end() > m2.start() else m2.end() + 1
-            yield line_no, seg[start:end], spans
-            if end >= size:
-                break
+            yield line_no, seg, start, end, (s, min(e, end))
             pos = end + 1
-            if pos == size:
-                break
+
+
+def _next_char(buf: _Bytes, p: int, end: int) -> int:
+    """Where the character at ``p`` ends: after its UTF-8 sequence, or after the bytes
+    that ``decode("utf-8", "replace")`` turns into one U+FFFD."""
+    lead = buf[p]
+    if lead < 0x80:
+        return p + 1
+    size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    try:
+        bytes(buf[p : min(p + size, end)]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return p + max(1, exc.end)
+    return p + size
+
+
+def _line_spans(find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int, int]) -> list[tuple[int, int]]:
+    """Byte spans (relative to ``start``) of the matches in the line ``buf[start:end]``,
+    from its first match on, at most ``MAX_SPANS``.
+
+    As in Python's ``re.finditer``: an empty match may follow a non-empty one at its
+    end, and after an empty match the search resumes at the next character, so every
+    span starts and ends on a character boundary.  (Python also retries a non-empty
+    match at the empty match's position, for patterns that prefer the empty string,
+    such as ``(|a)``; RE2 cannot ask for that, so those matches are not reported.)
+    """
+    s, e = first
+    spans = [(s - start, e - start)]
+    while len(spans) < MAX_SPANS:
+        if e > s:
+            p = e
+        elif s >= end:
+            break
+        else:
+            p = _next_char(buf, s, end)
+        s, e = find(_UNANCHORED, buf, p, end)[0]
+        if s < 0:
+            break
+        spans.append((s - start, e - start))
+    return spans
 
 
 def _make_match(v: _View, number: int, line: bytes, spans: list[tuple[int, int]], window: int) -> GrepMatch:
@@ -540,27 +680,29 @@ def _make_match(v: _View, number: int, line: bytes, spans: list[tuple[int, int]]
         lo = max(0, spans[0][0] - window // 4)
         hi = min(text_len, lo + window)
         lo = max(0, hi - window)
-        kept = [(s - lo, min(e, hi) - lo) for s, e in spans if s >= lo and s < hi]
+        kept = [(s - lo, min(e, hi) - lo) for s, e in spans if lo <= s < hi]
         return GrepMatch(number, line[lo:hi].decode("ascii"), kept, offset=lo, line_chars=text_len)
     decode = v.decode
     text = decode(line)
-
-    def char_at(b: int) -> int:
-        return len(decode(line[:b]))
-
+    # Character offsets, decoding only the bytes between consecutive span ends: they
+    # are character boundaries, so the pieces add up to the whole line's decoding.
+    chars: list[tuple[int, int]] = []
+    b = c = 0
+    for s, e in spans:
+        if s > b:
+            c += len(decode(line[b:s]))
+            b = s
+        cs = c
+        if e > b:
+            c += len(decode(line[b:e]))
+            b = e
+        chars.append((cs, c))
     if len(text) <= window:
-        return GrepMatch(number, text, [(char_at(s), char_at(e)) for s, e in spans], line_chars=len(text))
-    first = char_at(spans[0][0])
-    lo = max(0, first - window // 4)
+        return GrepMatch(number, text, chars, line_chars=len(text))
+    lo = max(0, chars[0][0] - window // 4)
     hi = min(len(text), lo + window)
     lo = max(0, hi - window)
-    kept = []
-    for s, e in spans:
-        cs = char_at(s) if s != spans[0][0] else first
-        if lo <= cs < hi:
-            kept.append((cs - lo, min(char_at(e), hi) - lo))
-        if cs >= hi:
-            break
+    kept = [(cs - lo, min(ce, hi) - lo) for cs, ce in chars if lo <= cs < hi]
     return GrepMatch(number, text[lo:hi], kept, offset=lo, line_chars=len(text))
 
 
@@ -618,24 +760,32 @@ class EntryStream(io.RawIOBase):
         return pos
 
     def readinto(self, buffer: Any) -> int:
+        """Fill ``buffer`` from the current position, across as many chunks as it takes
+        (like ``BytesIO``); return the number of bytes read, 0 at the end."""
         if self.closed:
             raise ValueError("I/O operation on closed stream")
         size = self._entry.size_bytes
         if self._pos >= size:
             return 0
+        out = memoryview(buffer).cast("B")
+        want = len(out)
+        n = 0
         with self._store._backend.read() as txn:
             try:
                 raw_id, _ = self._store._load(txn, self._entry.id)
             except NotFound:
                 raise NotFound(f"entry {self._entry.id} was deleted or expired while being read") from None
             m = self._store._manifest(txn, raw_id)
-            i = m.chunk_of(m.bytes_at, self._pos)
-            if i != self._buf_index:
-                self._buf = self._store._chunk(txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
-                self._buf_index = i
-            off = self._pos - m.bytes_at[i]
-        piece = self._buf[off : off + len(buffer)]
-        n = len(piece)
-        buffer[:n] = piece
-        self._pos += n
+            while n < want and self._pos < size:
+                i = m.chunk_of(m.bytes_at, self._pos)
+                if i != self._buf_index:
+                    self._buf = self._store._chunk(txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+                    self._buf_index = i
+                off = self._pos - m.bytes_at[i]
+                piece = self._buf[off : off + want - n]
+                if not piece:
+                    break
+                out[n : n + len(piece)] = piece
+                n += len(piece)
+                self._pos += len(piece)
         return n
