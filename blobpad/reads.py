@@ -297,9 +297,37 @@ class _View:
         parts = []
         while i < len(m) and m.chars_at[i] < end:
             base = m.chars_at[i]
-            parts.append(self.decoded(i)[max(0, start - base) : end - base])
+            parts.append(self.chunk_chars(i, max(0, start - base), min(end, m.chars_at[i + 1]) - base))
             i += 1
         return "".join(parts)
+
+    def chunk_chars(self, i: int, lo: int, hi: int) -> str:
+        """Characters ``lo`` to ``hi`` of text chunk i, decoding only what holds them
+        when they lie near one end of the chunk (a tail or a head reads a few KB of a
+        chunk of up to 256 KB)."""
+        t = self._text.get(i)
+        if t is not None:
+            return t[lo:hi]
+        m = self.m
+        chars = m.chars_at[i + 1] - m.chars_at[i]
+        raw = self.raw(i)
+        if chars == len(raw):  # one byte per character: ASCII
+            return raw[lo:hi].decode("ascii")
+        if 8 * (chars - lo) <= len(raw):
+            # The last chars - lo characters fill at most 4 bytes each; a character cut
+            # by that bound starts before it, so it is not one of them.
+            b = len(raw) - 4 * (chars - lo)
+            while b < len(raw) and (raw[b] & 0xC0) == 0x80:
+                b += 1
+            tail = raw[b:].decode("utf-8")
+            k = len(tail) - (chars - lo)
+            return tail[k : k + hi - lo]
+        if 8 * hi <= len(raw):
+            b = 4 * hi
+            while b < len(raw) and (raw[b] & 0xC0) == 0x80:
+                b += 1
+            return raw[:b].decode("utf-8")[lo:hi]
+        return self.decoded(i)[lo:hi]
 
     def newline_offset(self, c: int) -> int:
         """Absolute byte offset of the c-th newline (1-based); c must exist."""
