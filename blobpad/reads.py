@@ -95,9 +95,13 @@ class GrepMatch:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "line": self.line, "text": self.text, "spans": [list(s) for s in self.spans],
-            "before": [list(b) for b in self.before], "after": [list(a) for a in self.after],
-            "offset": self.offset, "line_chars": self.line_chars,
+            "line": self.line,
+            "text": self.text,
+            "spans": [list(s) for s in self.spans],
+            "before": [list(b) for b in self.before],
+            "after": [list(a) for a in self.after],
+            "offset": self.offset,
+            "line_chars": self.line_chars,
         }
 
 
@@ -158,8 +162,10 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
-        raise InvalidArgument(f"invalid pattern: {str(reason)[:300]}; patterns use RE2 syntax "
-                              "(no backreferences or look-around); pass fixed=True for a literal") from None
+        raise InvalidArgument(
+            f"invalid pattern: {str(reason)[:300]}; patterns use RE2 syntax "
+            "(no backreferences or look-around); pass fixed=True for a literal"
+        ) from None
 
 
 class _LineCounter:
