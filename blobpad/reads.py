@@ -59,6 +59,8 @@ _BATCH = 16
 _DENSE = 4096
 #: raw bytes of the chunks one worker task of count() takes (fewer, larger tasks: less overhead)
 _TASK_BYTES = 1 << 20
+#: the same for the chunks grep decompresses ahead of its search
+_GREP_TASK_BYTES = 256 << 10
 #: the largest RE2 program (in instructions) count() batches; bigger patterns match one line per call
 _MAX_BATCH_PROGRAM = 20_000
 
@@ -514,8 +516,9 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
     """Yield ``fn(raw chunk)`` for the entry's chunks in order, running ``fn`` (and the
     decompression before it) on the store's worker pool, ``depth`` tasks ahead.
 
-    A task takes consecutive chunks until it holds ``task_bytes`` raw bytes (one chunk
-    with the default 0): bigger tasks cost fewer futures, smaller ones answer sooner.
+    A task takes consecutive chunks until it holds its share of raw bytes: one chunk
+    for the first task, then twice as much per task up to ``task_bytes``.  Bigger tasks
+    cost fewer futures, the small first ones answer a search that stops early sooner.
     """
     store = v.store
     m = v.m
@@ -527,18 +530,20 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
         return
     pool = store._executor()
     nxt = 0
+    share = 0
 
     def submit() -> Future[list[_T]]:
-        nonlocal nxt
+        nonlocal nxt, share
         items: list[bytes | tuple[bytes, bytes, int]] = []
         held = 0
-        while nxt < n and (not items or held < task_bytes):
+        while nxt < n and (not items or held < share):
             i = nxt
             nxt += 1
             size = m.bytes_at[i + 1] - m.bytes_at[i]
             hit = v.cached(i)
             items.append(hit if hit is not None else (v.frame(i), m.keys[i], size))
             held += size
+        share = min(task_bytes, max(2 * held, share))
         return pool.submit(_run_task, store, fn, items)
 
     pending: deque[Future[list[_T]]] = deque()
@@ -556,9 +561,10 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
 
 
 def _chunks_ahead(v: _View, depth: int) -> Iterator[bytes]:
-    """Yield the entry's raw chunks in order, decompressing up to ``depth`` ahead on
-    the worker pool (zstd releases the GIL) while the caller searches the current one."""
-    return _map_chunks(v, _identity, depth)
+    """Yield the entry's raw chunks in order, decompressing up to ``depth`` tasks (of
+    up to ``_GREP_TASK_BYTES``) ahead on the worker pool (zstd releases the GIL) while
+    the caller searches the current one."""
+    return _map_chunks(v, _identity, depth, _GREP_TASK_BYTES)
 
 
 def _identity(raw: bytes) -> bytes:
@@ -622,11 +628,12 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int]]:
     Chunks end on newlines except inside very long lines; those are gathered in a
     bytearray (so a line of many chunks costs its length, not its length squared) up
     to ``_MAX_SEGMENT`` bytes, past which a line is searched in pieces.  Chunks are
-    decompressed ``depth`` ahead.
+    decompressed ``depth`` ahead.  Line numbers come from the manifest's newline
+    counts: a buffer yielded at chunk i starts after the last newline before chunk i.
     """
+    lines_at = v.m.lines_at
     carry = bytearray()
-    line_no = 1
-    for raw in _chunks_ahead(v, depth):
+    for i, raw in enumerate(_chunks_ahead(v, depth)):
         cut = raw.rfind(b"\n") + 1
         if cut == 0 and len(carry) + len(raw) < _MAX_SEGMENT:
             carry += raw
@@ -635,14 +642,12 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int]]:
             cut = len(raw)
         if carry:
             carry += memoryview(raw)[:cut]
-            yield carry, len(carry), line_no
-            line_no += carry.count(b"\n")
+            yield carry, len(carry), lines_at[i] + 1
         else:
-            yield raw, cut, line_no
-            line_no += raw.count(b"\n", 0, cut)
+            yield raw, cut, lines_at[i] + 1
         carry = bytearray(memoryview(raw)[cut:])
     if carry:
-        yield carry, len(carry), line_no
+        yield carry, len(carry), lines_at[-1] + 1
 
 
 def _matching_lines(v: _View, find: _Find) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int]]]:
