@@ -30,6 +30,7 @@ import stat
 import struct
 import threading
 import time
+from array import array
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,7 +41,7 @@ import xxhash
 import zstandard
 
 from .backend import ReadTxn, WriteTxn, acquire_lmdb
-from .chunking import KEY_SIZE, ChunkParams, Manifest, chunk_stats, cut_chunks
+from .chunking import KEY_SIZE, ChunkParams, Manifest, cut_spans, span_stats
 from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_int, describe
 from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
 from .reads import ReadsMixin
@@ -60,6 +61,9 @@ _MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address
 #: what a worker found for one chunk: key, new frame (None when the stored one is
 #: equal), the stored frame it compared with, characters (None if not UTF-8), newlines
 _Prepared = tuple[bytes, "bytes | None", "bytes | None", "int | None", int]
+#: one chunk handed to a worker: a view of it, and where it lies (buffer, start, end,
+#: whether the whole buffer is ASCII)
+_Span = tuple[memoryview, bytes, int, int, bool]
 
 
 @dataclass(frozen=True)
@@ -124,8 +128,16 @@ class VerifyReport:
 
 
 def _process_token() -> str:
+    """``host:pid:start time`` of this process (computed once per process: a forked
+    child has its own pid, so it computes its own)."""
+    global _TOKEN
     pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+    if _TOKEN is None or _TOKEN[0] != pid:
+        _TOKEN = (pid, f"{socket.gethostname()}:{pid}:{_start_time(pid)}")
+    return _TOKEN[1]
+
+
+_TOKEN: tuple[int, str] | None = None
 
 
 def _start_time(pid: int) -> str:
@@ -582,10 +594,12 @@ class Store(ReadsMixin):
 
         def txn_fn(txn: WriteTxn) -> Entry:
             writer.clear_pending(txn)
-            return self._commit_entry(
+            entry = self._commit_entry(
                 txn, raw_id, packed, len(manifest), kind="text" if is_text else "binary", size=size,
                 chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, **fields,
             )
+            self._evict_for(txn, raw_id)  # only now: a put that fails evicts nothing
+            return entry
 
         return self._backend.write(txn_fn)
 
@@ -744,7 +758,9 @@ class Store(ReadsMixin):
                 raw = txn.get("entries", raw_id)
                 if raw is None:
                     continue
-                entry = Entry.decode(raw)
+                entry = _decode_entry(raw)
+                if entry is None:
+                    continue  # a damaged record: verify() names it, delete() removes it
                 if entry.expires_at is not None and entry.expires_at <= now:
                     continue
                 out.append(entry)
@@ -766,14 +782,14 @@ class Store(ReadsMixin):
             raw = txn.get("entries", raw_id)
             if raw is None:
                 return False
-            e = Entry.decode(raw)
-            if e.expires_at is not None and e.expires_at <= self.now():
+            e = _decode_entry(raw)  # None when damaged: deleting it is what CorruptData advises
+            if e is not None and e.expires_at is not None and e.expires_at <= self.now():
                 self._delete_in(txn, raw_id)
                 return False
             self._delete_in(txn, raw_id)
             return True
 
-        if not self._backend.write(txn_fn):
+        if not self._backend.write(txn_fn, frees=True):
             raise self._not_found(entry_id)
 
     def delete_session(self, session: str) -> int:
@@ -789,33 +805,48 @@ class Store(ReadsMixin):
                 hook(txn, session)
             return len(ids)
 
-        return self._backend.write(txn_fn)
+        return self._backend.write(txn_fn, frees=True)
 
     def _delete_in(self, txn: WriteTxn, raw_id: bytes) -> tuple[int, int]:
-        """Delete one entry inside ``txn``; return (chunks freed, stored bytes freed)."""
+        """Delete one entry inside ``txn``; return (chunks freed, stored bytes freed).
+
+        Damage does not stop it: the index keys of a record that does not decode are
+        found by scanning the indexes, and the chunks of a chunk list that is missing
+        or does not decode are left for the next gc() to recount (``_repair_refs``).
+        """
         raw = txn.get("entries", raw_id)
         if raw is None:
             return 0, 0
-        e = Entry.decode(raw)
-        txn.delete("entries", raw_id)
-        txn.delete("by_seq", seq_key(e.seq))
-        txn.delete("by_scope", scope_key(e.session) + seq_key(e.seq))
-        if e.turn is not None:
-            txn.delete("by_scope", scope_key(e.session, e.turn) + seq_key(e.seq))
-        txn.delete("expiry", expiry_key(_expiry_us(e.expires_at), raw_id))
-        txn.delete("digests", _digest_key(e.size_bytes, e.sha256, raw_id))
-        if e.name is not None and txn.get("names", name_key(e.session, e.name)) == raw_id:
-            txn.delete("names", name_key(e.session, e.name))
+        e = _decode_entry(raw)
         blob = txn.get("manifests", raw_id)
-        txn.delete("manifests", raw_id)
-        freed = (0, 0)
+        keys: list[bytes] | None = None
+        size = 0
         if blob is not None:
             try:
-                keys = Manifest.unpack(blob).keys
+                m = Manifest.unpack(blob)
+                keys, size = m.keys, m.bytes_at[-1]
             except ValueError:
-                keys = []
+                keys = None
+        txn.delete("entries", raw_id)
+        if e is None:
+            _purge_index(txn, raw_id)
+        else:
+            size = e.size_bytes
+            txn.delete("by_seq", seq_key(e.seq))
+            txn.delete("by_scope", scope_key(e.session) + seq_key(e.seq))
+            if e.turn is not None:
+                txn.delete("by_scope", scope_key(e.session, e.turn) + seq_key(e.seq))
+            txn.delete("expiry", expiry_key(_expiry_us(e.expires_at), raw_id))
+            txn.delete("digests", _digest_key(e.size_bytes, e.sha256, raw_id))
+            if e.name is not None and txn.get("names", name_key(e.session, e.name)) == raw_id:
+                txn.delete("names", name_key(e.session, e.name))
+        txn.delete("manifests", raw_id)
+        freed = (0, 0)
+        if keys is None:
+            txn.put("meta", _REPAIR, b"1")  # its chunks' references are unknown: gc() recounts them
+        else:
             freed = self._release(txn, keys)
-        self._bump(txn, entries=-1, logical_bytes=-e.size_bytes)
+        self._bump(txn, entries=-1, logical_bytes=-size)
         with self._manifest_lock:
             self._manifests.pop(raw_id, None)
         return freed
@@ -860,25 +891,95 @@ class Store(ReadsMixin):
                         break
                 return n, chunks, freed
 
-            n, c, b = self._backend.write(txn_fn)
+            n, c, b = self._backend.write(txn_fn, frees=True)
             total_entries += n
             total_chunks += c
             total_bytes += b
             if n < 500:
                 break
+        with self._backend.read() as txn:
+            repair = txn.get("meta", _REPAIR) is not None
+        if repair:
+            c, b = self._backend.write(self._repair_refs, frees=True)
+            total_chunks += c
+            total_bytes += b
         return GcReport(total_entries, total_chunks, total_bytes, aborted)
 
-    def _evict_for(self, txn: WriteTxn, needed: int) -> None:
-        """Evict entries closest to expiry until ``needed`` more stored bytes fit."""
+    def _repair_refs(self, txn: WriteTxn) -> tuple[int, int]:
+        """Recount the references of every chunk, after a damaged chunk list was deleted.
+
+        The references of a chunk list that does not decode cannot be released when its
+        entry is deleted; ``_delete_in`` flags the store instead, and gc() runs this:
+        the references are recounted from the surviving chunk lists and the pending
+        journal (in one transaction, so puts in flight are counted right), chunks
+        nothing references are freed, and the counters are recounted.  While a
+        damaged chunk list is still stored nothing is changed (its references are
+        unknown).  Returns (chunks freed, stored bytes freed).
+        """
+        if txn.get("meta", _REPAIR) is None:
+            return 0, 0
+        expected: dict[bytes, int] = {}
+        sizes: dict[bytes, int] = {}
+        for raw_id, blob in txn.scan("manifests"):
+            try:
+                m = Manifest.unpack(blob)
+            except ValueError:
+                return 0, 0  # repaired by the gc() after that entry is deleted
+            sizes[raw_id] = m.bytes_at[-1]
+            for key in m.keys:
+                expected[key] = expected.get(key, 0) + 1
+        for key, value in txn.scan("pending"):
+            if key[8:9] == b"B":
+                for i in range(0, len(value), KEY_SIZE):
+                    k = value[i : i + KEY_SIZE]
+                    expected[k] = expected.get(k, 0) + 1
+        fixes: list[tuple[bytes, bytes | None]] = []
+        chunks = stored = unique = freed_chunks = freed_bytes = 0
+        for key, rec in txn.scan("refs"):
+            count, slen, rlen = _REF.unpack(rec)
+            want = expected.get(key, 0)
+            if not want:
+                fixes.append((key, None))
+                freed_chunks += 1
+                freed_bytes += slen
+                continue
+            chunks += 1
+            stored += slen
+            unique += rlen
+            if want != count:
+                fixes.append((key, _REF.pack(want, slen, rlen)))
+        for key, new in fixes:
+            if new is None:
+                txn.delete("refs", key)
+                txn.delete("chunks", key)
+            else:
+                txn.put("refs", key, new)
+        entries = logical = 0
+        for raw_id, raw in txn.scan("entries"):
+            entries += 1
+            e = _decode_entry(raw)
+            logical += e.size_bytes if e is not None else sizes.get(raw_id, 0)
+        counters = self._counters(txn)
+        counters.update(entries=entries, logical_bytes=logical, chunks=chunks, stored_bytes=stored, unique_bytes=unique)
+        txn.put("meta", b"counters", json.dumps(counters).encode())
+        txn.delete("meta", _REPAIR)
+        return freed_chunks, freed_bytes
+
+    def _evict_for(self, txn: WriteTxn, keep: bytes) -> None:
+        """Evict the entries closest to expiry until the stored bytes fit under ``max_bytes``.
+
+        Runs in the final transaction of a put (``keep`` is its id), whose chunks are
+        already counted, never in its batches: a put that fails has evicted nothing.
+        """
         if not self.max_bytes:
             return
-        counters = self._counters(txn)
-        if counters["stored_bytes"] + needed <= self.max_bytes:
+        over = self._counters(txn)["stored_bytes"] - self.max_bytes
+        if over <= 0:
             return
         victims = []
-        over = counters["stored_bytes"] + needed - self.max_bytes
         for key, _ in txn.scan("expiry"):
-            victims.append(key[8:])
+            if key[8:] != keep:
+                victims.append(key[8:])
             if len(victims) > 10_000:
                 break
         for raw_id in victims:
@@ -887,8 +988,8 @@ class Store(ReadsMixin):
             if over <= 0:
                 return
         raise StoreFull(
-            f"the store is capped at max_bytes={self.max_bytes} and this put needs {needed} more stored bytes "
-            "than evicting every other entry frees; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
+            f"the store is capped at max_bytes={self.max_bytes} and this put does not fit even after evicting "
+            "every other entry; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
         )
 
     # -- recovery of interrupted puts ---------------------------------------------------
@@ -902,7 +1003,7 @@ class Store(ReadsMixin):
                 if key[8:9] == b"H" and not _token_alive(value.decode("utf-8", "replace"))
             ]
         for raw_id in dead:
-            self._backend.write(lambda txn, r=raw_id: _rollback_pending(self, txn, r))
+            self._backend.write(lambda txn, r=raw_id: _rollback_pending(self, txn, r), frees=True)
         return len(dead)
 
     # -- stats, verify, compact -------------------------------------------------------
@@ -939,12 +1040,10 @@ class Store(ReadsMixin):
             for raw_id, raw in txn.scan("entries"):
                 n_entries += 1
                 eid = raw_id.hex()
-                try:
-                    e = Entry.decode(raw)
-                except (ValueError, TypeError):
+                e = _decode_entry(raw)
+                if e is None:  # its chunk list still holds references: count them below
                     problems.append(f"entry {eid}: record unreadable")
                     damaged.add(eid)
-                    continue
                 blob = txn.get("manifests", raw_id)
                 try:
                     m = Manifest.unpack(blob) if blob is not None else None
@@ -954,7 +1053,7 @@ class Store(ReadsMixin):
                     problems.append(f"entry {eid}: chunk list missing or damaged")
                     damaged.add(eid)
                     continue
-                if m.bytes_at[-1] != e.size_bytes:
+                if e is not None and m.bytes_at[-1] != e.size_bytes:
                     problems.append(f"entry {eid}: chunk sizes add up to {m.bytes_at[-1]}, not {e.size_bytes}")
                     damaged.add(eid)
                 for key in m.keys:
@@ -1019,67 +1118,160 @@ class _PutWriter:
         self._sha = hashlib.sha256()
         self._batch = 0
         self._written = False
+        self.new_stored = 0  # stored bytes of the chunks this put created so far
         self.sha256 = ""
 
     def run(self, blocks: Iterable[bytes]) -> None:
         """Cut ``blocks`` into chunks and write them in batches.
 
-        The calling thread cuts; each chunk is hashed, looked up, and compressed (or
-        compared with the stored copy) on the worker pool while the next ones are
-        being cut, and the SHA-256 of the whole content runs on a thread of its own.
-        At most two batches are in flight, so memory stays bounded on any input size.
+        The calling thread cuts, without copying: chunks are views of the blocks read.
+        They go to the worker pool in tasks (growing from ``_FIRST_TASK`` to ``_TASK``
+        bytes, so that a small put still spreads over the workers), where each is
+        hashed, counted, looked up, and compressed (or compared with the stored copy)
+        while the next ones are being cut; the SHA-256 of the whole content runs, a
+        block at a time, on a thread of its own.  At most two batches are in flight,
+        so memory stays bounded on any input size.
         """
         store = self.store
         pool = store._executor()
         sha_thread = ThreadPoolExecutor(1, thread_name_prefix="blobpad-sha")
-        inflight: deque[tuple[bytes, Future[_Prepared]]] = deque()
+        inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]] = deque()
         inflight_bytes = 0
+        task: list[_Span] = []
+        task_bytes = 0
+        task_size = self._FIRST_TASK
+        if self._known_sha is None:
+            blocks = self._hashed(blocks, sha_thread)
+        last: bytes | None = None
+        view = memoryview(b"")
+        ascii = True
         try:
-            for chunk in cut_chunks(blocks, store.chunk_params):
-                if self._known_sha is None:
-                    sha_thread.submit(self._sha.update, chunk)
-                inflight.append((chunk, pool.submit(self._prepare, chunk)))
-                inflight_bytes += len(chunk)
-                if inflight_bytes >= 2 * _BATCH:
-                    inflight_bytes -= self._flush(inflight, _BATCH)
+            for buf, start, end in cut_spans(blocks, store.chunk_params):
+                if buf is not last:  # a new block: chunks are views of it until the next one
+                    last, view, ascii = buf, memoryview(buf), buf.isascii()
+                task.append((view[start:end], buf, start, end, ascii))
+                task_bytes += end - start
+                if task_bytes >= task_size:
+                    fut = pool.submit(self._prepare, task)
+                    inflight.extend((span[0], fut, i) for i, span in enumerate(task))
+                    inflight_bytes += task_bytes
+                    task, task_bytes = [], 0
+                    task_size = min(2 * task_size, self._TASK)
+                    if inflight_bytes >= 2 * _BATCH:
+                        inflight_bytes -= self._flush(inflight, _BATCH)
+            if task:
+                fut = pool.submit(self._prepare, task)
+                inflight.extend((span[0], fut, i) for i, span in enumerate(task))
             while inflight:
                 self._flush(inflight, _BATCH)
         finally:
-            for _, fut in inflight:
+            for _, fut, _ in inflight:
                 fut.cancel()
             sha_thread.shutdown(wait=True)
         self.sha256 = self._known_sha or self._sha.hexdigest()
 
-    def _prepare(self, chunk: bytes) -> _Prepared:
-        """In a worker: key, stats, and either the stored frame found equal or a new frame."""
-        store = self.store
-        key = xxhash.xxh3_128_digest(chunk, seed=store._seed) + b"\0"
-        chars, newlines = chunk_stats(chunk)
-        with store._backend.read() as txn:
-            stored = txn.get("chunks", key)
-        if stored is not None:
-            try:
-                same = store._codec.decompressor.decompress(stored, max_output_size=len(chunk) + 1) == chunk
-            except zstandard.ZstdError:
-                same = False
-            if same:
-                return key, None, stored, chars, newlines
-        return key, store._codec.compressor.compress(chunk), None, chars, newlines
+    #: raw bytes of chunks handed to a worker at a time: few tasks, so that workers
+    #: seldom wait for the GIL (held by the cutting thread) between chunks
+    _TASK = 4 << 20
+    _FIRST_TASK = 256 << 10
 
-    def _flush(self, inflight: deque[tuple[bytes, Future[_Prepared]]], limit: int) -> int:
+    def _hashed(self, blocks: Iterable[bytes], sha_thread: ThreadPoolExecutor) -> Iterator[bytes]:
+        """``blocks``, fed to the SHA-256 on ``sha_thread`` as they are read."""
+        for block in blocks:
+            sha_thread.submit(self._sha.update, block)
+            yield block
+
+    def _prepare(self, task: list[_Span]) -> list[_Prepared]:
+        """In a worker: per chunk, key, stats, and either the stored frame found equal or a new frame."""
+        store = self.store
+        seed = store._seed
+        keys = [xxhash.xxh3_128_digest(span[0], seed=seed) + b"\0" for span in task]
+        stats = [span_stats(buf, start, end, ascii) for _, buf, start, end, ascii in task]
+        with store._backend.read() as txn:
+            found = [txn.get("chunks", key) for key in keys]
+        codec = store._codec
+        seen = [i for i, stored in enumerate(found) if stored is not None]
+        stored_frames = [frame for frame in found if frame is not None]
+        equal = self._equal_all(codec.decompressor, stored_frames, [task[i] for i in seen])
+        for i, same in zip(seen, equal, strict=True):
+            if not same:
+                found[i] = None
+        # the chunks to compress: not stored, or stored but different
+        todo = [i for i, stored in enumerate(found) if stored is None]
+        frames: list[bytes | None] = [None] * len(task)
+        for i, frame in zip(todo, self._compress_all(codec.compressor, [task[i][0] for i in todo]), strict=True):
+            frames[i] = frame
+        return [
+            (key, frame, stored, chars, newlines)
+            for key, frame, stored, (chars, newlines) in zip(keys, frames, found, stats, strict=True)
+        ]
+
+    @staticmethod
+    def _compress_all(compressor: zstandard.ZstdCompressor, chunks: list[memoryview]) -> list[bytes]:
+        """One frame per chunk, as ``compressor.compress`` makes them.
+
+        The C backend of zstandard compresses the whole list without taking the GIL
+        back between chunks (with a context of its own, from the same parameters).
+        """
+        if len(chunks) > 1 and _PutWriter._multi:
+            try:
+                out = compressor.multi_compress_to_buffer(chunks, threads=1)
+            except (AttributeError, NotImplementedError):  # the cffi or Rust backend
+                _PutWriter._multi = False
+            else:
+                return [out[i].tobytes() for i in range(len(out))]
+        return [compressor.compress(chunk) for chunk in chunks]
+
+    @staticmethod
+    def _equal_all(decompressor: zstandard.ZstdDecompressor, frames: list[bytes], spans: list[_Span]) -> list[bool]:
+        """Whether each stored frame decompresses to its chunk, exactly.
+
+        Like ``_compress_all``, the C backend decompresses the whole list at once,
+        each frame into exactly its chunk's size: a frame of any other size (or a
+        damaged one) fails the lot, and then each is compared on its own.  Chunks are
+        compared in their buffers (``startswith`` is a memcmp; comparing memoryviews
+        goes byte by byte).
+        """
+        if len(frames) > 1 and _PutWriter._multi:
+            try:
+                out = decompressor.multi_decompress_to_buffer(
+                    frames, decompressed_sizes=array("Q", [end - start for _, _, start, end, _ in spans]), threads=1
+                )
+            except zstandard.ZstdError:
+                pass
+            except (AttributeError, NotImplementedError):
+                _PutWriter._multi = False
+            else:
+                return [
+                    len(out[i]) == end - start and buf.startswith(out[i], start)
+                    for i, (_, buf, start, end, _) in enumerate(spans)
+                ]
+        equal = []
+        for frame, (_, buf, start, end, _) in zip(frames, spans, strict=True):
+            try:
+                raw = decompressor.decompress(frame, max_output_size=end - start + 1)
+            except zstandard.ZstdError:
+                equal.append(False)
+            else:
+                equal.append(len(raw) == end - start and buf.startswith(raw, start))
+        return equal
+
+    _multi = True  # whether the multi_*_to_buffer functions are available (C backend)
+
+    def _flush(self, inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]], limit: int) -> int:
         """Write the oldest chunks in flight, up to ``limit`` raw bytes, in one transaction."""
         store = self.store
-        batch: list[tuple[bytes, _Prepared]] = []
+        batch: list[tuple[memoryview, _Prepared]] = []
         taken = 0
         while inflight and taken < limit:
-            chunk, fut = inflight.popleft()
-            batch.append((chunk, fut.result()))
+            chunk, fut, i = inflight.popleft()
+            batch.append((chunk, fut.result()[i]))
             taken += len(chunk)
         batch_no = self._batch
         self._batch += 1
         token = _process_token()
 
-        def txn_fn(txn: WriteTxn) -> list[bytes]:
+        def txn_fn(txn: WriteTxn) -> tuple[list[bytes], int]:
             final_keys: list[bytes] = []
             new_stored = new_chunks = new_unique = 0
             if batch_no == 0:
@@ -1091,13 +1283,19 @@ class _PutWriter:
                     new_chunks += 1
                     new_stored += slen
                     new_unique += len(chunk)
-            store._evict_for(txn, new_stored)
+            if store.max_bytes and self.new_stored + new_stored > store.max_bytes:
+                # eviction waits for the final transaction; this put cannot fit whatever it evicts
+                raise StoreFull(
+                    f"the store is capped at max_bytes={store.max_bytes} and this put alone needs more stored "
+                    "bytes than that; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
+                )
             txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
             if new_chunks:
                 store._bump(txn, chunks=new_chunks, stored_bytes=new_stored, unique_bytes=new_unique)
-            return final_keys
+            return final_keys, new_stored
 
-        final = store._backend.write(txn_fn)
+        final, added = store._backend.write(txn_fn)
+        self.new_stored += added
         self._written = True
         for (chunk, (_, _, _, chars, nl)), key in zip(batch, final, strict=True):
             self.keys.append(key)
@@ -1111,11 +1309,11 @@ class _PutWriter:
                 self.chars += chars
             self.size += len(chunk)
         if batch:
-            self.ends_with_newline = batch[-1][0].endswith(b"\n")
+            self.ends_with_newline = batch[-1][0][-1:] == b"\n"
         return taken
 
     def _place(
-        self, txn: WriteTxn, chunk: bytes, key: bytes, frame: bytes | None, seen: bytes | None
+        self, txn: WriteTxn, chunk: bytes | memoryview, key: bytes, frame: bytes | None, seen: bytes | None
     ) -> tuple[bytes, bool, int]:
         """Add one reference to ``chunk``; return (its key, whether it was created, stored size).
 
@@ -1159,7 +1357,7 @@ class _PutWriter:
         if not self._written:
             return
         try:
-            self.store._backend.write(lambda txn: _rollback_pending(self.store, txn, self.raw_id))
+            self.store._backend.write(lambda txn: _rollback_pending(self.store, txn, self.raw_id), frees=True)
         except BlobpadError:
             pass  # the next open or gc() rolls it back
 
@@ -1176,6 +1374,45 @@ def _rollback_pending(store: Store, txn: WriteTxn, raw_id: bytes) -> None:
     store._release(txn, keys)
     for key in doomed:
         txn.delete("pending", key)
+
+
+#: ``meta`` key set when a deleted entry's chunk list was damaged: gc() recounts references
+_REPAIR = b"repair_refs"
+
+
+def _decode_entry(raw: bytes) -> Entry | None:
+    """The entry record ``raw``, or None when it is damaged (unreadable, or fields of the wrong type)."""
+    try:
+        e = Entry.decode(raw)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+    def is_int(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
+
+    if not (is_int(e.seq) and is_int(e.size_bytes) and isinstance(e.session, str)):
+        return None
+    if not isinstance(e.sha256, str) or len(e.sha256) != 64 or not set(e.sha256) <= set("0123456789abcdef"):
+        return None
+    if e.turn is not None and (isinstance(e.turn, bool) or not isinstance(e.turn, (str, int))):
+        return None
+    if e.name is not None and not isinstance(e.name, str):
+        return None
+    exp = e.expires_at
+    if exp is not None and (isinstance(exp, bool) or not isinstance(exp, (int, float)) or not math.isfinite(exp)):
+        return None
+    return e
+
+
+def _purge_index(txn: WriteTxn, raw_id: bytes) -> None:
+    """Remove every index key of ``raw_id`` by scanning (its record is damaged: its keys are unknown)."""
+    doomed: list[tuple[str, bytes]] = []
+    for space in ("by_seq", "by_scope", "names"):
+        doomed.extend((space, key) for key, value in txn.scan(space) if value == raw_id)
+    doomed.extend(("expiry", key) for key, _ in txn.scan("expiry") if key[8:] == raw_id)
+    doomed.extend(("digests", key) for key, _ in txn.scan("digests") if key[40:] == raw_id)
+    for space, key in doomed:
+        txn.delete(space, key)
 
 
 class _Source:
