@@ -233,10 +233,10 @@ class _LineCounter:
 def _check_int(label: str, value: object, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{label} must be an integer, not {type(value).__name__}")
+    if abs(value) > 1 << 62:  # checked first: a huge value is not even printed (str() refuses 4300+ digits)
+        raise InvalidArgument(f"{label} is out of range")
     if minimum is not None and value < minimum:
         raise InvalidArgument(f"{label} must be at least {minimum}, not {value}")
-    if abs(value) > 1 << 62:
-        raise InvalidArgument(f"{label} is out of range")
     return value
 
 
