@@ -45,6 +45,7 @@ class StoreFull(BlobpadError):
 # -- argument checks shared by the modules that take values from a model ---------------
 
 _INT_LIMIT = 1 << 62  # every count, offset and size blobpad accepts fits in 62 bits
+MAX_STR = 4096  # longest session, turn, tool or name accepted
 
 
 def describe(value: object, limit: int = 80) -> str:
@@ -82,3 +83,17 @@ def check_int(
     if value > top or value < -_INT_LIMIT:
         raise InvalidArgument(f"{label} must be at most {top}, not {describe(value)}")
     return value
+
+
+def check_str(label: str, value: object, *, allow_none: bool = True) -> None:
+    """Raise InvalidArgument unless ``value`` is a string of valid Unicode, at most MAX_STR long."""
+    if value is None and allow_none:
+        return
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{label} must be a string, not {type(value).__name__}")
+    if len(value) > MAX_STR:
+        raise InvalidArgument(f"{label} is {len(value)} characters long; the limit is {MAX_STR}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{label} contains lone surrogates; pass valid Unicode text") from None

@@ -120,7 +120,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backend import ReadTxn, WriteTxn
-from .errors import InvalidArgument, NotFound
+from .errors import InvalidArgument, NotFound, check_str
 from .store import _SESSION_HOOKS
 
 if TYPE_CHECKING:
@@ -200,7 +200,6 @@ SPACE_REJECTED = (
 
 #: The largest content one call accepts, and the largest a space may hold, in UTF-8 bytes.
 MAX_CONTENT_BYTES = 1 << 20
-_MAX_SESSION = 4096         # like the store's session strings
 _MAX_REF = 2048             # longest ref, in characters
 _MAX_HISTORY = 10_000       # largest history() limit
 _MAX_TTL = 1e12             # longest ttl, in seconds (about 31,000 years)
@@ -622,14 +621,7 @@ class Notepad:
         ttl: float | None = None,
         max_versions: int = 100,
     ) -> None:
-        if not isinstance(session, str):
-            raise InvalidArgument(f"session must be a string, not {_typename(session)}")
-        if len(session) > _MAX_SESSION:
-            raise InvalidArgument(f"session is {len(session)} characters long; the limit is {_MAX_SESSION}")
-        try:
-            session.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgument("session contains lone surrogates; pass valid Unicode text") from None
+        check_str("session", session, allow_none=False)
         if counter is not None and not callable(counter):
             raise InvalidArgument(f"counter must be a function (text) -> int, not {_typename(counter)}")
         if ttl is not None and (

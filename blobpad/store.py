@@ -42,7 +42,7 @@ import zstandard
 
 from .backend import ReadTxn, WriteTxn, acquire_lmdb
 from .chunking import KEY_SIZE, ChunkParams, Manifest, cut_spans, span_stats
-from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_int, describe
+from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_int, check_str, describe
 from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
 from .reads import ReadsMixin
 
@@ -53,7 +53,6 @@ _BLOCK = 8 << 20          # bytes read from a file or stream at a time
 _BATCH = 16 << 20         # raw bytes per write transaction of a put
 _REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw length
 _COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
-_MAX_STR = 4096           # longest session, turn, tool or name accepted
 _MAX_META = 64 << 10      # largest caller meta, as JSON
 _MAX_TTL = 100 * 365 * 86400  # longest finite ttl, in seconds
 _MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address space
@@ -200,22 +199,9 @@ def _check_turn(turn: object) -> None:
     if isinstance(turn, bool) or not isinstance(turn, (str, int)):
         raise InvalidArgument(f"turn must be a string or an integer, not {type(turn).__name__}")
     if isinstance(turn, str):
-        _check_str("turn", turn)
+        check_str("turn", turn)
     else:
         check_int("turn", turn)
-
-
-def _check_str(label: str, value: object, *, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{label} must be a string, not {type(value).__name__}")
-    if len(value) > _MAX_STR:
-        raise InvalidArgument(f"{label} is {len(value)} characters long; the limit is {_MAX_STR}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"{label} contains lone surrogates; pass valid Unicode text") from None
 
 
 class _Cache:
@@ -450,9 +436,9 @@ class Store(ReadsMixin):
             InvalidArgument: a bad argument (the store is unchanged).
             StoreFull: the store cannot hold the content even after evicting.
         """
-        _check_str("session", session)
-        _check_str("name", name)
-        _check_str("tool", tool)
+        check_str("session", session)
+        check_str("name", name)
+        check_str("tool", tool)
         if session is None:
             session = ""
         _check_turn(turn)
@@ -723,8 +709,8 @@ class Store(ReadsMixin):
 
     def find(self, name: str, *, session: str | None = None) -> Entry:
         """Return the live entry called ``name`` in ``session``; raise NotFound otherwise."""
-        _check_str("name", name, allow_none=False)
-        _check_str("session", session)
+        check_str("name", name, allow_none=False)
+        check_str("session", session)
         with self._backend.read() as txn:
             raw_id = txn.get("names", name_key(session or "", name))
             if raw_id is None:
@@ -741,7 +727,7 @@ class Store(ReadsMixin):
         keys are read; ``turn`` alone means the turn in the default session "".
         With neither, every entry is listed.
         """
-        _check_str("session", session)
+        check_str("session", session)
         _check_turn(turn)
         check_int("limit", limit, minimum=0, allow_none=True)
         out: list[Entry] = []
@@ -794,7 +780,7 @@ class Store(ReadsMixin):
 
     def delete_session(self, session: str) -> int:
         """Delete every entry of a session (and, through the notepad module, its notepad)."""
-        _check_str("session", session, allow_none=False)
+        check_str("session", session, allow_none=False)
         prefix = scope_key(session)
 
         def txn_fn(txn: WriteTxn) -> int:
