@@ -90,7 +90,8 @@ version -> NotFound).
 Lifecycle: ``spawn(child, *, copy_notepad=False) -> Notepad``, ``fork(child) ->
 Notepad`` (always a copy; both raise InvalidArgument if ``child`` already has a
 notepad), ``delete() -> int`` (spaces deleted), ``spaces() -> dict[str, int]``
-(non-empty spaces -> version).  Module function ``purge_expired(store) -> int``.
+(non-empty spaces -> version).  Module function ``purge_expired(store) -> int``
+(``Store.gc()`` calls it).
 
 Results: :class:`NoteResult` (``to_dict()``: ok, space, action, version, changed,
 used, budget, unit, message, plus ``warning``/``error`` and details such as
@@ -121,7 +122,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .backend import ReadTxn, WriteTxn
 from .errors import InvalidArgument, NotFound, check_str
-from .store import _SESSION_HOOKS
+from .store import _GC_HOOKS, _SESSION_HOOKS
 
 if TYPE_CHECKING:
     from .store import Store
@@ -506,7 +507,11 @@ def purge_expired(store: Store) -> int:
                 purged += 1
         return purged
 
-    return store._backend.write(txn_fn)
+    return store._backend.write(txn_fn, frees=True)
+
+
+if purge_expired not in _GC_HOOKS:  # Store.gc() removes expired notepads too
+    _GC_HOOKS.append(purge_expired)
 
 
 # -- argument checks --------------------------------------------------------------------
@@ -606,8 +611,9 @@ class Notepad:
         counter: ``(text) -> int`` counting tokens for token budgets (default
             :func:`estimate_tokens`).
         ttl: seconds: each change sets the notepad to expire that long after it; an
-            expired notepad reads as empty and is deleted by its next change or by
-            :func:`purge_expired`.  None (default): a change removes any expiry.
+            expired notepad reads as empty and is deleted by its next change, by
+            ``Store.gc()`` or by :func:`purge_expired`.  None (default): a change
+            removes any expiry.
         max_versions: versions kept per space; older ones are pruned on change.
     """
 
@@ -1227,4 +1233,4 @@ class Notepad:
     def delete(self) -> int:
         """Delete this notepad: every space and version; return how many spaces there were."""
         session = self.session
-        return self.store._backend.write(lambda txn: _delete_notepad(txn, session))
+        return self.store._backend.write(lambda txn: _delete_notepad(txn, session), frees=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import codecs
+import contextlib
 import hashlib
 import json
 import math
@@ -101,12 +102,15 @@ class Stats:
 
 @dataclass(frozen=True)
 class GcReport:
-    """What ``Store.gc()`` freed."""
+    """What ``Store.gc()`` freed: expired ``entries``, the ``chunks`` and stored ``bytes``
+    nobody referenced any more, ``aborted_puts`` of dead processes rolled back, and
+    expired session ``notepads`` (those given a ttl) removed."""
 
     entries: int
     chunks: int
     bytes: int
     aborted_puts: int = 0
+    notepads: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -512,11 +516,11 @@ class Store(ReadsMixin):
                 if twin.kind != (kind or "text"):
                     continue
                 uses = Counter(keys)  # a chunk may occur several times in one entry
-                recs = {k: txn.get("refs", k) for k in uses}
-                if any(r is None for r in recs.values()):
-                    continue
+                refs = {k: _unpack_ref(txn.get("refs", k) or b"") for k in uses}
+                if any(r is None for r in refs.values()):
+                    continue  # a chunk without a sound reference record is not shared
                 for k, n in uses.items():
-                    count, slen, rlen = _REF.unpack(recs[k])  # type: ignore[arg-type]
+                    count, slen, rlen = refs[k]  # type: ignore[misc]
                     txn.put("refs", k, _REF.pack(count + n, slen, rlen))
                 return self._commit_entry(
                     txn, raw_id, blob, len(keys), kind=twin.kind, size=size, chars=twin.chars,
@@ -841,9 +845,11 @@ class Store(ReadsMixin):
         chunks = stored = unique = 0
         for key in keys:
             rec = txn.get("refs", key)
-            if rec is None:
+            ref = None if rec is None else _unpack_ref(rec)
+            if ref is None:  # missing or damaged: gc() recounts the references
+                txn.put("meta", _REPAIR, b"1")
                 continue
-            count, slen, rlen = _REF.unpack(rec)
+            count, slen, rlen = ref
             if count <= 1:
                 txn.delete("refs", key)
                 txn.delete("chunks", key)
@@ -858,7 +864,7 @@ class Store(ReadsMixin):
 
     def gc(self) -> GcReport:
         """Remove expired entries (through the expiry index), free unreferenced chunks,
-        and roll back puts whose process died; report what was freed."""
+        roll back puts whose process died, and remove expired notepads; report what was freed."""
         aborted = self._recover()
         now_us = _expiry_us(self.now())
         total_entries = total_chunks = total_bytes = 0
@@ -889,7 +895,8 @@ class Store(ReadsMixin):
             c, b = self._backend.write(self._repair_refs, frees=True)
             total_chunks += c
             total_bytes += b
-        return GcReport(total_entries, total_chunks, total_bytes, aborted)
+        notepads = sum(hook(self) for hook in _GC_HOOKS)
+        return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads)
 
     def _repair_refs(self, txn: WriteTxn) -> tuple[int, int]:
         """Recount the references of every chunk, after a damaged chunk list was deleted.
@@ -904,36 +911,44 @@ class Store(ReadsMixin):
         """
         if txn.get("meta", _REPAIR) is None:
             return 0, 0
-        expected: dict[bytes, int] = {}
-        sizes: dict[bytes, int] = {}
-        for raw_id, blob in txn.scan("manifests"):
-            try:
-                m = Manifest.unpack(blob)
-            except ValueError:
-                return 0, 0  # repaired by the gc() after that entry is deleted
-            sizes[raw_id] = m.bytes_at[-1]
-            for key in m.keys:
-                expected[key] = expected.get(key, 0) + 1
-        for key, value in txn.scan("pending"):
-            if key[8:9] == b"B":
-                for i in range(0, len(value), KEY_SIZE):
-                    k = value[i : i + KEY_SIZE]
-                    expected[k] = expected.get(k, 0) + 1
+        census = _census(txn)
+        if census is None:
+            return 0, 0  # repaired by the gc() after that entry is deleted
+        expected, raw_len, sizes = census
         fixes: list[tuple[bytes, bytes | None]] = []
         chunks = stored = unique = freed_chunks = freed_bytes = 0
+        recorded = set()
         for key, rec in txn.scan("refs"):
-            count, slen, rlen = _REF.unpack(rec)
+            recorded.add(key)
             want = expected.get(key, 0)
-            if not want:
+            ref = _unpack_ref(rec)
+            frame = txn.get("chunks", key) if ref is None else None
+            if ref is None and frame is not None:  # damaged: rebuilt from the frame and the chunk lists
+                ref = (0, len(frame), raw_len.get(key, _content_size(frame)))
+            if not want or ref is None:
                 fixes.append((key, None))
                 freed_chunks += 1
-                freed_bytes += slen
+                freed_bytes += ref[1] if ref is not None else 0
                 continue
+            count, slen, rlen = ref
             chunks += 1
             stored += slen
             unique += rlen
-            if want != count:
+            if want != count or len(rec) != _REF.size:
                 fixes.append((key, _REF.pack(want, slen, rlen)))
+        for key, frame in txn.scan("chunks"):  # chunks whose record is missing
+            if key in recorded:
+                continue
+            if key in expected:
+                rlen = raw_len.get(key, _content_size(frame))
+                fixes.append((key, _REF.pack(expected[key], len(frame), rlen)))
+                chunks += 1
+                stored += len(frame)
+                unique += rlen
+            else:
+                fixes.append((key, None))
+                freed_chunks += 1
+                freed_bytes += len(frame)
         for key, new in fixes:
             if new is None:
                 txn.delete("refs", key)
@@ -1020,7 +1035,9 @@ class Store(ReadsMixin):
         problems: list[str] = []
         damaged: set[str] = set()
         expected: dict[bytes, int] = {}
+        raw_len: dict[bytes, int] = {}
         chunk_owner: dict[bytes, list[str]] = {}
+        recount = False
         n_entries = 0
         with self._backend.read() as txn:
             for raw_id, raw in txn.scan("entries"):
@@ -1042,20 +1059,28 @@ class Store(ReadsMixin):
                 if e is not None and m.bytes_at[-1] != e.size_bytes:
                     problems.append(f"entry {eid}: chunk sizes add up to {m.bytes_at[-1]}, not {e.size_bytes}")
                     damaged.add(eid)
+                _count_keys(m, expected, raw_len)
                 for key in m.keys:
-                    expected[key] = expected.get(key, 0) + 1
                     chunk_owner.setdefault(key, []).append(eid)
-            for key, value in txn.scan("pending"):
-                if key[8:9] == b"B":
-                    for i in range(0, len(value), KEY_SIZE):
-                        k = value[i : i + KEY_SIZE]
-                        expected[k] = expected.get(k, 0) + 1
+            _count_pending(txn, expected)
             n_chunks = 0
             for key, rec in txn.scan("refs"):
                 n_chunks += 1
-                count, slen, rlen = _REF.unpack(rec)
-                if expected.get(key, 0) != count:
-                    problems.append(f"chunk {key.hex()}: reference count {count}, but {expected.get(key, 0)} references")
+                ref = _unpack_ref(rec)
+                if ref is None:
+                    problems.append(f"chunk {key.hex()}: reference record damaged ({len(rec)} bytes); gc() rebuilds it")
+                    recount = True
+                    if key not in raw_len:
+                        continue  # no chunk list says how long it is; gc() drops it if nothing uses it
+                    rlen = raw_len[key]
+                else:
+                    count, _, rlen = ref
+                    if expected.get(key, 0) != count:
+                        problems.append(
+                            f"chunk {key.hex()}: reference count {count}, but {expected.get(key, 0)} references; "
+                            "gc() recounts them"
+                        )
+                        recount = True
                 frame = txn.get("chunks", key)
                 if frame is None:
                     problems.append(f"chunk {key.hex()}: missing")
@@ -1068,9 +1093,17 @@ class Store(ReadsMixin):
                     damaged.update(chunk_owner.get(key, []))
             for key in expected:
                 if txn.get("refs", key) is None:
-                    problems.append(f"chunk {key.hex()}: referenced but has no reference count")
+                    problems.append(f"chunk {key.hex()}: referenced but has no reference record; gc() rebuilds it")
+                    recount = True
                     if txn.get("chunks", key) is None:
                         damaged.update(chunk_owner.get(key, []))
+            for key, _ in txn.scan("chunks"):
+                if key not in expected and txn.get("refs", key) is None:
+                    problems.append(f"chunk {key.hex()}: stored, but nothing references it; gc() frees it")
+                    recount = True
+        if recount:  # flag the store so that the next gc() recounts every reference
+            with contextlib.suppress(BlobpadError):
+                self._backend.write(lambda txn: txn.put("meta", _REPAIR, b"1"), frees=True)
         return VerifyReport(not problems, n_entries, n_chunks, problems, sorted(damaged))
 
 
@@ -1317,7 +1350,10 @@ class _PutWriter:
                 txn.put("chunks", k, frame)
                 txn.put("refs", k, _REF.pack(1, len(frame), len(chunk)))
                 return k, True, len(frame)
-            count, slen, rlen = _REF.unpack(rec)
+            ref = _unpack_ref(rec)
+            if ref is None:
+                continue  # a damaged record: leave it to gc(), place the chunk under another variant
+            count, slen, rlen = ref
             if rlen == len(chunk):
                 stored = txn.get("chunks", k)
                 if variant == 0 and seen is not None and stored == seen:
@@ -1364,6 +1400,53 @@ def _rollback_pending(store: Store, txn: WriteTxn, raw_id: bytes) -> None:
 
 #: ``meta`` key set when a deleted entry's chunk list was damaged: gc() recounts references
 _REPAIR = b"repair_refs"
+
+
+def _unpack_ref(rec: bytes) -> tuple[int, int, int] | None:
+    """(reference count, stored length, raw length) of a ``refs`` record, or None when damaged."""
+    return _REF.unpack(rec) if len(rec) == _REF.size else None
+
+
+def _count_keys(m: Manifest, expected: dict[bytes, int], raw_len: dict[bytes, int]) -> None:
+    """Add one reference per chunk occurrence in ``m`` to ``expected``; note each chunk's raw length."""
+    at = m.bytes_at
+    for i, key in enumerate(m.keys):
+        expected[key] = expected.get(key, 0) + 1
+        raw_len[key] = at[i + 1] - at[i]
+
+
+def _count_pending(txn: ReadTxn, expected: dict[bytes, int]) -> None:
+    """Add the references held by puts in flight (their journal's chunk batches)."""
+    for key, value in txn.scan("pending"):
+        if key[8:9] == b"B":
+            for i in range(0, len(value), KEY_SIZE):
+                k = value[i : i + KEY_SIZE]
+                expected[k] = expected.get(k, 0) + 1
+
+
+def _census(txn: ReadTxn) -> tuple[dict[bytes, int], dict[bytes, int], dict[bytes, int]] | None:
+    """(references each chunk should have, each chunk's raw length, each entry's size), from
+    every chunk list and the pending journal; None while a chunk list does not decode."""
+    expected: dict[bytes, int] = {}
+    raw_len: dict[bytes, int] = {}
+    sizes: dict[bytes, int] = {}
+    for raw_id, blob in txn.scan("manifests"):
+        try:
+            m = Manifest.unpack(blob)
+        except ValueError:
+            return None
+        sizes[raw_id] = m.bytes_at[-1]
+        _count_keys(m, expected, raw_len)
+    _count_pending(txn, expected)
+    return expected, raw_len, sizes
+
+
+def _content_size(frame: bytes) -> int:
+    """The raw length a zstd frame declares, 0 when it declares none or is not a frame."""
+    try:
+        return max(zstandard.frame_content_size(frame), 0)
+    except zstandard.ZstdError:
+        return 0
 
 
 def _decode_entry(raw: bytes) -> Entry | None:
@@ -1483,6 +1566,10 @@ def _prefix_end(prefix: bytes) -> bytes | None:
 
 #: Functions ``(txn, session)`` run when a session is deleted (the notepad registers one).
 _SESSION_HOOKS: list[Callable[[WriteTxn, str], None]] = []
+
+#: Functions ``(store) -> int`` that gc() runs, each returning how many things it removed
+#: (the notepad registers the removal of expired notepads).
+_GC_HOOKS: list[Callable[[Store], int]] = []
 
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:  # noqa: A001 - the public name

@@ -620,6 +620,24 @@ def test_no_ttl_unless_asked(store_factory):
     assert brief.read() == "now permanent"
 
 
+def test_store_gc_removes_expired_notepads_and_only_them(store_factory):
+    now = [1_000_000.0]
+    s = store_factory("gc-ttl", clock=lambda: now[0])
+    s.notepad("forever").write("keep")
+    s.notepad("brief", ttl=60).write("short-lived")
+    s.notepad("later", ttl=600).set_plan("a plan")
+    assert s.gc().notepads == 0
+    now[0] += 61
+    assert s.gc().notepads == 1
+    assert purge_expired(s) == 0  # gc really deleted it: nothing is left to purge
+    assert s.notepad("forever").read() == "keep" and s.notepad("later").read("plan") == "a plan"
+    assert s.notepad("brief").spaces() == {}
+    now[0] += 600
+    report = s.gc()
+    assert report.notepads == 1 and report.to_dict()["notepads"] == 1
+    assert s.notepad("forever").read() == "keep"
+
+
 _CHILD = textwrap.dedent("""
     import os, sys, time
     import blobpad
