@@ -661,3 +661,91 @@ def test_count_on_binary_lines_counts_each_line_once(store):
     assert len(_py_grep(content, Pat("[A-Z]{3}"))) == 2  # as rg -c -a says too
     assert [m.line for m in store.grep(e.id, "[A-Z]{3}")] == [1, 3]
     assert store.count(e.id, "[A-Z]{3}") == 2
+
+
+# -- what a read decompresses -------------------------------------------------------
+
+
+def _counting(store: blobpad.Store) -> list[int]:
+    """Count the chunks ``store`` decompresses (every read path goes through ``_decompress``)."""
+    calls = [0]
+    real = store._decompress
+
+    def counted(frame: bytes, key: bytes, raw_len: int) -> bytes:
+        calls[0] += 1
+        return real(frame, key, raw_len)
+
+    store._decompress = counted  # type: ignore[method-assign]
+    return calls
+
+
+def _settle(store: blobpad.Store) -> None:
+    """Wait for read-ahead a finished read left running on the worker pool (a grep that
+    stopped early cancels the tasks not yet started; those running finish), so that the
+    next count belongs to the next read alone."""
+    with store._pool_lock:
+        if store._pool is not None:
+            store._pool.shutdown(wait=True)
+        store._pool = None
+
+
+def _slice_reads(s: blobpad.Store, e: blobpad.Entry, text: str) -> dict:
+    """name -> (the read, what slicing the original gives), around the middle of ``e``."""
+    lines = text.split("\n")
+    raw = text.encode()
+    mid_c, mid_b, mid_l = e.chars // 2, e.size_bytes // 2, e.lines // 2
+    return {
+        "head": (lambda: s.head(e.id, 2000), text[:2000]),
+        "tail": (lambda: s.tail(e.id, 2000), text[-2000:]),
+        "range": (lambda: s.range(e.id, mid_c, mid_c + 2000), text[mid_c : mid_c + 2000]),
+        "byte_range": (lambda: s.byte_range(e.id, mid_b, mid_b + 2000), raw[mid_b : mid_b + 2000]),
+        "lines": (lambda: s.lines(e.id, mid_l, mid_l + 99), lines[mid_l - 1 : mid_l + 99]),
+        "stream": (lambda: _seek_read(s.stream(e.id), mid_b, 2000), raw[mid_b : mid_b + 2000]),
+        "grep first 5": (
+            lambda: [m.line for m in s.grep(e.id, "INFO", max_matches=5).matches],
+            [i + 1 for i, t in enumerate(lines) if "INFO" in t][:5],
+        ),
+    }
+
+
+def test_slice_reads_decompress_only_the_chunks_that_hold_the_answer(store_factory):
+    """The same reads on a 2 MB and a 16 MB entry (cache off) decompress the same few
+    chunks, and give what slicing the original gives; reading everything decompresses all."""
+    s = store_factory(cache_bytes=0)
+    calls = _counting(s)
+    seen: dict[str, list[int]] = {}
+    for size in (2_000_000, 16_000_000):
+        text = sample.log_text(size, 11)
+        e = s.put(text)
+        assert e.chunks >= size // (256 << 10)
+        for name, (read, want) in _slice_reads(s, e, text).items():
+            calls[0] = 0
+            assert read() == want, name
+            _settle(s)
+            seen.setdefault(name, []).append(calls[0])
+        calls[0] = 0
+        assert s.count(e.id, "zz-absent-zz") == 0 and calls[0] == e.chunks  # a full scan reads every chunk
+    for name, (small, big) in seen.items():
+        # a slice may straddle one cut; grep stops after its first task plus two read-ahead tasks of <= 256 KB
+        limit = 2 if name != "grep first 5" else 16
+        assert small <= limit and big <= limit, (name, seen)
+
+
+def _seek_read(f, pos: int, n: int) -> bytes:
+    f.seek(pos)
+    return f.read(n)
+
+
+def test_the_chunk_cache_saves_decompressing_the_same_region_again(store_factory):
+    text = sample.log_text(3_000_000, 12)
+    lines = text.split("\n")
+    for cache_bytes in (64 << 20, 0):
+        s = store_factory(f"cache-{cache_bytes}", cache_bytes=cache_bytes)
+        e = s.put(text)
+        calls = _counting(s)
+        mid = e.lines // 2
+        assert s.lines(e.id, mid, mid + 20) == lines[mid - 1 : mid + 20]
+        assert calls[0] >= 1
+        calls[0] = 0
+        assert s.lines(e.id, mid + 5, mid + 10) == lines[mid + 4 : mid + 10]  # the same chunk again
+        assert calls[0] == (0 if cache_bytes else 1)
