@@ -899,15 +899,17 @@ class Store(ReadsMixin):
         return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads)
 
     def _repair_refs(self, txn: WriteTxn) -> tuple[int, int]:
-        """Recount the references of every chunk, after a damaged chunk list was deleted.
+        """Recount the references of every chunk, when the store is flagged for it.
 
         The references of a chunk list that does not decode cannot be released when its
-        entry is deleted; ``_delete_in`` flags the store instead, and gc() runs this:
-        the references are recounted from the surviving chunk lists and the pending
-        journal (in one transaction, so puts in flight are counted right), chunks
-        nothing references are freed, and the counters are recounted.  While a
-        damaged chunk list is still stored nothing is changed (its references are
-        unknown).  Returns (chunks freed, stored bytes freed).
+        entry is deleted, nor those of a damaged or missing reference record; the
+        delete flags the store instead (so does verify() when it finds a wrong record),
+        and gc() runs this: the references are recounted from the surviving chunk lists
+        and the pending journal (in one transaction, so puts in flight are counted
+        right), damaged or missing records are rebuilt from the stored frame and the
+        chunk lists, chunks nothing references are freed, and the counters are
+        recounted.  While a damaged chunk list is still stored nothing is changed (its
+        references are unknown).  Returns (chunks freed, stored bytes freed).
         """
         if txn.get("meta", _REPAIR) is None:
             return 0, 0
@@ -934,7 +936,7 @@ class Store(ReadsMixin):
             chunks += 1
             stored += slen
             unique += rlen
-            if want != count or len(rec) != _REF.size:
+            if want != count:  # a rebuilt record (count 0) is always rewritten
                 fixes.append((key, _REF.pack(want, slen, rlen)))
         for key, frame in txn.scan("chunks"):  # chunks whose record is missing
             if key in recorded:
@@ -1030,7 +1032,9 @@ class Store(ReadsMixin):
         """Check every entry's chunks, the reference counts and every chunk's checksum.
 
         Returns a :class:`VerifyReport`; ``damaged_entries`` names the entries whose
-        content cannot be read back exactly.
+        content cannot be read back exactly.  Wrong reference records (miscounted,
+        damaged, missing, or chunks nothing references) do not damage any content;
+        verify() flags the store so that the next gc() rebuilds them.
         """
         problems: list[str] = []
         damaged: set[str] = set()
