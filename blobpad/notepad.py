@@ -162,18 +162,25 @@ SCRATCHPAD_HEADER = "[Session Scratchpad - your persistent working memory]"
 SCRATCHPAD_FOOTER = "[End Scratchpad]"
 
 
-def scratchpad_guidance(budget: int = 2000) -> str:
-    """Seed 004's system-prompt section, with the scratchpad's token budget."""
+def scratchpad_guidance(budget: int = 2000, tool: str = "session_scratchpad") -> str:
+    """Seed 004's system-prompt section, with the scratchpad's token budget.
+
+    ``tool`` is the name the model calls: seed 004's ``session.scratchpad`` is
+    registered as ``session_scratchpad`` by :class:`~blobpad.Toolbox` (OpenAI and
+    Anthropic reject dots in tool names); a runtime that registers the dotted name
+    itself passes ``tool="session.scratchpad"`` to get the seed's text verbatim.
+    """
     return (
         "## Session Scratchpad\n"
-        "You have a persistent scratchpad tool (session.scratchpad) that survives context compaction.\n"
+        f"You have a persistent scratchpad tool ({tool}) that survives context compaction.\n"
         "Use it to save: multi-step plans, key findings, important decisions, accumulated state.\n"
         f"The scratchpad is prepended to each message you receive. Budget: ~{budget} tokens.\n"
-        'Call session.scratchpad with mode "replace" to overwrite, or "append" to add incrementally.'
+        f'Call {tool} with mode "replace" to overwrite, or "append" to add incrementally.'
     )
 
 
-#: Seed 004: the system-prompt section with the default budget of 2000 tokens.
+#: Seed 004: the system-prompt section with the default budget of 2000 tokens, naming
+#: the tool as the Toolbox registers it (``session_scratchpad``).
 SCRATCHPAD_GUIDANCE = scratchpad_guidance(2000)
 
 #: Seed 004's tool responses (``units`` is "tokens" or "characters", ``unit`` its singular).
@@ -988,7 +995,7 @@ class Notepad:
     def context_section(self, space: str = "notepad") -> str:
         """Seed 002's system-prompt section: the heading, then the content or the empty-state hint."""
         content = self.read(space)
-        return f"{NOTEPAD_HEADING}\n{content if content.strip() else EMPTY_NOTEPAD_HINT}"
+        return f"{NOTEPAD_HEADING}\n{content if content else EMPTY_NOTEPAD_HINT}"
 
     # -- seed 001 -------------------------------------------------------------------------
 
@@ -1095,7 +1102,7 @@ class Notepad:
                 if isinstance(value, list):
                     if value:
                         sections.append(f"## {title}\n" + "\n".join(f"- {r}" for r in value))
-                elif value.strip():
+                elif value:
                     sections.append(f"## {title}\n{value}")
         if not sections:
             return ""
@@ -1116,7 +1123,7 @@ class Notepad:
     def scratchpad_content(self) -> str | None:
         """Seed 004's ``getScratchpadContent``: the scratchpad, or None when it is empty."""
         content = self.read("scratchpad")
-        return content if content.strip() else None
+        return content if content else None
 
     def scratchpad_block(self) -> str:
         """Seed 004's block for the next user message, or "" when the scratchpad is empty."""
@@ -1125,10 +1132,11 @@ class Notepad:
             return ""
         return f"{SCRATCHPAD_HEADER}\n{content}\n{SCRATCHPAD_FOOTER}"
 
-    def scratchpad_guidance(self) -> str:
-        """Seed 004's system-prompt section with this notepad's scratchpad budget."""
+    def scratchpad_guidance(self, tool: str = "session_scratchpad") -> str:
+        """Seed 004's system-prompt section with this notepad's scratchpad budget
+        (``tool``: see :func:`scratchpad_guidance`)."""
         limit = self.budgets["scratchpad"].limit
-        return scratchpad_guidance(limit if limit is not None else 2000)
+        return scratchpad_guidance(limit if limit is not None else 2000, tool)
 
     # -- versions ---------------------------------------------------------------------------
 

@@ -1289,17 +1289,29 @@ def _seed001(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
     return _note_result(pad.refs_set(a["items"]))
 
 
+def _budget_words(tb: Toolbox, space: str) -> str:
+    """A space's budget as the notepad of ``tb`` enforces it: "4,000 characters", "about 2,000 tokens"."""
+    budget = tb.notepad.budgets[space]
+    if budget.limit is None:
+        return "no budget"
+    unit = {"chars": "characters", "tokens": "tokens", "items": "items"}[budget.unit]
+    return f"{'about ' if budget.unit == 'tokens' else ''}{budget.limit:,} {unit}"
+
+
 def _seed001_tools(tb: Toolbox) -> list[ToolSpec]:
+    notes, plan = _budget_words(tb, "notes"), _budget_words(tb, "plan")
+    refs = tb.notepad.budgets["refs"].limit
     return [ToolSpec(
         "session_scratchpad",
         ("Persistent working memory that survives context compaction, in three spaces, all prepended to every "
-         "message you receive (only non-empty ones): notes (4,000 characters: findings, decisions, constraints, "
-         "partial state), plan (2,000 characters: the current multi-step plan as a concise ordered list), refs "
-         "(50 items: file paths, URLs, identifiers). Actions: set_notes(content) replaces notes; "
-         "append_notes(content) appends, rejected if notes would exceed 4,000 characters; set_plan(content) "
-         "replaces the plan; refs.add(ref) adds one ref, dropping the oldest at 50; refs.remove(ref) removes one "
-         "by exact match; refs.set(items) replaces all refs (first 50 kept). Over-budget set_notes/set_plan are "
-         "truncated with a warning. Don't write full file contents, conversation history or speculative ideas."),
+         f"message you receive (only non-empty ones): notes ({notes}: findings, decisions, constraints, "
+         f"partial state), plan ({plan}: the current multi-step plan as a concise ordered list), refs "
+         f"({refs} items: file paths, URLs, identifiers). Actions: set_notes(content) replaces notes; "
+         f"append_notes(content) appends, rejected if notes would exceed {notes}; set_plan(content) "
+         f"replaces the plan; refs.add(ref) adds one ref, dropping the oldest at {refs}; refs.remove(ref) removes "
+         f"one by exact match; refs.set(items) replaces all refs (first {refs} kept). Over-budget "
+         "set_notes/set_plan are truncated with a warning. Don't write full file contents, conversation history "
+         "or speculative ideas."),
         (
             Param("action", "string", "set_notes, append_notes, set_plan, refs.add, refs.remove or refs.set.",
                   required=True, enum=_SEED001_ACTIONS),
@@ -1386,7 +1398,8 @@ def _seed004_tools(tb: Toolbox) -> list[ToolSpec]:
     return [ToolSpec(
         "session_scratchpad",
         ("Persist important working state (plans, findings, decisions) that survives context compaction. Content "
-         "is prepended to each message you receive. Budget: about 2000 tokens. mode 'replace' overwrites the whole "
+         f"is prepended to each message you receive. Budget: {_budget_words(tb, 'scratchpad')}. mode 'replace' "
+         "overwrites the whole "
          "scratchpad (truncated with a warning if over budget); 'append' adds to it (rejected if it would exceed "
          "the budget: then rewrite it shorter with 'replace')."),
         (

@@ -41,6 +41,7 @@ from blobpad.notepad import (
     estimate_tokens,
     prepend_block,
     purge_expired,
+    scratchpad_guidance,
 )
 
 HEADER = "[Session Scratchpad - your persistent working memory]"
@@ -85,13 +86,16 @@ def test_seed_texts_are_exact():
     )
     assert SCRATCHPAD_HEADER == HEADER
     assert SCRATCHPAD_FOOTER == FOOTER
-    assert SCRATCHPAD_GUIDANCE == (
+    seed_guidance = (
         "## Session Scratchpad\n"
         "You have a persistent scratchpad tool (session.scratchpad) that survives context compaction.\n"
         "Use it to save: multi-step plans, key findings, important decisions, accumulated state.\n"
         "The scratchpad is prepended to each message you receive. Budget: ~2000 tokens.\n"
         'Call session.scratchpad with mode "replace" to overwrite, or "append" to add incrementally.'
     )
+    assert scratchpad_guidance(2000, tool="session.scratchpad") == seed_guidance
+    # by default it names the tool the Toolbox registers (no dots allowed in tool names)
+    assert seed_guidance.replace("session.scratchpad", "session_scratchpad") == SCRATCHPAD_GUIDANCE
 
 
 def test_default_budgets_are_the_seeds_numbers(store):
@@ -336,6 +340,21 @@ def test_context_section(store):
     assert pad.context_section() == "## Session Notepad\n## Findings\n- Q3 discrepancy: $1.2M vs $1.155M"
     pad.write("")
     assert pad.context_section() == f"{NOTEPAD_HEADING}\n{EMPTY_NOTEPAD_HINT}"
+
+
+def test_whitespace_is_content_not_emptiness(store):
+    """The seeds test emptiness literally (seed 002 "if the notepad is empty", seed 004's
+    ``if (scratchpad)``, seed 001 "only non-empty spaces"): whitespace is shown as written."""
+    pad = store.notepad("ws")
+    pad.write("  \n")
+    assert pad.read() == "  \n" and pad.context_section() == f"{NOTEPAD_HEADING}\n  \n"
+    pad.scratchpad("   ")
+    assert pad.scratchpad_content() == "   "
+    assert pad.scratchpad_block() == f"{HEADER}\n   \n{FOOTER}"
+    pad.set_notes(" ")
+    assert pad.render_spaces() == f"{HEADER}\n## Notes\n \n{FOOTER}"
+    pad.set_notes("")
+    assert pad.render_spaces() == "" and pad.scratchpad("").ok and pad.scratchpad_block() == ""
 
 
 def test_spawn_fork_and_independence(store):

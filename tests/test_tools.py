@@ -859,6 +859,21 @@ def test_notepad_profile_schemas_are_the_seeds(store):
     assert s4["session_scratchpad"]["required"] == ["content"]
 
 
+def test_notepad_tool_descriptions_state_the_budgets_in_force(store):
+    def description(profile: str, **budgets) -> str:
+        tb = Toolbox(store, session="s", profile=profile, notepad_options={"budgets": budgets} if budgets else {})
+        return tb.schemas("openai")[0]["function"]["description"]
+
+    d = description("seed001")
+    assert "notes (4,000 characters" in d and "plan (2,000 characters" in d and "refs (50 items" in d
+    d = description("seed001", notes=300, plan=120, refs=7)
+    assert "notes (300 characters" in d and "plan (120 characters" in d and "refs (7 items" in d
+    assert "would exceed 300 characters" in d and "4,000" not in d and "2,000" not in d and " 50" not in d
+    assert "Budget: about 2,000 tokens." in description("seed004")
+    d = description("seed004", scratchpad=500)
+    assert "Budget: about 500 tokens." in d and "2,000" not in d and "2000" not in d
+
+
 def test_seed001_spaces_and_budgets(store):
     tb = Toolbox(store, session="s", profile="seed001")
     pad = tb.notepad
