@@ -8,12 +8,17 @@ reads in slices through the tools of :mod:`blobpad.tools`.
 Two policies, one per design seed:
 
 ``"seed000"`` (the default): offload when ``len(json.dumps(observation)) > 4096``.
-The synthetic observation is exactly seed 000's::
+The synthetic observation has exactly seed 000's fields::
 
     {"ok": true, "scratchpad_id": "485d7beae4e144eb", "size_bytes": 89042, "kind": "text",
      "summary": "<first 500 characters>\\n[... 88042 characters omitted ...]\\n<last 500>",
      "metadata": {<every other field of the observation>},
-     "_note": "Large observation saved in scratchpad. ..."}
+     "_note": "Large observation saved in scratchpad. To read it in full or partially, use the
+               scratchpad_read tool with scratchpad_id \"485d7beae4e144eb\". To pass the full
+               content to another tool, write {{step3.content}}."}
+
+The ``_note`` is seed 000's sentence with the id added, and the reference to write
+when the step is known; ``note=SEED000_NOTE`` gives the seed's sentence verbatim.
 
 A binary content's summary is ``[BINARY: <n> bytes, sha256=<hex>]``.
 
@@ -21,6 +26,11 @@ A binary content's summary is ``[BINARY: <n> bytes, sha256=<hex>]``.
 automatic entry name ``<tool>_<n>`` (``n`` counts from 1 per session and tool), with
 a preview of the first 2,000 characters; such entries never expire unless a ``ttl``
 is given (they live as long as the session).
+
+Seed 003's ``scratchpad`` parameter: a runtime may let the model add a ``scratchpad``
+argument to any tool call (:func:`add_scratchpad_parameter` adds it to a tool's JSON
+Schema); passing that name as ``offload(..., scratchpad=name)`` saves the output
+under it in the session whatever its size, replacing an entry of that name.
 
 Which part of an observation is "the content": a ``str`` or ``bytes`` observation is
 its own content.  For a dict, ``content_field`` when given; otherwise the field
@@ -46,7 +56,10 @@ from .errors import InvalidArgument, NotFound
 from .index import Entry
 from .store import Store
 
-__all__ = ["Offloader", "resolve_refs", "POLICIES", "text_summary", "binary_summary"]
+__all__ = [
+    "Offloader", "resolve_refs", "POLICIES", "text_summary", "binary_summary", "SEED000_NOTE",
+    "SCRATCHPAD_PARAMETER", "add_scratchpad_parameter",
+]
 
 #: The offload policies, by name.
 POLICIES: dict[str, str] = {
@@ -55,6 +68,32 @@ POLICIES: dict[str, str] = {
 }
 
 SEED000_NOTE = "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
+
+#: Seed 003: the ``scratchpad`` property a runtime adds to its own tools' JSON Schemas.
+SCRATCHPAD_PARAMETER: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": (
+        "Optional. Save this tool's whole output to the scratchpad under this name (an entry of that name is "
+        "replaced) instead of returning it in full; you get a preview, and read the rest with "
+        "scratchpad_read(name=...)."
+    ),
+}
+
+
+def add_scratchpad_parameter(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a tool's JSON Schema (its parameters object) with seed 003's optional
+    ``scratchpad`` property added; the runtime passes the argument's value to
+    :meth:`Offloader.offload` as ``scratchpad=`` (and removes it before running the tool)."""
+    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
+        raise InvalidArgument("add_scratchpad_parameter takes a tool's parameters schema: a JSON Schema object")
+    properties = schema.get("properties", {})
+    if not isinstance(properties, Mapping):
+        raise InvalidArgument("the schema's 'properties' must be an object")
+    if "scratchpad" in properties:
+        raise InvalidArgument("the tool already has a 'scratchpad' parameter")
+    return {**schema, "type": "object", "properties": {**properties, "scratchpad": dict(SCRATCHPAD_PARAMETER)}}
 
 _UNSET: Any = object()
 
@@ -109,6 +148,17 @@ def _json_len(value: Any, *, ensure_ascii: bool = True, limit: int | None = None
                 if _json_len(v, ensure_ascii=ensure_ascii, limit=limit) > limit:
                     return limit + 1
     return len(json.dumps(value, ensure_ascii=ensure_ascii, default=_measure_default))
+
+
+def _check_name(name: object) -> None:
+    """A ``scratchpad`` name from a tool call: a non-empty string of at most 200 characters."""
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        shown = repr(name)[:60] if isinstance(name, str) else type(name).__name__
+        raise InvalidArgument(f"the scratchpad name must be a non-empty string of at most 200 characters, not {shown}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("the scratchpad name contains lone surrogates; pass valid Unicode text") from None
 
 
 def _check_count(label: str, value: object, *, minimum: int = 0) -> int:
@@ -190,6 +240,7 @@ class Offloader:
         turn: str | int | None,
         step: int | None = None,
         tool: str | None = None,
+        scratchpad: str | None = None,
     ) -> dict[str, Any]:
         """Return what the model's history should hold for ``observation``.
 
@@ -199,16 +250,25 @@ class Offloader:
         characters if set); a str or bytes comes back as ``{"ok": true, "content": ...}``
         (bytes base64-encoded, with ``"encoding": "base64"``).
 
+        ``scratchpad`` is the value of seed 003's ``scratchpad`` argument of the tool
+        call (see :func:`add_scratchpad_parameter`): when given, the content is saved
+        under that name in ``session`` whatever its size, replacing an entry of that
+        name, and the synthetic observation comes back.
+
         Raises:
-            InvalidArgument: a bad argument or an observation that cannot be stored.
+            InvalidArgument: a bad argument (such as a ``scratchpad`` name that is not
+                a non-empty string of at most 200 characters) or an observation that
+                cannot be stored.
             StoreFull: the store cannot hold it.
         """
-        if self.size_of(observation) <= self.threshold:
+        if scratchpad is not None:
+            _check_name(scratchpad)
+        elif self.size_of(observation) <= self.threshold:
             return self._pass_through(observation)
         content, field, encoding, metadata, ok = self._split(observation)
         return self._park(
             content, field=field, encoding=encoding, metadata=metadata, ok=ok,
-            session=session, turn=turn, step=step, tool=tool,
+            session=session, turn=turn, step=step, tool=tool, name=scratchpad,
         )
 
     def offload_content(
@@ -323,8 +383,11 @@ class Offloader:
         turn: str | int | None,
         step: int | None,
         tool: str | None,
+        name: str | None = None,
     ) -> dict[str, Any]:
-        name = self._auto_name(session or "", tool) if self.policy == "seed003" else None
+        explicit = name is not None  # the tool call's scratchpad argument named it
+        if name is None and self.policy == "seed003":
+            name = self._auto_name(session or "", tool)
         meta = {"field": field, "encoding": encoding}
         kind = "binary" if encoding == "bytes" else None
         if not isinstance(content, (str, bytes, bytearray, memoryview, os.PathLike)) and not hasattr(content, "read"):
@@ -343,9 +406,10 @@ class Offloader:
                 "kind": entry.kind,
                 "summary": summary,
                 "metadata": metadata,
-                "_note": self._note(note_args, step, field),
+                "_note": self._note(note_args, step, field, explicit=explicit),
             }
         preview = self._preview(entry, text)
+        assert name is not None
         return {
             "ok": ok,
             "name": name,
@@ -354,7 +418,7 @@ class Offloader:
             "kind": entry.kind,
             "preview": preview,
             "metadata": metadata,
-            "_note": self._note(note_args, step, field, entry=entry),
+            "_note": self._note(note_args, step, field, entry=entry, explicit=explicit),
         }
 
     def _summary(self, entry: Entry, text: str | None, head: int, tail: int) -> str:
@@ -383,21 +447,28 @@ class Offloader:
             return shown
         return f"{shown}\n[... {rest} more characters in the scratchpad ...]"
 
-    def _note(self, args: dict[str, Any], step: int | None, field: str | None, entry: Entry | None = None) -> str:
+    def _note(
+        self, args: dict[str, Any], step: int | None, field: str | None, entry: Entry | None = None,
+        *, explicit: bool = False,
+    ) -> str:
         if self.note is not None:
             try:
                 return self.note.format(**args)
             except (KeyError, IndexError, ValueError):
                 return self.note
+        name = args["name"]
         if self.policy == "seed000":
-            note = SEED000_NOTE[:-1] + f" with scratchpad_id \"{args['id']}\"."
+            first = f"Observation saved in scratchpad as {name!r}." if explicit else "Large observation saved in scratchpad."
+            note = f"{first} To read it in full or partially, use the scratchpad_read tool with scratchpad_id \"{args['id']}\"."
         else:
             assert entry is not None
-            name = args["name"]
             unit = "characters" if entry.kind == "text" else "bytes"
+            lead = (
+                f"Output saved to the scratchpad as {name!r} ({entry.length} {unit}). " if explicit
+                else f"Output too large ({entry.length} {unit}); saved to the scratchpad as {name!r}. "
+            )
             note = (
-                f"Output too large ({entry.length} {unit}); saved to the scratchpad as {name!r}. "
-                f"Read it with scratchpad_read(name={name!r}, offset=..., limit=...), "
+                f"{lead}Read it with scratchpad_read(name={name!r}, offset=..., limit=...), "
                 f"or search it with scratchpad_read(name={name!r}, regex=...)."
             )
         if step is not None and field:

@@ -349,3 +349,61 @@ def test_reference_errors(store_factory):
 def test_offloader_is_exported():
     assert blobpad.Offloader is Offloader and blobpad.resolve_refs is resolve_refs
     assert os.path.basename(blobpad.offload.__file__) == "offload.py"
+
+
+# -- seed 003's scratchpad parameter ----------------------------------------------------------
+
+
+def test_scratchpad_argument_saves_any_output_under_its_name_and_replaces_it(store):
+    off = Offloader(store, policy="seed003")
+    small = {"ok": True, "stdout": "3 files changed\n", "exit_code": 0}
+    obs = off.offload(small, session="s", turn=1, step=2, tool="execute_command", scratchpad="diffstat")
+    assert obs["name"] == "diffstat" and obs["preview"] == "3 files changed\n"
+    assert obs["metadata"] == {"exit_code": 0} and "saved to the scratchpad as 'diffstat'" in obs["_note"]
+    assert "too large" not in obs["_note"]
+    tb = blobpad.Toolbox(store, session="s", turn=5, profile="seed003")
+    assert tb.call("scratchpad_read", {"name": "diffstat"})["content"] == "3 files changed\n"
+    first = store.find("diffstat", session="s")
+    big = "x" * 40_000
+    again = off.offload({"stdout": big}, session="s", turn=2, tool="execute_command", scratchpad="diffstat")
+    assert again["scratchpad_id"] != first.id and not store.exists(first.id)
+    assert store.get(store.find("diffstat", session="s").id) == big
+    # without the argument the policy's own rule and automatic names apply
+    assert off.offload(small, session="s", turn=2, tool="execute_command") == small
+    assert off.offload({"stdout": big}, session="s", turn=2, tool="execute_command")["name"] == "execute_command_1"
+    # another session's entry of the same name is untouched
+    off.offload("other", session="t", turn=1, scratchpad="diffstat")
+    assert store.get(store.find("diffstat", session="s").id) == big
+
+
+def test_scratchpad_argument_under_the_seed000_policy(store):
+    obs = Offloader(store).offload({"ok": True, "content": "tiny"}, session="s", turn=1, step=4, scratchpad="keep")
+    assert set(obs) == {"ok", "scratchpad_id", "size_bytes", "kind", "summary", "metadata", "_note"}
+    assert obs["summary"] == "tiny" and store.find("keep", session="s").id == obs["scratchpad_id"]
+    assert obs["_note"].startswith("Observation saved in scratchpad as 'keep'. To read it in full or partially")
+    assert "{{step4.content}}" in obs["_note"]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 201, 7, ["a"], "\ud800"])
+def test_a_bad_scratchpad_name_is_a_short_invalid_argument(store, bad):
+    with pytest.raises(InvalidArgument) as err:
+        Offloader(store, policy="seed003").offload("content", session="s", turn=1, scratchpad=bad)
+    assert len(str(err.value)) < 200 and "scratchpad name" in str(err.value)
+    assert store.entries() == []
+
+
+def test_add_scratchpad_parameter_to_a_tool_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from blobpad.offload import SCRATCHPAD_PARAMETER, add_scratchpad_parameter
+
+    schema = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+    out = add_scratchpad_parameter(schema)
+    assert "scratchpad" not in schema["properties"]  # the input is not changed
+    assert out["properties"]["scratchpad"] == SCRATCHPAD_PARAMETER and out["required"] == ["command"]
+    jsonschema.Draft202012Validator.check_schema(out)
+    jsonschema.validate({"command": "ls", "scratchpad": "listing"}, out)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"command": "ls", "scratchpad": ""}, out)
+    for bad in ({"type": "array"}, {"properties": []}, out, "schema"):
+        with pytest.raises(InvalidArgument):
+            add_scratchpad_parameter(bad)
