@@ -528,7 +528,11 @@ class Toolbox:
                 return result
             if not tool.read_only or budget == 64:
                 break
-            budget = max(64, budget - (size - cap) - 64)
+            # shrink what was shown in proportion: content that escapes to several JSON
+            # characters each (quotes, backslashes, control characters) needs more than
+            # the excess cut, and a page shorter than the budget is cut from its own length
+            shown = min(budget, len(_longest_string(result)[1]))
+            budget = max(64, min(budget - 64, shown * cap // size))
         return _shrink(result, cap)
 
 

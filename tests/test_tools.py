@@ -970,3 +970,31 @@ def test_profiles_combine_with_plus(store):
         Toolbox(store, session="s", profile="seed001+seed004")
     with pytest.raises(blobpad.InvalidArgument, match="unknown profile 'nope'"):
         Toolbox(store, session="s", turn=1, profile="blobpad+nope")
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["abcdefghij" * 5000, "ab\n" * 20_000, '"\\' * 20_000, "\x01" * 40_000, "😀\t" * 20_000],
+    ids=["plain", "newlines", "quotes-backslashes", "control", "emoji-tabs"],
+)
+def test_capped_reads_fill_the_cap_and_page_through_exactly(store, content):
+    """Content that escapes to several JSON characters per character is cut in proportion:
+    each page stays under the cap yet holds at least 80% of what fits, and following
+    ``next`` reproduces the entry exactly."""
+    tb = Toolbox(store, session="s", profile="seed003")
+    assert tb.call("scratchpad_write", {"name": "e", "content": content})["ok"]
+    cap = tb.max_result_chars
+    pages, args = [], {"name": "e"}
+    while True:
+        r = tb.call("scratchpad_read", args)
+        assert r["ok"] and result_size(r) <= cap, (r.get("error"), result_size(r))
+        pages.append(r["content"])
+        end = r["offset"] + len(r["content"])
+        assert ("next" in r) == (end < r["offset"] + 30_000 and end < len(content))  # a cut says how to read on
+        if end >= r["total_characters"]:
+            break
+        args = {"name": "e", "offset": end}
+        assert len(pages) < 200
+    assert "".join(pages) == content
+    fits = (cap - 1000) / (len(json.dumps(content[:1000], ensure_ascii=False)) - 2) * 1000  # characters per page
+    assert all(len(p) >= 0.8 * min(fits, 30_000) for p in pages[:-1]), [len(p) for p in pages]
