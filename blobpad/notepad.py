@@ -54,7 +54,9 @@ unless stated:
 * ``read(space="notepad", *, version=None) -> str`` ("" when unused)
 * ``write(content, *, space="notepad")`` – full replacement; ``""`` clears
 * ``append(content, *, space=...)`` / ``prepend(content, *, space=...)`` – joined
-  with a newline when neither side has one
+  with a newline when neither side has one; the budget is checked on the joined
+  text, so a rejection's "append: N" (seed 004) or "would be N" (seed 001) counts
+  that newline too
 * ``find_replace(find, replace, *, replace_all=False, space=...)`` – first
   occurrence, or all; ``find`` absent -> InvalidArgument
 * ``delete_text(text, *, replace_all=False, space=...)`` – remove text; absent -> InvalidArgument
