@@ -10,7 +10,7 @@ from __future__ import annotations
 from .chunking import ChunkParams
 from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
 from .index import Entry
-from .notepad import Budget, Notepad, NoteResult, Version
+from .notepad import Budget, Notepad, NoteResult, Nudges, Version
 from .offload import Offloader, resolve_refs
 from .reads import EntryStream, GrepMatch, GrepResult
 from .store import GcReport, Stats, Store, VerifyReport, open
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "open", "Store", "Entry", "Stats", "GcReport", "VerifyReport", "ChunkParams",
-    "GrepMatch", "GrepResult", "EntryStream", "Notepad", "NoteResult", "Version", "Budget",
+    "GrepMatch", "GrepResult", "EntryStream", "Notepad", "NoteResult", "Version", "Budget", "Nudges",
     "BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull",
     "Offloader", "resolve_refs", "Toolbox", "PROFILES",
     "__version__",

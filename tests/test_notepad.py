@@ -31,6 +31,7 @@ from blobpad.notepad import (
     MAX_CONTENT_BYTES,
     NOTEPAD_GUIDANCE,
     NOTEPAD_HEADING,
+    NUDGE_TEXTS,
     PRE_COMPACTION_WARNING,
     SCRATCHPAD_FOOTER,
     SCRATCHPAD_GUIDANCE,
@@ -867,3 +868,87 @@ def test_hostile_arguments_raise_only_short_blobpad_errors(store, call, a, b):
         if isinstance(result, NoteResult):
             json.dumps(result.to_dict())
     assert isinstance(pad.read(), str) and all(isinstance(r, str) for r in pad.refs())
+
+
+# -- seed 001's opt-in nudges --------------------------------------------------------------
+
+PLAN = "Plan:\n1. Reproduce the bug\n2. Fix the parser\n3. Add a test"
+
+
+def test_nudges_are_all_off_by_default(store):
+    n = blobpad.Nudges(store.notepad("n0"))
+    for _ in range(30):
+        assert n.turn(PLAN) == []
+    n.compacted()
+    assert n.turn() == [] and n.steer(PLAN, "continue") == "continue"
+
+
+def test_nudge_after_n_empty_turns_repeats_every_n_while_empty(store):
+    pad = store.notepad("n1")
+    n = blobpad.Nudges(pad, after_turns=3)
+    got = [n.turn() for _ in range(7)]
+    assert [len(h) for h in got] == [0, 0, 1, 0, 0, 1, 0]
+    assert got[2] == [NUDGE_TEXTS["after_turns"].format(n=3)] and "after 3 turns" in got[2][0]
+    pad.write("seed 002's freeform space is not one of seed 001's")
+    assert [len(n.turn()) for _ in range(2)] == [0, 1]  # turns 8 and 9: the third empty turn since the last hint
+    pad.refs_add("src/parser.py")
+    assert all(n.turn() == [] for _ in range(10))
+
+
+def test_nudge_on_a_plan_while_the_scratchpad_is_empty(store):
+    pad = store.notepad("n2")
+    n = blobpad.Nudges(pad, on_plan_detected=1)
+    hint = [NUDGE_TEXTS["on_plan_detected"]]
+    assert n.turn("I will look at the parser first.") == []
+    assert n.turn(PLAN) == hint
+    assert n.turn("- [ ] reproduce\n- [x] read the log\n  - [ ] fix") == hint
+    assert n.turn("Step 1: read the log\nStep 2: fix\nstep 3: test") == hint
+    assert n.turn("1. only two\n2. items") == []
+    assert n.turn("We fixed 3 bugs in 2024. Version 1.2 is out, 4.5 next, 10.0 later") == []
+    pad.set_plan("1. Reproduce")
+    assert n.turn(PLAN) == []
+
+
+def test_nudge_after_compaction_fires_once(store):
+    n = blobpad.Nudges(store.notepad("n3"), after_compaction=1)
+    assert n.turn() == []
+    n.compacted()
+    assert n.turn() == [NUDGE_TEXTS["after_compaction"]] and n.turn() == []
+
+
+def test_nudge_when_the_scratchpad_was_not_touched_for_n_turns(store):
+    pad = store.notepad("n4")
+    pad.append_notes("root cause: timezone")
+    n = blobpad.Nudges(pad, turns_since_last_use=2)
+    hint = [NUDGE_TEXTS["turns_since_last_use"].format(n=2)]
+    assert [n.turn(), n.turn(), n.turn()] == [[], hint, []]
+    pad.set_plan("1. fix")                      # a change resets the count
+    assert [n.turn(), n.turn(), n.turn()] == [[], [], hint]
+    pad.set_plan("1. fix")                      # the same content again is no change
+    assert [n.turn(), n.turn()] == [[], hint]
+
+
+def test_nudges_steer_the_next_message_and_combine(store):
+    pad = store.notepad("n5")
+    n = blobpad.Nudges(pad, after_turns=1, on_plan_detected=1, after_compaction=1)
+    n.compacted()
+    out = n.steer(PLAN, "what's next?")
+    assert out.split("\n") == [
+        NUDGE_TEXTS["after_turns"].format(n=1), NUDGE_TEXTS["on_plan_detected"], NUDGE_TEXTS["after_compaction"],
+        "what's next?",
+    ]
+    assert all(line.startswith("[Hint: ") and line.endswith("]") for line in out.split("\n")[:3])
+
+
+@pytest.mark.parametrize("options", [
+    {"after_turns": -1}, {"after_turns": True}, {"on_plan_detected": 1.5}, {"turns_since_last_use": 10**7},
+    {"spaces": ("nope",)},
+])
+def test_bad_nudge_options_are_invalid_arguments(store, options):
+    with pytest.raises(InvalidArgument):
+        blobpad.Nudges(store.notepad("n6"), **options)
+
+
+def test_nudges_reject_a_non_string_reply(store):
+    with pytest.raises(InvalidArgument):
+        blobpad.Nudges(store.notepad("n7"), on_plan_detected=1).turn(None)
