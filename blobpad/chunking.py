@@ -11,6 +11,13 @@ grows past ``max_size``: content without newlines (minified JSON, binary) is cut
 ``max_size``, moved back to a UTF-8 character boundary so that every chunk of valid
 text decodes on its own.
 
+The end of an entry is cut from the end: a last chunk longer than half of
+``min_size`` is split after the first line that ends in its last ``min_size / 4``
+bytes (16 KB by default), so that reading the tail of an entry, what agents read
+most, decompresses at most that much whatever the entry's size.  That cut depends
+only on the bytes near the end, so a re-put of the same content makes the same
+chunks, and an insertion before the last 16 KB keeps the final one.
+
 The manifest of an entry packs, for its n chunks, their keys and the cumulative raw
 byte, character and newline counts before each chunk (n + 1 values each), so that
 a read finds the chunk holding byte, character or line N with one binary search and
@@ -178,11 +185,37 @@ def cut_spans(blocks: Iterable[bytes], params: ChunkParams) -> Iterator[tuple[by
             start = cut
         rest = block[start:]
     pos = 0
+    split = False
     while pos < len(rest):
         cut = _find_cut(rest, pos, len(rest), params, True)
         assert cut is not None  # final: always decided
+        if cut == len(rest) and not split:  # the last chunk: split once, from the end
+            cut = _tail_cut(rest, pos, cut, params)
+            split = True
         yield rest, pos, cut
         pos = cut
+
+
+def _tail_cut(data: bytes, pos: int, end: int, params: ChunkParams) -> int:
+    """Where the last chunk ``data[pos:end]`` of an entry is split (``end``: not split).
+
+    A chunk longer than twice ``tail = min_size // 4`` is cut after the first newline
+    in its last ``tail`` bytes; failing that, after its last newline before them; a
+    chunk that is one line ending in a newline is not cut, and one without any newline
+    (minified JSON, binary) is cut at the character boundary ``tail`` bytes from the end.
+    """
+    tail = params.min_size // 4
+    if not tail or end - pos <= 2 * tail:
+        return end
+    target = end - tail
+    nl = data.find(b"\n", target - 1, end - 1)
+    if nl < 0:
+        nl = data.rfind(b"\n", pos, target - 1)
+    if nl >= 0:
+        return nl + 1
+    if data[end - 1] == 10:  # one line: cut only at line ends
+        return end
+    return _char_boundary(data, pos, target, end)
 
 
 def chunk_stats(raw: bytes) -> tuple[int | None, int]:

@@ -66,8 +66,12 @@ def test_chunks_concatenate_to_the_input_and_respect_the_sizes(data, params):
     assert b"".join(chunks) == data
     assert all(chunks), "no empty chunk"
     assert all(len(c) <= params.max_size for c in chunks)
-    for c in chunks[:-1]:  # only the last chunk may be short
+    for c in chunks[:-2]:  # only the last two may be short: the end of an entry is split from the end
         assert len(c) >= min(params.min_size, params.max_size - 3)
+    tail = params.min_size // 4
+    if chunks and tail:  # the last chunk is short (at most twice min_size / 4), unless it is one long line
+        last = chunks[-1]
+        assert len(last) <= max(2 * tail, tail + 3) or b"\n" not in last[:-1], (len(last), params)
 
 
 @FAST
@@ -102,11 +106,11 @@ def test_chunks_end_on_a_newline_when_one_is_in_reach(data, params):
 def test_long_lines_are_cut_at_max_size():
     data = b"x" * 10_000
     chunks = _cut(data, SMALL)
-    assert [len(c) for c in chunks[:-1]] == [SMALL.max_size] * (len(chunks) - 1)
+    assert [len(c) for c in chunks[:-2]] == [SMALL.max_size] * (len(chunks) - 2)  # then the end, split from the end
     # 4-byte characters: cuts move back to a character boundary, never more than 3 bytes
     emoji = ("a" + "🙂" * 2000).encode()
     chunks = _cut(emoji, SMALL)
-    assert all(SMALL.max_size - 3 <= len(c) <= SMALL.max_size for c in chunks[:-1])
+    assert all(SMALL.max_size - 3 <= len(c) <= SMALL.max_size for c in chunks[:-2])
     assert "".join(c.decode() for c in chunks) == "a" + "🙂" * 2000
 
 
@@ -168,7 +172,25 @@ def test_appending_changes_only_the_tail(extra, setup):
     log = _log(size, 12)
     grown = log + _log(extra, 13)
     old, new = _cut(log, params), _cut(grown, params)
-    assert new[: len(old) - 1] == old[:-1], "every chunk but the old last one is reused"
+    assert new[: len(old) - 2] == old[:-2], "every chunk but the old last two is reused"
+
+
+def test_the_last_chunk_is_cut_from_the_end_and_survives_edits_before_it():
+    params = ChunkParams()
+    tail = params.min_size // 4
+    log = _log(3_000_000, 21)
+    chunks = _cut(log, params)
+    assert len(chunks[-1]) <= 2 * tail and chunks[-2].endswith(b"\n")
+    assert _cut(log, params, [1000, 700_000]) == chunks  # the same whatever the blocks
+    edited = _inserted(log, log.count(b"\n") // 2, b"one more line\n")
+    assert _cut(edited, params)[-1] == chunks[-1]
+    # a last line longer than the tail: cut before it, at a line boundary
+    long_last = log + b"z" * (3 * tail)
+    cut = _cut(long_last, params)
+    assert cut[-1] == b"z" * (3 * tail) and cut[-2].endswith(b"\n")
+    # no newline at all (minified JSON, binary): the last tail bytes
+    blob = bytes(b for b in range(256) if b != 10) * 2000
+    assert tail - 3 <= len(_cut(blob, params)[-1]) <= tail + 3  # moved to a UTF-8 boundary, as every forced cut
 
 
 # -- chunk_stats and the manifest ------------------------------------------------------------------
