@@ -204,6 +204,8 @@ class ToolSpec:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except ValueError as exc:
                 raise ToolError(f"{self.name}: the arguments are not valid JSON ({exc}); pass a JSON object") from None
+            except RecursionError:
+                raise ToolError(f"{self.name}: the arguments are nested too deeply; pass a flat JSON object") from None
         if not isinstance(arguments, Mapping):
             raise ToolError(f"{self.name}: the arguments must be a JSON object, not {_typename(arguments)}")
         known = {p.name: p for p in self.params}

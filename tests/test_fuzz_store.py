@@ -389,7 +389,7 @@ MOSTLY = st.sampled_from([True] * 9 + [False])
 def _to_json(value: object) -> str:
     try:
         return json.dumps(value, default=repr)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # deeply nested drawn values: the json module gives up
         return "{}"
 
 

@@ -998,3 +998,17 @@ def test_capped_reads_fill_the_cap_and_page_through_exactly(store, content):
     assert "".join(pages) == content
     fits = (cap - 1000) / (len(json.dumps(content[:1000], ensure_ascii=False)) - 2) * 1000  # characters per page
     assert all(len(p) >= 0.8 * min(fits, 30_000) for p in pages[:-1]), [len(p) for p in pages]
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_deeply_nested_arguments_are_a_clear_error_not_an_internal_one(store, profile, caplog):
+    tb = Toolbox(store, session="s", turn=1, profile=profile)
+    deep: object = {}
+    for _ in range(100_000):
+        deep = {"x": deep}
+    for name in tb._tools:
+        for args in ("[" * 100_000, '{"a":' * 100_000, {"scratchpad_id": deep, "content": deep, "name": deep}):
+            r = tb.call(name, args)
+            assert r["ok"] is False and "internal error" not in r["error"], (name, r["error"][:200])
+            assert len(r["error"]) < 1000
+    assert not [rec for rec in caplog.records if rec.levelname == "ERROR"]
