@@ -52,7 +52,7 @@ import re
 from collections.abc import Mapping
 from typing import IO, Any, Literal, Protocol
 
-from .errors import InvalidArgument, NotFound
+from .errors import InvalidArgument, NotFound, check_str
 from .index import Entry
 from .store import Store
 
@@ -152,13 +152,12 @@ def _json_len(value: Any, *, ensure_ascii: bool = True, limit: int | None = None
 
 def _check_name(name: object) -> None:
     """A ``scratchpad`` name from a tool call: a non-empty string of at most 200 characters."""
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        shown = repr(name)[:60] if isinstance(name, str) else type(name).__name__
-        raise InvalidArgument(f"the scratchpad name must be a non-empty string of at most 200 characters, not {shown}")
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("the scratchpad name contains lone surrogates; pass valid Unicode text") from None
+    check_str("scratchpad name", name, allow_none=False)
+    assert isinstance(name, str)
+    if not name.strip() or len(name) > 200:
+        raise InvalidArgument(
+            f"the scratchpad name must be a non-empty string of at most 200 characters, not {name[:60]!r}"
+        )
 
 
 def _check_count(label: str, value: object, *, minimum: int = 0) -> int:
