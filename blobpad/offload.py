@@ -36,7 +36,10 @@ Which part of an observation is "the content": a ``str`` or ``bytes`` observatio
 its own content.  For a dict, ``content_field`` when given; otherwise the field
 ``"content"`` if present, else the largest field.  If what remains would still be
 over the threshold, the whole observation is stored as JSON instead and only its
-small fields are kept in ``metadata``.
+small fields are kept in ``metadata``.  When a dict says ``"encoding": "base64"`` (or
+``"binary"``) and its content is a valid base64 string, the decoded bytes are stored
+as a binary entry (seed 000's zip read with ``encoding=binary``: the summary gives the
+file's own size and sha256), and ``{{stepN.<field>}}`` gives the base64 string back.
 
 References: :func:`resolve_refs` replaces ``{{stepN.field}}`` in a tool call's
 arguments with the value of that field of step N's observation, read back in full
@@ -148,6 +151,17 @@ def _json_len(value: Any, *, ensure_ascii: bool = True, limit: int | None = None
                 if _json_len(v, ensure_ascii=ensure_ascii, limit=limit) > limit:
                     return limit + 1
     return len(json.dumps(value, ensure_ascii=ensure_ascii, default=_measure_default))
+
+
+def _base64_content(value: str, encoding: object) -> bytes | None:
+    """The bytes a str field stands for when its observation says ``encoding`` base64
+    or binary and the field is valid base64; None otherwise (it is text)."""
+    if not isinstance(encoding, str) or encoding.lower() not in ("base64", "binary"):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (ValueError, TypeError):  # binascii.Error is a ValueError
+        return None
 
 
 def _check_name(name: object) -> None:
@@ -325,8 +339,10 @@ class Offloader:
     def _split(self, observation: Any) -> tuple[str | bytes, str | None, str, dict[str, Any], bool]:
         """(content, field, encoding, metadata, ok) of an observation to offload.
 
-        encoding is "text" (a str field), "bytes" (a bytes field) or "json" (any
-        other value, or the whole observation, stored as JSON text).
+        encoding is "text" (a str field), "bytes" (a bytes field), "base64" (a str
+        field of an observation whose ``encoding`` says base64 or binary, and which
+        is valid base64: its decoded bytes are stored, as seed 000's binary read of
+        a zip) or "json" (any other value, or the whole observation, stored as JSON).
         """
         if isinstance(observation, str):
             return observation, "content", "text", {}, True
@@ -342,6 +358,9 @@ class Offloader:
             if _json_len(rest, limit=self.threshold) <= self.threshold:
                 value = observation[field]
                 if isinstance(value, str):
+                    decoded = _base64_content(value, observation.get("encoding"))
+                    if decoded is not None:
+                        return decoded, field, "base64", rest, ok
                     return value, field, "text", rest, ok
                 if isinstance(value, (bytes, bytearray, memoryview)):
                     return bytes(value), field, "bytes", rest, ok
@@ -388,7 +407,7 @@ class Offloader:
         if name is None and self.policy == "seed003":
             name = self._auto_name(session or "", tool)
         meta = {"field": field, "encoding": encoding}
-        kind = "binary" if encoding == "bytes" else None
+        kind = "binary" if encoding in ("bytes", "base64") else None
         if not isinstance(content, (str, bytes, bytearray, memoryview, os.PathLike)) and not hasattr(content, "read"):
             raise InvalidArgument(f"cannot offload content of type {type(content).__name__}")
         entry = self.store.put(
@@ -512,7 +531,11 @@ def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cach
         def full() -> Any:
             if entry_id not in cache:
                 raw = store.get(entry_id)
-                cache[entry_id] = json.loads(raw) if encoding == "json" and isinstance(raw, str) else raw
+                if encoding == "json" and isinstance(raw, str):
+                    raw = json.loads(raw)
+                elif encoding == "base64" and isinstance(raw, bytes):
+                    raw = base64.b64encode(raw).decode("ascii")  # as the observation carried it
+                cache[entry_id] = raw
             return cache[entry_id]
 
         if not path:

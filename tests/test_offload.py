@@ -407,3 +407,31 @@ def test_add_scratchpad_parameter_to_a_tool_schema():
     for bad in ({"type": "array"}, {"properties": []}, out, "schema"):
         with pytest.raises(InvalidArgument):
             add_scratchpad_parameter(bad)
+
+
+@pytest.mark.parametrize("encoding", ["base64", "binary", "BASE64"])
+def test_a_base64_binary_read_is_stored_as_its_bytes(store, encoding):
+    zip_bytes = bytes(range(256)) * 200 + b"PK\x05\x06"
+    b64 = base64.b64encode(zip_bytes).decode("ascii")
+    obs = {"ok": True, "path": "/tmp/a.zip", "encoding": encoding, "content": b64}
+    out = Offloader(store).offload(obs, session="s", turn=1, step=3)
+    assert out["kind"] == "binary" and out["size_bytes"] == len(zip_bytes)
+    assert out["summary"] == f"[BINARY: {len(zip_bytes)} bytes, sha256={hashlib.sha256(zip_bytes).hexdigest()}]"
+    assert out["metadata"] == {"path": "/tmp/a.zip", "encoding": encoding}
+    assert store.get(out["scratchpad_id"]) == zip_bytes
+    # the reference gives back what the observation carried: the base64 string
+    args = resolve_refs({"path": "/tmp/b.zip", "encoding": encoding, "content": "{{step3.content}}"}, {3: out}, store)
+    assert args["content"] == b64
+    # the read tool shows binary content as base64, as for any binary entry
+    r = blobpad.Toolbox(store, session="s", turn=1, profile="seed000").call(
+        "scratchpad_read", {"scratchpad_id": out["scratchpad_id"], "mode": "head", "n": 30})
+    assert r["ok"] and base64.b64decode(r["content"]) == zip_bytes[:30]
+
+
+def test_a_string_that_is_not_base64_stays_text_whatever_the_encoding_says(store):
+    text = "not base64 at all: " + "é" * 5000
+    obs = {"ok": True, "encoding": "binary", "content": text}
+    out = Offloader(store).offload(obs, session="s", turn=1)
+    assert out["kind"] == "text" and store.get(out["scratchpad_id"]) == text
+    plain = {"ok": True, "content": base64.b64encode(b"x" * 6000).decode()}  # no encoding: text
+    assert Offloader(store).offload(plain, session="s", turn=1)["kind"] == "text"
