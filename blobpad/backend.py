@@ -333,26 +333,41 @@ class LmdbBackend:
 
     @staticmethod
     def _check_file_size(env: lmdb.Environment, data: str) -> None:
-        """Refuse a data file shorter than the pages its last transaction uses.
+        """Make sure every page up to the last transaction's last page is backed by the file.
 
         Pages past the end of the file are mapped but not backed: touching one kills
-        the process with SIGBUS.  Only the two meta pages have been read so far (with
-        ``read``, not through the map), so the check comes before any other page is
-        touched.  Every later transaction only adds pages that its writer wrote into
-        the file before committing, so the check at open covers them too.
+        the process with SIGBUS.  A healthy file can be shorter than that last page
+        (pages a transaction allocated and freed again are counted but never
+        written), so a short file is extended with zero pages, under LMDB's writer
+        lock so that no other process extends it meanwhile.  A file that was really
+        truncated then reads as damaged pages (``CorruptData``, named by verify())
+        instead of crashing.  Only the two meta pages have been read so far (with
+        ``read``, not through the map), so this comes before any other page is
+        touched; every later transaction only adds pages that its writer wrote into
+        the file before committing.
         """
-        last_pgno = env.info()["last_pgno"]
         psize = env.stat()["psize"]
-        needed = (last_pgno + 1) * psize
+
+        def short() -> tuple[int, int]:
+            needed = (env.info()["last_pgno"] + 1) * psize
+            try:
+                return os.path.getsize(data), needed
+            except OSError as exc:
+                raise CorruptData(f"cannot read the size of {data}: {exc.strerror or exc}") from None
+
+        size, needed = short()
+        if size >= needed:
+            return
         try:
-            size = os.path.getsize(data)
-        except OSError as exc:
-            raise CorruptData(f"cannot read the size of {data}: {exc.strerror or exc}") from None
-        if size < needed:
+            with env.begin(write=True):  # LMDB's writer lock: nobody else extends the file now
+                size, needed = short()
+                if size < needed:
+                    os.truncate(data, needed)  # only ever grows: size < needed
+        except (lmdb.Error, OSError) as exc:
             raise CorruptData(
-                f"{data} is truncated: it holds {size} bytes but its last transaction uses {needed}; "
-                "the store is damaged: restore it from a backup, or move it away and start a new store"
-            )
+                f"{data} holds {size} bytes but its last transaction uses {needed}, and it cannot be extended "
+                f"({exc}); the store may be truncated: open it where it is writable, or restore it from a backup"
+            ) from None
 
     def _hold_open_lock(self) -> None:
         """Hold a shared lock on ``blobpad.lock`` while the store is open in this process.
@@ -448,7 +463,7 @@ class LmdbBackend:
                 txn = env.begin(buffers=False)
             try:
                 yield _LmdbTxn(txn, self._dbs)
-            except lmdb.CorruptedError as exc:
+            except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
                 raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
             finally:
                 txn.abort()
@@ -475,7 +490,7 @@ class LmdbBackend:
                     pass
                 except lmdb.MapResizedError:
                     seen = -1
-                except lmdb.CorruptedError as exc:
+                except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
                     raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
                 except lmdb.Error as exc:
                     if _disk_full(exc):
