@@ -144,6 +144,14 @@ def parse_meta(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _turn(text: str) -> str | int:
+    """``--turn``: a whole number written canonically ("3", "-1", not "03") is that integer,
+    as a runtime calling the library with ``turn=3`` stores it; anything else is a string."""
+    if len(text) <= 18 and text.lstrip("-").isdigit() and text.isascii() and str(int(text)) == text:
+        return int(text)
+    return text
+
+
 def _non_negative(text: str) -> int:
     try:
         n = int(text)
@@ -693,7 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE", help="file to store, or - for stdin")
     p.add_argument("--session", help="session owning the entry (default: the default session \"\")")
-    p.add_argument("--turn", help="turn inside the session (kept as a string)")
+    p.add_argument("--turn", type=_turn, help="turn inside the session: a whole number such as 3 is stored as "
+                   "the integer 3 (as the library's turn=3), anything else as a string")
     p.add_argument("--ttl", type=parse_ttl, default=_DEFAULT_TTL,
                    help="time to live: seconds, or 90s, 30m, 2h, 7d, or 'never' (default: 1h)")
     p.add_argument("--name", help="name the entry; a put with the same name in the session replaces it")
@@ -752,7 +761,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(--turn alone means the default session). --json prints a JSON array, one entry per line.",
     )
     p.add_argument("--session", help="only this session's entries")
-    p.add_argument("--turn", help="only this turn's entries (a string, as put stores it)")
+    p.add_argument("--turn", type=_turn, help="only this turn's entries (3 means the integer turn 3, as put stores it)")
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
     p = _sub(sub, "stat", _cmd_stat, "print an entry's record as JSON", "blobpad stat 485d7beae4e144eb", common)
@@ -816,7 +825,8 @@ def _add_notes(sub: Any, common: argparse.ArgumentParser) -> None:
         common,
         description="A session's notepad: notes (4,000 characters), plan (2,000 characters) and refs (50 items), "
         "kept outside the model's context. Without an action, show them as the block prepended to messages. "
-        "Changes print the result as one JSON line; a change over budget is rejected (exit 2).",
+        "Changes print the result as one JSON line: set and plan over budget are truncated with a warning (exit 0), "
+        "an append over budget is rejected and changes nothing (exit 2).",
     )
     p.add_argument("--session", default=None, help=session_help)
     p.set_defaults(notes_command=None)

@@ -321,7 +321,8 @@ def test_ls_stat_rm_gc_stats_compact_verify(tmp_path):
     assert table[1].split()[-4:] == ["s1", "1", "n1", "fs_read"]
 
     st = json.loads(ok(stat_run))
-    assert (st["session"], st["turn"], st["name"], st["tool"]) == ("s1", "1", "n1", "fs_read")  # turns stay strings
+    # a whole-number turn is the integer, as a runtime calling the library with turn=1 stores it
+    assert (st["session"], st["turn"], st["name"], st["tool"]) == ("s1", 1, "n1", "fs_read")
     assert st["meta"] == {"k": "v", "x": "y=z"}
     assert (st["size_bytes"], st["lines"], st["sha256"]) == (18, 2, hashlib.sha256(src.read_bytes()).hexdigest())
 
@@ -345,6 +346,23 @@ def test_ls_stat_rm_gc_stats_compact_verify(tmp_path):
     compact = json.loads(ok(bp("compact", db=db)))
     assert 0 < compact["bytes_after"] <= compact["bytes_before"]
     assert ok(bp("read", a2["id"], "--full", db=db)) == b"replacement\n"
+
+
+def test_turns_mean_the_same_in_the_cli_and_the_library(tmp_path):
+    db = tmp_path / "db"
+    ids = {t: json.loads(ok(bp("put", "-", "--session", "s", "--turn", t, db=db, input=t.encode())))["id"]
+           for t in ("3", "-1", "03", "t3", "3.0")}
+    with blobpad.open(db) as s:
+        assert [e.id for e in s.entries(session="s", turn=3)] == [ids["3"]]
+        assert [e.id for e in s.entries(session="s", turn=-1)] == [ids["-1"]]
+        assert [e.id for e in s.entries(session="s", turn="03")] == [ids["03"]]
+        assert [e.id for e in s.entries(session="s", turn="t3")] == [ids["t3"]]
+        assert [e.id for e in s.entries(session="s", turn="3.0")] == [ids["3.0"]]
+        tb = blobpad.Toolbox(s, session="s", turn=3)
+        assert [x["scratchpad_id"] for x in tb.call("scratchpad_list", {})["entries"]] == [ids["3"]]
+        lib = s.put("from the library", session="s", turn=3).id
+    listed = [x["id"] for x in json.loads(ok(bp("ls", "--json", "--session", "s", "--turn", "3", db=db)))]
+    assert listed == [ids["3"], lib]
 
 
 def test_verify_and_read_report_damage(tmp_path):
