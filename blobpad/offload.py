@@ -86,17 +86,34 @@ SCRATCHPAD_PARAMETER: dict[str, Any] = {
 
 
 def add_scratchpad_parameter(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a tool's JSON Schema (its parameters object) with seed 003's optional
-    ``scratchpad`` property added; the runtime passes the argument's value to
-    :meth:`Offloader.offload` as ``scratchpad=`` (and removes it before running the tool)."""
-    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
-        raise InvalidArgument("add_scratchpad_parameter takes a tool's parameters schema: a JSON Schema object")
+    """A copy of a tool's schema with seed 003's optional ``scratchpad`` property added.
+
+    ``schema`` is a tool's parameters (a JSON Schema object) or a whole tool definition
+    in the OpenAI (``{"type": "function", "function": {..., "parameters": ...}}`` or
+    ``{"name", "parameters"}``), Anthropic (``input_schema``) or MCP (``inputSchema``)
+    shape, whose parameters get the property.  The runtime passes the argument's value
+    to :meth:`Offloader.offload` as ``scratchpad=`` (and removes it before running the
+    tool).
+    """
+    if not isinstance(schema, Mapping):
+        raise InvalidArgument(f"add_scratchpad_parameter takes a tool's schema (a mapping), not {type(schema).__name__}")
+    if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
+        return {**schema, "function": add_scratchpad_parameter(schema["function"])}
+    for key in ("parameters", "input_schema", "inputSchema"):
+        if key in schema:
+            return {**schema, key: add_scratchpad_parameter(schema[key])}
+    if schema.get("type", "object") != "object" or ("properties" not in schema and "name" in schema):
+        raise InvalidArgument(
+            "add_scratchpad_parameter takes a tool definition (with parameters, input_schema or inputSchema) "
+            "or its parameters schema (a JSON Schema object)"
+        )
     properties = schema.get("properties", {})
     if not isinstance(properties, Mapping):
         raise InvalidArgument("the schema's 'properties' must be an object")
     if "scratchpad" in properties:
         raise InvalidArgument("the tool already has a 'scratchpad' parameter")
     return {**schema, "type": "object", "properties": {**properties, "scratchpad": dict(SCRATCHPAD_PARAMETER)}}
+
 
 _UNSET: Any = object()
 

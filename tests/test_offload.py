@@ -404,9 +404,21 @@ def test_add_scratchpad_parameter_to_a_tool_schema():
     jsonschema.validate({"command": "ls", "scratchpad": "listing"}, out)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"command": "ls", "scratchpad": ""}, out)
-    for bad in ({"type": "array"}, {"properties": []}, out, "schema"):
+    for bad in ({"type": "array"}, {"properties": []}, out, "schema", {"name": "shell", "description": "no schema"}):
         with pytest.raises(InvalidArgument):
             add_scratchpad_parameter(bad)
+    # whole tool definitions: the property goes into their parameters
+    openai = {"type": "function", "function": {"name": "shell", "parameters": schema}}
+    anthropic = {"name": "shell", "description": "run", "input_schema": schema}
+    mcp = {"name": "shell", "inputSchema": schema}
+    legacy = {"name": "shell", "parameters": schema}
+    got = add_scratchpad_parameter(openai)
+    assert got["function"]["parameters"]["properties"]["scratchpad"] == SCRATCHPAD_PARAMETER
+    assert got["type"] == "function" and "properties" not in got and "scratchpad" not in openai["function"]["parameters"]
+    for tool, key in ((anthropic, "input_schema"), (mcp, "inputSchema"), (legacy, "parameters")):
+        got = add_scratchpad_parameter(tool)
+        assert set(got) == set(tool) and got[key]["properties"]["scratchpad"] == SCRATCHPAD_PARAMETER
+        jsonschema.Draft202012Validator.check_schema(got[key])
 
 
 @pytest.mark.parametrize("encoding", ["base64", "binary", "BASE64"])
