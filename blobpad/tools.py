@@ -654,6 +654,7 @@ def _iso(t: float | None) -> str | None:
 
 
 def _read_blobpad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+    _check_mode_args(a)
     entry = tb.entry(a["scratchpad_id"])
     mode = a["mode"]
     length = entry.length
@@ -895,6 +896,57 @@ _PATTERN_DESC = ("For mode grep/count: the pattern, a regular expression in RE2 
                  "look-around or backreferences), or literal text with fixed_strings=true.")
 
 
+_READ_PARAMS: tuple[Param, ...] = (
+    _ID_PARAM,
+    Param("mode", "string", "What to read: head, tail, range, lines, grep or count (default head).",
+          default="head", enum=("head", "tail", "range", "lines", "grep", "count")),
+    Param("n", "integer", "For mode head/tail: number of characters (default 2000).", default=2000),
+    Param("start", "integer", "For mode range: first character offset, from 0."),
+    Param("end", "integer", "For mode range: end offset, exclusive (default: the end of the entry)."),
+    Param("start_line", "integer", "For mode lines: first line, from 1 (default 1).", default=1, minimum=1),
+    Param("end_line", "integer", f"For mode lines: last line, inclusive (default start_line+{_LINES_PER_CALL - 1}).",
+          minimum=1),
+    Param("column", "integer", "For mode lines: first character of start_line to show, to read on in a "
+          "very long line (default 0).", default=0),
+    Param("pattern", "string", _PATTERN_DESC, min_length=1, max_length=4096),
+    Param("ignore_case", "boolean", "For mode grep/count: case-insensitive matching (default false).",
+          default=False),
+    Param("fixed_strings", "boolean", "For mode grep/count: pattern is literal text, not a regular "
+          "expression (default false).", default=False),
+    Param("context", "integer", "For mode grep: lines of context before and after each match (default 0, "
+          "at most 100).", default=0, maximum=100),
+    Param("max_matches", "integer", "For mode grep: most matching lines to return (default 100, at most "
+          "1000).", default=100, minimum=1, maximum=1000),
+    Param("skip", "integer", f"For mode grep: matches to skip, to page through many (default 0, at most "
+          f"{_MAX_SKIP}).", default=0, maximum=_MAX_SKIP),
+)
+
+#: The arguments of the default scratchpad_read that each mode uses (the others must keep their defaults).
+_MODE_ARGS: dict[str, frozenset[str]] = {
+    "head": frozenset({"n"}),
+    "tail": frozenset({"n"}),
+    "range": frozenset({"start", "end"}),
+    "lines": frozenset({"start_line", "end_line", "column"}),
+    "grep": frozenset({"pattern", "ignore_case", "fixed_strings", "context", "max_matches", "skip"}),
+    "count": frozenset({"pattern", "ignore_case", "fixed_strings"}),
+}
+_READ_DEFAULTS = {p.name: p.default for p in _READ_PARAMS if p.name not in ("scratchpad_id", "mode")}
+
+
+def _check_mode_args(a: dict[str, Any]) -> None:
+    """Refuse an argument the chosen mode does not use (say, start with mode lines): it
+    would be ignored silently, and the model would read something else than it asked."""
+    mode = a["mode"]
+    for name, default in _READ_DEFAULTS.items():
+        if name not in _MODE_ARGS[mode] and a[name] != default:
+            users = [m for m, names in _MODE_ARGS.items() if name in names]
+            takes = ", ".join(sorted(_MODE_ARGS[mode]))
+            raise ToolError(
+                f"scratchpad_read: {name} is not used by mode {mode!r} (it is for mode {' or '.join(users)}); "
+                f"mode {mode!r} takes {takes}"
+            )
+
+
 def _blobpad_tools(tb: Toolbox) -> list[ToolSpec]:
     cap = tb.max_result_chars
     read = ToolSpec(
@@ -909,32 +961,10 @@ def _blobpad_tools(tb: Toolbox) -> list[ToolSpec]:
             f"Each result is capped at about {cap} characters and lines longer than {tb.line_chars} characters are "
             "cut; whatever is cut is marked, with the exact arguments to read on (the result's 'next' field). "
             "Binary entries are read in bytes and returned base64-encoded. "
+            "Pass only the arguments of the chosen mode. "
             "Start with grep or head to find what you need instead of reading everything."
         ),
-        (
-            _ID_PARAM,
-            Param("mode", "string", "What to read: head, tail, range, lines, grep or count (default head).",
-                  default="head", enum=("head", "tail", "range", "lines", "grep", "count")),
-            Param("n", "integer", "For mode head/tail: number of characters (default 2000).", default=2000),
-            Param("start", "integer", "For mode range: first character offset, from 0."),
-            Param("end", "integer", "For mode range: end offset, exclusive (default: the end of the entry)."),
-            Param("start_line", "integer", "For mode lines: first line, from 1 (default 1).", default=1, minimum=1),
-            Param("end_line", "integer", f"For mode lines: last line, inclusive (default start_line+{_LINES_PER_CALL - 1}).",
-                  minimum=1),
-            Param("column", "integer", "For mode lines: first character of start_line to show, to read on in a "
-                  "very long line (default 0).", default=0),
-            Param("pattern", "string", _PATTERN_DESC, min_length=1, max_length=4096),
-            Param("ignore_case", "boolean", "For mode grep/count: case-insensitive matching (default false).",
-                  default=False),
-            Param("fixed_strings", "boolean", "For mode grep/count: pattern is literal text, not a regular "
-                  "expression (default false).", default=False),
-            Param("context", "integer", "For mode grep: lines of context before and after each match (default 0, "
-                  "at most 100).", default=0, maximum=100),
-            Param("max_matches", "integer", "For mode grep: most matching lines to return (default 100, at most "
-                  "1000).", default=100, minimum=1, maximum=1000),
-            Param("skip", "integer", f"For mode grep: matches to skip, to page through many (default 0, at most "
-                  f"{_MAX_SKIP}).", default=0, maximum=_MAX_SKIP),
-        ),
+        _READ_PARAMS,
         _read_blobpad,
         reader=True,
     )
@@ -1191,7 +1221,11 @@ def _open_confined(tb: Toolbox, raw_path: str) -> tuple[int, str, int]:
     candidate = os.path.expanduser(raw_path)
     if not os.path.isabs(candidate):
         candidate = os.path.join(roots[0], candidate)
-    real = os.path.realpath(candidate)
+    try:
+        real = os.path.realpath(candidate)
+    except OSError as exc:  # a directory on the way changed while it was resolved (a symlink loop, a race)
+        raise ToolError(f"scratchpad_offload: cannot resolve {_show(raw_path, 200)}: {exc.strerror or exc}; "
+                        "pass the path of a file that stays in place") from None
     if not _inside(real, roots):
         raise ToolError(f"scratchpad_offload: {_show(raw_path, 200)} is outside the allowed directories ({allowed}); "
                         "only files inside them can be offloaded")
@@ -1248,10 +1282,13 @@ def _offload_file(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
     fd, real, size = _open_confined(tb, a["path"])
     with os.fdopen(fd, "rb") as raw:
         fh = _Limited(raw, tb.max_file_bytes)
-        result = tb.offloader.offload_content(
-            fh, session=tb.session, turn=tb.turn, tool="scratchpad_offload", field="content",
-            metadata={"path": real, "bytes": size},
-        )
+        try:
+            result = tb.offloader.offload_content(
+                fh, session=tb.session, turn=tb.turn, tool="scratchpad_offload", field="content",
+                metadata={"path": real, "bytes": size},
+            )
+        except OSError as exc:  # the disk failed while the file was read: nothing was stored
+            raise ToolError(f"scratchpad_offload: cannot read {_show(a['path'], 200)}: {exc.strerror or exc}") from None
     return result
 
 

@@ -774,6 +774,35 @@ def test_offload_a_file_and_read_it(store, dirs):
     assert got["content"] == text[-300:]
 
 
+def test_offload_reports_a_path_that_changes_or_fails_under_it(store, dirs, monkeypatch, caplog):
+    """A directory swapped while the path is resolved, or a disk error while the file is
+    read, is a clear ok:false answer (seen in a race test over MCP), not an internal error."""
+    allowed, _ = dirs
+    tb = Toolbox(store, session="s", turn=1, allow_dirs=[allowed])
+    real_realpath = os.path.realpath
+
+    def swapped(path, *args, **kwargs):
+        if str(path).endswith("big.log"):
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_realpath(path, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(os.path, "realpath", swapped)
+        r = tb.call("scratchpad_offload", {"path": "big.log"})
+    assert r["ok"] is False and "cannot resolve" in r["error"] and "internal" not in r["error"]
+
+    def failing_read(self, n=-1):
+        raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as m:
+        m.setattr(blobpad.tools._Limited, "read", failing_read)
+        r = tb.call("scratchpad_offload", {"path": "big.log"})
+    assert r["ok"] is False and "cannot read" in r["error"] and "Input/output error" in r["error"]
+    assert not [rec for rec in caplog.records if rec.levelname == "ERROR"]
+    assert store.entries(session="s") == []  # nothing half-stored
+    assert tb.call("scratchpad_offload", {"path": "big.log"})["ok"]
+
+
 def test_offload_refuses_everything_outside(store, dirs):
     allowed, outside = dirs
     (allowed / "link").symlink_to(outside / "secret.txt")
@@ -1012,3 +1041,25 @@ def test_deeply_nested_arguments_are_a_clear_error_not_an_internal_one(store, pr
             assert r["ok"] is False and "internal error" not in r["error"], (name, r["error"][:200])
             assert len(r["error"]) < 1000
     assert not [rec for rec in caplog.records if rec.levelname == "ERROR"]
+
+
+def test_an_argument_the_mode_does_not_use_is_an_error_not_ignored(store):
+    """A model that writes start/end with mode lines would otherwise read lines 1-100
+    and believe it read lines 4-5."""
+    text = "".join(f"line {i}\n" for i in range(1, 9000))
+    tb = Toolbox(store, session="s", turn=1)
+    eid = Offloader(store).offload(text, session="s", turn=1)["scratchpad_id"]
+    for args, wrong, mode_takes in (
+        ({"mode": "lines", "start": 4, "end": 5}, "start", "column, end_line, start_line"),
+        ({"mode": "head", "pattern": "line 7"}, "pattern", "n"),
+        ({"mode": "grep", "pattern": "line 7", "n": 5}, "n", "context"),
+        ({"mode": "range", "start": 0, "start_line": 3}, "start_line", "end, start"),
+        ({"mode": "count", "pattern": "x", "max_matches": 5}, "max_matches", "fixed_strings"),
+        ({"mode": "tail", "skip": 3}, "skip", "n"),
+    ):
+        r = tb.call("scratchpad_read", {"scratchpad_id": eid, **args})
+        assert r["ok"] is False and f"{wrong} is not used by mode {args['mode']!r}" in r["error"], r
+        assert mode_takes in r["error"]
+    # the same arguments with the mode that uses them work, and defaults restated are fine
+    r = tb.call("scratchpad_read", {"scratchpad_id": eid, "mode": "lines", "start_line": 4, "end_line": 5, "n": 2000})
+    assert r["ok"] and r["content"] == "4\tline 4\n5\tline 5"
