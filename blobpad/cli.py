@@ -36,6 +36,7 @@ from typing import IO, Any, NoReturn
 from . import __version__
 from .errors import BlobpadError, InvalidArgument, NotFound
 from .index import Entry, parse_id
+from .reads import compile_pattern
 from .store import Store
 
 __all__ = ["main", "build_parser"]
@@ -408,6 +409,10 @@ _WHOLE_LINES = 1 << 60
 def _cmd_grep(args: argparse.Namespace) -> int:
     before = args.before if args.before is not None else (args.context or 0)
     after = args.after if args.after is not None else (args.context or 0)
+    try:
+        compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
+    except InvalidArgument as exc:  # the library's advice in this command's words
+        raise InvalidArgument(str(exc).replace("pass fixed=True", "pass -F")) from None
     with _open(args) as store:
         if args.count:
             n = store.count(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
@@ -482,6 +487,22 @@ def _expires_in(entry: Entry, now: float) -> str:
     return f"{int(left // 86400)}d"
 
 
+def _cell(text: str | None) -> str:
+    """A table cell of caller-chosen text: control characters (a newline, a terminal
+    escape) and spaces shown escaped, so one row stays one line and nothing reaches the
+    terminal raw; long values are cut to 60 characters."""
+    if not text:
+        return ""
+    shown = "".join(_cell_char(c) for c in text)
+    return shown if len(shown) <= 60 else shown[:59] + "…"
+
+
+def _cell_char(c: str) -> str:
+    if c == " ":
+        return "\\x20"  # columns stay separated by spaces only
+    return c if c.isprintable() else repr(c)[1:-1]
+
+
 def _cmd_ls(args: argparse.Namespace) -> int:
     with _open(args) as store:
         entries = store.entries(session=args.session, turn=args.turn)
@@ -498,7 +519,8 @@ def _cmd_ls(args: argparse.Namespace) -> int:
     rows = [header] + [
         (
             e.id, _human_size(e.size_bytes), str(e.lines), e.kind, _when(e.created_at), _expires_in(e, now),
-            e.session or "-", "-" if e.turn is None else str(e.turn), e.name or "-", e.tool or "-",
+            _cell(e.session) or "-", "-" if e.turn is None else _cell(str(e.turn)), _cell(e.name) or "-",
+            _cell(e.tool) or "-",
         )
         for e in entries
     ]

@@ -230,14 +230,17 @@ class _LineCounter:
         return n
 
 
+_BEYOND = 1 << 62  # past the end of any content: larger positions mean the same, and clamp to it
+
+
 def _check_int(label: str, value: object, *, minimum: int | None = None) -> int:
+    """An integer position or count; values past any content clamp (as slicing does)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{label} must be an integer, not {type(value).__name__}")
-    if abs(value) > 1 << 62:  # checked first: a huge value is not even printed (str() refuses 4300+ digits)
-        raise InvalidArgument(f"{label} is out of range")
     if minimum is not None and value < minimum:
-        raise InvalidArgument(f"{label} must be at least {minimum}, not {value}")
-    return value
+        shown = value if value >= -_BEYOND else "a huge negative number"  # str() refuses 4300+ digits
+        raise InvalidArgument(f"{label} must be at least {minimum}, not {shown}")
+    return max(-_BEYOND, min(value, _BEYOND))
 
 
 class _View:

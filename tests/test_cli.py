@@ -175,6 +175,9 @@ def test_read_modes_equal_python_slicing(loaded):
         ("bin", ["--tail", "10"], blob[-10:]),
         ("bin", ["--range", "1000:2000"], blob[1000:2000]),
         ("bin", ["--bytes=-5:"], blob[-5:]),
+        ("mb", ["--head", "99999999999999999999"], mb),  # past any content: clamps, as slicing and head -c do
+        ("bin", ["--tail", "99999999999999999999"], blob),
+        ("log", ["--range=-99999999999999999999:99999999999999999999"], log),
     ]
     procs = bp_many([["read", ids[key], *mode] for key, mode, _ in cases], db=db)
     for (key, mode, expected), proc in zip(cases, procs, strict=True):
@@ -190,8 +193,8 @@ def test_read_lines_matches_sed(loaded):
         "log": [("1:1", "1,1p"), ("1:5", "1,5p"), ("5000:5020", "5000,5020p"), (f"{n - 3}:{n + 10}", f"{n - 3},{n + 10}p"),
                 (str(n), f"{n}p"), ("10", "10p"), (f"{n + 5}:{n + 9}", f"{n + 5},{n + 9}p"), (":3", "1,3p"),
                 (f"{n - 2}:", f"{n - 2},$p")],
-        "mb": [("100:200", "100,200p"), ("1:2", "1,2p")],
-        "crlf": [("1:2", "1,2p"), ("3:5", "3,5p"), ("5", "5p")],
+        "mb": [("100:200", "100,200p"), ("1:2", "1,2p"), ("1:99999999999999999999", "1,99999999999999999999p")],
+        "crlf": [("1:2", "1,2p"), ("3:5", "3,5p"), ("5", "5p"), ("99999999999999999999", "99999999999999999999p")],
         "bin": [("1:3", "1,3p"), ("5:9", "5,9p"), ("200:", "200,$p")],
     }
     flat = [(key, spec, script) for key, windows in cases.items() for spec, script in windows]
@@ -365,6 +368,16 @@ def test_turns_mean_the_same_in_the_cli_and_the_library(tmp_path):
     assert listed == [ids["3"], lib]
 
 
+def test_ls_shows_control_characters_escaped(tmp_path):
+    db = tmp_path / "db"
+    ok(bp("put", "-", "--session", "a\nb", "--name", "\x1b[31mred", "--tool", "t ool", db=db, input=b"x"))
+    out = ok(bp("ls", db=db)).decode()
+    assert "\x1b" not in out and len(out.splitlines()) == 2  # the header and one row
+    assert out.splitlines()[1].split()[-4:] == ["a\\nb", "-", "\\x1b[31mred", "t\\x20ool"]
+    listed = json.loads(ok(bp("ls", "--json", db=db)))  # JSON keeps the values exact
+    assert (listed[0]["session"], listed[0]["name"]) == ("a\nb", "\x1b[31mred")
+
+
 def test_verify_and_read_report_damage(tmp_path):
     db = tmp_path / "db"
     data = sample.log_text(400_000, seed=11).encode()
@@ -401,6 +414,7 @@ def test_errors_are_one_line_with_the_right_exit_code(loaded, tmp_path):
         (["put", "-", "--ttl", "0"], "TTL"),
         (["put", "-", "--meta", "novalue"], "KEY=VALUE"),
         (["grep", eid, "(unclosed"], "RE2"),
+        (["grep", eid, "(?<=look)behind"], "pass -F for a literal"),
         (["grep", eid, "x", "-m", "-1"], "non-negative"),
     ]
     for (_, words), proc in zip(usage, bp_many([args for args, _ in usage], db=db), strict=True):
