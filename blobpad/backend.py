@@ -18,6 +18,7 @@ same three classes; chunking, reads and the notepad do not change.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -290,11 +291,24 @@ class LmdbBackend:
     # -- environment lifecycle ------------------------------------------------------
 
     def _open(self) -> None:
-        opts = self._options
         _make_dir(self.path)
         data = os.path.join(self.path, "data.mdb")
         if os.path.exists(data) and os.path.getsize(data) == 0:
             raise CorruptData(f"{data} is empty: it is not a blobpad store; move it away or open another path")
+        # The shared lock first: a compact() in another process holds the exclusive side
+        # while it swaps data.mdb, and a process that mapped the old file meanwhile would
+        # write into a file that is about to be replaced.  So wait for it before mapping.
+        self._hold_open_lock()
+        try:
+            self._open_env(data)
+        except BaseException:
+            if self._lockfile is not None:  # not open after all: let a compact() elsewhere proceed
+                os.close(self._lockfile)
+                self._lockfile = None
+            raise
+
+    def _open_env(self, data: str) -> None:
+        opts = self._options
         try:
             env = lmdb.open(
                 self.path,
@@ -319,7 +333,6 @@ class LmdbBackend:
             env.close()
             raise
         try:
-            self._hold_open_lock()
             env.reader_check()  # clear slots left by processes that died
             self._env = env
             self._pid = os.getpid()
@@ -376,9 +389,15 @@ class LmdbBackend:
         """
         if fcntl is None:
             return
-        if self._lockfile is None or self._pid != os.getpid():
-            self._lockfile = os.open(os.path.join(self.path, "blobpad.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self._lockfile, fcntl.LOCK_SH)
+        lock_path = os.path.join(self.path, "blobpad.lock")
+        try:
+            if self._lockfile is None or self._pid != os.getpid():
+                self._lockfile = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self._lockfile, fcntl.LOCK_SH)
+        except OSError as exc:
+            raise BlobpadError(
+                f"cannot lock {lock_path}: {exc.strerror or exc}; the store's directory must be writable"
+            ) from None
 
     def _retry_resized(self, fn: Callable[[], T]) -> T:
         for _ in range(8):
@@ -395,6 +414,13 @@ class LmdbBackend:
             # A forked child must not use its parent's environment: open its own.
             with self._lock.exclusive():
                 if self._pid != os.getpid():
+                    if self._env is not None:
+                        # The parent's environment: lmdb refuses to open the same files
+                        # again in this process until it is let go.  Closing it in the
+                        # child leaves the parent's untouched (lmdb handles the fork).
+                        with contextlib.suppress(lmdb.Error):
+                            self._env.close()
+                        self._env = None
                     self._open()
         assert self._env is not None
         return self._env

@@ -1,0 +1,125 @@
+"""Processes that open, fork and compact one store (found by a lifecycle fuzz).
+
+* A process that opens the store while another compacts it must wait for the
+  compaction and then use the new file: before, it mapped the old data file first
+  and its acknowledged puts went into a file that was about to be replaced.
+* A forked child uses the store it inherited, or opens it again, as its own: lmdb
+  refused to open the parent's files a second time in the child.
+* The ``max_bytes`` a process saves applies to the processes that had the store
+  open already.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+import blobpad
+
+CHILD = """
+import sys, blobpad
+with blobpad.open(sys.argv[1]) as s:
+    print(s.put("written by the child", session="c", name="child", ttl=None).id, flush=True)
+"""
+
+
+def _holds(pid: int, name: str) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}").endswith(name) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc to see what the child holds")
+def test_opening_during_a_compaction_waits_and_uses_the_new_file(tmp_path):
+    path = tmp_path / "store"
+    with blobpad.open(path) as s:
+        keep = s.put("x" * 300_000, ttl=None).id
+        for _ in range(20):
+            s.delete(s.put(os.urandom(200_000)).id)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    env = lmdb.open(str(path), max_dbs=32)
+    env.copy(str(copy), compact=True)  # what compact() swaps in
+    env.close()
+    # Play compact(): hold the exclusive side of blobpad.lock while data.mdb is replaced.
+    lock = os.open(path / "blobpad.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not _holds(child.pid, "blobpad.lock") and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the child is at the lock (after it, with the old code, it had mapped the old file)
+        assert child.poll() is None, child.communicate()
+        os.replace(copy / "data.mdb", path / "data.mdb")
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err.decode()
+    child_id = out.decode().strip()
+    with blobpad.open(path) as s:
+        assert s.get(child_id) == "written by the child", "the child's acknowledged put was lost"
+        assert s.get(keep) == "x" * 300_000 and s.verify().ok
+
+
+def test_a_forked_child_uses_the_store_as_its_own(tmp_path):
+    path = tmp_path / "store"
+    with blobpad.open(path) as s:
+        parent_id = s.put("parent").id
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what it managed, then leave without pytest's cleanup
+            code = 1
+            try:
+                os.close(r)
+                inherited = s.put("child, inherited handle", ttl=None).id
+                with blobpad.open(path) as again:
+                    reopened = again.put("child, new handle", ttl=None).id
+                    ok = again.get(parent_id) == "parent" and s.get(reopened) == "child, new handle"
+                os.write(w, f"{inherited} {reopened} {ok}".encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        report = os.read(r, 1000).decode().split()
+        os.close(r)
+        assert os.waitstatus_to_exitcode(status) == 0 and report[2] == "True", report
+        assert s.get(report[0]) == "child, inherited handle" and s.get(report[1]) == "child, new handle"
+        s.put("the parent still writes")
+        assert s.verify().ok
+
+
+def test_a_cap_saved_by_another_process_applies_to_this_one(tmp_path):
+    path = tmp_path / "store"
+    with blobpad.open(path) as a:
+        assert a.max_bytes is None
+        subprocess.run([sys.executable, "-c", "import sys, blobpad; blobpad.open(sys.argv[1], max_bytes=1_000_000).close()",
+                        str(path)], check=True)
+        for i in range(5):
+            a.put(os.urandom(500_000), ttl=100 + i)
+        st = a.stats()
+        assert st.max_bytes == 1_000_000 and a.max_bytes == 1_000_000
+        assert st.stored_bytes <= 1_000_000, "the other process's cap was ignored"
+        assert len(a.entries()) == 1  # the entries closest to expiry went first
+
+
+def test_gc_never_removes_an_entry_that_reads_still_see(tmp_path):
+    """Reads compare exact times; gc's index is in whole microseconds.  An entry that
+    expires later within the current microsecond must survive gc, as it survives reads."""
+    now = [1_700_000_001.0000002]
+    with blobpad.open(tmp_path / "store", clock=lambda: now[0]) as s:
+        e = s.put("short", ttl=3e-7)
+        assert e.expires_at > now[0] and int(e.expires_at * 1e6) == int(now[0] * 1e6)
+        assert s.exists(e.id)
+        assert s.gc().entries == 0 and s.get(e.id) == "short"
+        now[0] += 1e-6
+        assert not s.exists(e.id) and s.gc().entries == 1
