@@ -354,6 +354,16 @@ class Store(ReadsMixin):
         txn.put("meta", b"settings", json.dumps(settings).encode())
         return settings
 
+    def _cap(self, txn: ReadTxn) -> int | None:
+        """The ``max_bytes`` saved in the store now (another process may have set it)."""
+        raw = txn.get("meta", b"settings")
+        if raw is not None:
+            try:
+                self.max_bytes = json.loads(raw).get("max_bytes") or None
+            except (ValueError, AttributeError):
+                pass  # unreadable settings: keep the cap this process opened with
+        return self.max_bytes
+
     def notepad(self, session: str, **options: Any) -> Any:
         """The :class:`~blobpad.notepad.Notepad` of ``session`` (options: see that class)."""
         from .notepad import Notepad
@@ -866,13 +876,18 @@ class Store(ReadsMixin):
         """Remove expired entries (through the expiry index), free unreferenced chunks,
         roll back puts whose process died, and remove expired notepads; report what was freed."""
         aborted = self._recover()
-        now_us = _expiry_us(self.now())
+        now = self.now()
+        now_us = _expiry_us(now)
         total_entries = total_chunks = total_bytes = 0
         while True:  # in bounded transactions, so a big gc never holds the writer for long
 
             def txn_fn(txn: WriteTxn) -> tuple[int, int, int]:
                 n = chunks = freed = 0
                 for key, _ in txn.scan("expiry", b"", expiry_key(now_us + 1, b"")):
+                    raw = txn.get("entries", key[8:])
+                    e = _decode_entry(raw) if raw is not None else None
+                    if e is not None and e.expires_at is not None and e.expires_at > now:
+                        continue  # expires later within this microsecond: reads still see it
                     c, b = self._delete_in(txn, key[8:])
                     if not c and not b and txn.get("entries", key[8:]) is None:
                         txn.delete("expiry", key)
@@ -974,9 +989,10 @@ class Store(ReadsMixin):
         Runs in the final transaction of a put (``keep`` is its id), whose chunks are
         already counted, never in its batches: a put that fails has evicted nothing.
         """
-        if not self.max_bytes:
+        cap = self._cap(txn)
+        if not cap:
             return
-        over = self._counters(txn)["stored_bytes"] - self.max_bytes
+        over = self._counters(txn)["stored_bytes"] - cap
         if over <= 0:
             return
         victims = []
@@ -991,7 +1007,7 @@ class Store(ReadsMixin):
             if over <= 0:
                 return
         raise StoreFull(
-            f"the store is capped at max_bytes={self.max_bytes} and this put does not fit even after evicting "
+            f"the store is capped at max_bytes={cap} and this put does not fit even after evicting "
             "every other entry; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
         )
 
@@ -1015,10 +1031,11 @@ class Store(ReadsMixin):
         """Counts and sizes of the store (see :class:`Stats`)."""
         with self._backend.read() as txn:
             c = self._counters(txn)
+            cap = self._cap(txn)
         return Stats(
             entries=c["entries"], chunks=c["chunks"], logical_bytes=c["logical_bytes"],
             stored_bytes=c["stored_bytes"], unique_bytes=c.get("unique_bytes", 0),
-            disk_bytes=self._backend.size_on_disk(), map_size=self._backend.map_size(), max_bytes=self.max_bytes,
+            disk_bytes=self._backend.size_on_disk(), map_size=self._backend.map_size(), max_bytes=cap,
         )
 
     def compact(self) -> tuple[int, int]:
@@ -1306,10 +1323,11 @@ class _PutWriter:
                     new_chunks += 1
                     new_stored += slen
                     new_unique += len(chunk)
-            if store.max_bytes and self.new_stored + new_stored > store.max_bytes:
+            cap = store._cap(txn)
+            if cap and self.new_stored + new_stored > cap:
                 # eviction waits for the final transaction; this put cannot fit whatever it evicts
                 raise StoreFull(
-                    f"the store is capped at max_bytes={store.max_bytes} and this put alone needs more stored "
+                    f"the store is capped at max_bytes={cap} and this put alone needs more stored "
                     "bytes than that; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
                 )
             txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
