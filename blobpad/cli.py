@@ -30,7 +30,7 @@ import re
 import stat as stat_module
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
 from . import __version__
@@ -406,14 +406,19 @@ def _binary_lines(store: Store, eid: str, first: int, last: int | None) -> None:
 _WHOLE_LINES = 1 << 60
 
 
+@contextlib.contextmanager
+def _cli_words() -> Iterator[None]:
+    """The library's advice about a pattern in this command's words (-F, not fixed=True)."""
+    try:
+        yield
+    except InvalidArgument as exc:
+        raise InvalidArgument(str(exc).replace("pass fixed=True", "pass -F")) from None
+
+
 def _cmd_grep(args: argparse.Namespace) -> int:
     before = args.before if args.before is not None else (args.context or 0)
     after = args.after if args.after is not None else (args.context or 0)
-    try:
-        compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
-    except InvalidArgument as exc:  # the library's advice in this command's words
-        raise InvalidArgument(str(exc).replace("pass fixed=True", "pass -F")) from None
-    with _open(args) as store:
+    with _open(args) as store, _cli_words():
         if args.count:
             n = store.count(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
             if args.max_count is not None:
@@ -447,8 +452,6 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool) -> None
     if result.truncated and result.matches and result.matches[-1].after:
         # Matches past the -m limit may sit in the last match's trailing context: rg
         # prints those as matches (N:), so mark them by testing the pattern.
-        from .reads import compile_pattern
-
         regex = compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
         for number, text in result.matches[-1].after:
             if not rows[number][0] and regex.search(text.encode("utf-8", "surrogateescape")) is not None:

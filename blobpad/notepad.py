@@ -998,7 +998,7 @@ class Notepad:
     def context_section(self, space: str = "notepad") -> str:
         """Seed 002's system-prompt section: the heading, then the content or the empty-state hint."""
         content = self.read(space)
-        return f"{NOTEPAD_HEADING}\n{content if content else EMPTY_NOTEPAD_HINT}"
+        return f"{NOTEPAD_HEADING}\n{content or EMPTY_NOTEPAD_HINT}"
 
     # -- seed 001 -------------------------------------------------------------------------
 
@@ -1126,7 +1126,7 @@ class Notepad:
     def scratchpad_content(self) -> str | None:
         """Seed 004's ``getScratchpadContent``: the scratchpad, or None when it is empty."""
         content = self.read("scratchpad")
-        return content if content else None
+        return content or None
 
     def scratchpad_block(self) -> str:
         """Seed 004's block for the next user message, or "" when the scratchpad is empty."""

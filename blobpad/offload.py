@@ -73,10 +73,12 @@ POLICIES: dict[str, str] = {
 SEED000_NOTE = "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
 
 #: Seed 003: the ``scratchpad`` property a runtime adds to its own tools' JSON Schemas.
+_MAX_NAME = 200  # longest scratchpad name a tool call may give
+
 SCRATCHPAD_PARAMETER: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
-    "maxLength": 200,
+    "maxLength": _MAX_NAME,
     "description": (
         "Optional. Save this tool's whole output to the scratchpad under this name (an entry of that name is "
         "replaced) instead of returning it in full; you get a preview, and read the rest with "
@@ -185,9 +187,9 @@ def _check_name(name: object) -> None:
     """A ``scratchpad`` name from a tool call: a non-empty string of at most 200 characters."""
     check_str("scratchpad name", name, allow_none=False)
     assert isinstance(name, str)
-    if not name.strip() or len(name) > 200:
+    if not name.strip() or len(name) > _MAX_NAME:
         raise InvalidArgument(
-            f"the scratchpad name must be a non-empty string of at most 200 characters, not {name[:60]!r}"
+            f"the scratchpad name must be a non-empty string of at most {_MAX_NAME} characters, not {name[:60]!r}"
         )
 
 
@@ -493,8 +495,9 @@ class Offloader:
                 return self.note
         name = args["name"]
         if self.policy == "seed000":
-            first = f"Observation saved in scratchpad as {name!r}." if explicit else "Large observation saved in scratchpad."
-            note = f"{first} To read it in full or partially, use the scratchpad_read tool with scratchpad_id \"{args['id']}\"."
+            saved, how = SEED000_NOTE.split(". ", 1)  # the seed's two sentences
+            first = f"Observation saved in scratchpad as {name!r}" if explicit else saved
+            note = f"{first}. {how[:-1]} with scratchpad_id \"{args['id']}\"."
         else:
             assert entry is not None
             unit = "characters" if entry.kind == "text" else "bytes"

@@ -1337,8 +1337,9 @@ def _budget_words(tb: Toolbox, space: str) -> str:
     budget = tb.notepad.budgets[space]
     if budget.limit is None:
         return "no budget"
-    unit = {"chars": "characters", "tokens": "tokens", "items": "items"}[budget.unit]
-    return f"{'about ' if budget.unit == 'tokens' else ''}{budget.limit:,} {unit}"
+    from .notepad import _UNIT_WORDS
+
+    return f"{'about ' if budget.unit == 'tokens' else ''}{budget.limit:,} {_UNIT_WORDS[budget.unit][1]}"
 
 
 def _seed001_tools(tb: Toolbox) -> list[ToolSpec]:
