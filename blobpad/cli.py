@@ -670,6 +670,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         argv += ["--max-result-chars", str(args.max_result_chars)]
     if args.max_file_bytes is not None:
         argv += ["--max-file-bytes", str(args.max_file_bytes)]
+    if args.max_message_bytes is not None:
+        argv += ["--max-message-bytes", str(args.max_message_bytes)]
     rc = mcp_server.main(argv)
     return rc if isinstance(rc, int) else OK
 
@@ -823,6 +825,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-result-chars", type=_non_negative, metavar="N", help="cap on each tool result, in characters of JSON")
     p.add_argument("--max-file-bytes", type=_non_negative, metavar="N", help="largest file scratchpad_offload accepts")
+    p.add_argument("--max-message-bytes", type=_non_negative, metavar="N",
+                   help="longest request line, in bytes; a longer one is answered with an error (default 64 MiB)")
 
     p = _sub(
         sub, "demo", _cmd_demo, "offload a multi-MB log and read it back, with timings",

@@ -13,6 +13,13 @@ accepted, so a model cannot read arbitrary files through it.
 Every tool result is the Toolbox's JSON object, sent both as the text content and
 as ``structuredContent``; a failed call has ``isError: true`` and says how to fix it.
 
+The server reads stdin itself (:func:`serve_stdio`): every request gets a reply.  A
+line that is not a valid JSON-RPC message (not JSON, invalid UTF-8, an integer of
+more than 4300 digits, nesting deeper than :data:`MAX_DEPTH`, a lone surrogate
+escape, a wrong envelope, a batch, over :data:`MAX_MESSAGE_BYTES`) is answered with
+a JSON-RPC error carrying the request's id when the line holds a valid one, and the
+server reads on.
+
 The ``mcp`` package is an optional extra (``pip install 'blobpad[mcp]'``) imported
 only when the server starts.
 """
@@ -20,17 +27,21 @@ only when the server starts.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
+import re
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .errors import BlobpadError
+from .errors import BlobpadError, check_int, describe
 from .tools import PROFILES, Toolbox
 
-__all__ = ["build_server", "serve", "main", "INSTRUCTIONS"]
+__all__ = ["build_server", "serve", "serve_stdio", "decode_message", "main", "INSTRUCTIONS", "MAX_MESSAGE_BYTES",
+           "MAX_DEPTH"]
 
 INSTRUCTIONS = (
     "blobpad keeps large content out of your context. Tool outputs or files that are too large are saved in "
@@ -85,25 +96,375 @@ def build_server(toolbox: Toolbox, *, name: str = "blobpad") -> Any:
                   on_call_tool=call_tool)
 
 
+# -- the stdio transport -----------------------------------------------------------------
+#
+# The SDK's stdio reader drops a line it cannot parse or validate without a reply, so a
+# client waits forever for the answer to a request holding a lone surrogate escape, an
+# integer of more than 4300 digits or deep nesting.  blobpad reads stdin itself: every
+# line is decoded here, and one that is not a valid message is answered at once with a
+# JSON-RPC error (with the request's id whenever it can be recovered from the line).
+
+#: longest message line the server reads, in bytes; a longer one is skipped and answered
+#: with an Invalid Request error.
+MAX_MESSAGE_BYTES = 64 << 20
+#: deepest nesting of objects and arrays accepted in a message (the envelope counts: a
+#: tool call's arguments object is at depth 3).
+MAX_DEPTH = 100
+#: longest string id echoed back in an error reply, in characters.
+MAX_ID_CHARS = 1000
+
+_READ_SIZE = 1 << 20
+_RECOVER_TOKENS = 1_000_000  # tokens scanned to find the id of a line json cannot parse
+_PREFIX_BYTES = 1 << 20  # bytes of an over-long line kept to find its id
+_MISSING: Any = object()
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]|[^\s{}\[\],:"]+|"', re.S)
+_INT_TOKEN = re.compile(r"-?(?:0|[1-9][0-9]{0,4299})")  # what int() converts
+
+
+def _valid_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and len(value) <= MAX_ID_CHARS and not _SURROGATE.search(value)
+
+
+def _recover_id(text: str) -> Any:
+    """The ``id`` member of a top-level JSON object in ``text``, or None.
+
+    For lines ``json`` cannot parse (a syntax error, an integer it refuses, nesting
+    too deep for its recursion): a tokenizer that only counts nesting, so any depth is
+    fine, and stops after ``_RECOVER_TOKENS`` tokens.
+    """
+    depth = 0
+    key: Any = None
+    after_colon = False
+    found: Any = None
+    for count, match in enumerate(_TOKEN.finditer(text)):
+        if count >= _RECOVER_TOKENS:
+            return None
+        tok = match.group()
+        if tok == "{" or tok == "[":
+            if depth == 0 and tok != "{":
+                return None
+            depth += 1
+            after_colon = False
+            continue
+        if tok == "}" or tok == "]":
+            depth -= 1
+            if depth <= 0:
+                break
+            continue
+        if depth == 0:
+            return None  # the line does not start with an object
+        if depth != 1:
+            continue
+        if tok == ",":
+            key, after_colon = None, False
+        elif tok == ":":
+            after_colon = key is not None
+        elif after_colon:
+            if key == "id":
+                found = _scalar_id(tok)
+            key, after_colon = None, False
+        else:
+            key = _string_token(tok)
+    return found
+
+
+def _string_token(tok: str) -> str | None:
+    if len(tok) < 2 or not tok.startswith('"') or not tok.endswith('"'):
+        return None
+    try:
+        value = json.loads(tok)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _scalar_id(tok: str) -> Any:
+    value: Any = _string_token(tok)
+    if value is None and _INT_TOKEN.fullmatch(tok):
+        value = int(tok)
+    return value if _valid_id(value) else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _find_problem(value: Any, where: str, depth: int = 1) -> str | None:
+    """Why ``value`` (at nesting ``depth``) cannot be passed on (too deep, lone surrogates), or None."""
+    stack: list[tuple[Any, str, int]] = [(value, where, depth)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return f"{path} holds a lone surrogate escape (such as \\ud800); send valid Unicode text"
+        elif isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                return f"the message is nested more than {MAX_DEPTH} levels deep"
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if _SURROGATE.search(k):
+                        return (f"a key in {path or 'the message'} holds a lone surrogate escape (such as \\ud800); "
+                                "send valid Unicode text")
+                    sub = f"{path}.{k[:40]}" if path else k[:40]
+                    stack.append((v, sub if len(path) < 200 else path, depth + 1))
+            else:
+                stack.extend((v, f"{path}[{i}]" if len(path) < 200 else path, depth + 1) for i, v in enumerate(item))
+    return None
+
+
+def _error(code: int, message: str, reply_id: Any = None) -> Any:
+    import mcp_types as types
+
+    return types.JSONRPCError(jsonrpc="2.0", id=reply_id, error=types.ErrorData(code=code, message=message))
+
+
+def _parse_error(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return f"the message is nested more than {MAX_DEPTH} levels deep"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    text = str(exc)
+    if "integer string conversion" in text:
+        return f"the message holds an integer of more than {sys.get_int_max_str_digits()} digits"
+    return f"invalid JSON: {text[:200]}"
+
+
+def decode_message(raw: bytes) -> tuple[Any, list[Any]]:
+    """Decode one line from the client: ``(message, replies)``.
+
+    ``message`` is the validated JSON-RPC message to dispatch, or None; ``replies``
+    are the JSON-RPC errors to send back at once.  Every line that is not a valid
+    message gets a reply (a notification whose content is refused gets none, as
+    JSON-RPC 2.0 says): -32700 when it is not JSON, or is JSON that cannot be
+    represented (an integer of more than 4300 digits, nesting deeper than
+    :data:`MAX_DEPTH`, invalid UTF-8); -32600 when it is not a valid request; -32602
+    when the params hold lone surrogate escapes.  The reply carries the request's id
+    whenever the line holds a valid one (a string of at most :data:`MAX_ID_CHARS`
+    characters or an integer), else null.  Blank lines are ignored.
+    """
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    raw = raw.strip(b" \t\r\n")
+    if not raw:
+        return None, []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte {exc.start + 1}"
+        return None, [_error(types.PARSE_ERROR, f"the message is not valid UTF-8 (at {where}); send UTF-8 JSON",
+                             _recover_id(raw.decode("utf-8", "replace")))]
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        return None, [_error(types.PARSE_ERROR, _parse_error(exc), _recover_id(text))]
+    if isinstance(obj, list):
+        ids = [m["id"] for m in obj if isinstance(m, dict) and _valid_id(m.get("id"))]
+        why = ("batches are not supported: send one JSON-RPC message per line" if obj
+               else "an empty batch is not a request: send one JSON-RPC message per line")
+        return None, [_error(types.INVALID_REQUEST, why, i) for i in ids or [None]]
+    if not isinstance(obj, dict):
+        return None, [_error(types.INVALID_REQUEST, f"a message is a JSON object, not {type(obj).__name__}")]
+    msg_id = obj.get("id", _MISSING)
+    reply_id = msg_id if _valid_id(msg_id) else None
+    notification = msg_id is _MISSING and isinstance(obj.get("method"), str)
+    if msg_id is not _MISSING and reply_id is None:
+        return None, [_error(types.INVALID_REQUEST,
+                             f"id must be a string of at most {MAX_ID_CHARS} characters or an integer, "
+                             f"not {describe(msg_id)}")]
+    envelope = {k: v for k, v in obj.items() if k != "params"}
+    problem = _find_problem(envelope, "")
+    code = types.INVALID_REQUEST
+    if problem is None:
+        problem = _find_problem(obj.get("params"), "params", 2)
+        code = types.INVALID_PARAMS
+    if problem is None:
+        # Validated against the shape it has, so the errors name what is wrong with it.
+        model: Any = (types.JSONRPCRequest if "id" in obj else types.JSONRPCNotification) if "method" in obj else (
+            types.JSONRPCError if "error" in obj else types.JSONRPCResponse)
+        try:
+            return model.model_validate(obj, by_name=False), []
+        except ValidationError as exc:
+            code = types.INVALID_REQUEST
+            parts = []
+            for err in exc.errors(include_url=False, include_input=False)[:3]:
+                loc = ".".join(str(p) for p in err.get("loc", ()))[:100]
+                parts.append(f"{loc}: {err.get('msg', '')[:100]}" if loc else err.get("msg", "")[:100])
+            problem = "not a valid JSON-RPC 2.0 message (" + "; ".join(parts) + ")"
+    if notification:
+        return None, []  # JSON-RPC: a notification is never answered
+    return None, [_error(code, problem, reply_id)]
+
+
+@contextlib.contextmanager
+def _claim_stdio() -> Iterator[tuple[int, int]]:
+    """Serve the wire from private copies of fds 0 and 1, pointing them at /dev/null and stderr.
+
+    So a handler or a child process that reads stdin sees EOF and one that prints
+    misses the wire.  Both are restored on exit.  The input copy is not closed: an
+    abandoned read may still be blocked on it.
+    """
+    sys.stdout.flush()
+    try:
+        wire_in, wire_out = os.dup(0), os.dup(1)
+    except OSError as exc:
+        raise BlobpadError(f"the MCP server needs stdin and stdout open: {exc.strerror or exc}") from None
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+    finally:
+        os.close(null)
+    try:
+        yield wire_in, wire_out
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        os.close(wire_out)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int) -> None:
+    """Read the wire line by line: valid messages to ``inbox``, error replies to ``outbox``."""
+    import anyio
+    import anyio.to_thread
+    from mcp.shared.message import SessionMessage
+
+    async def handle(line: bytes, oversized: bool) -> None:
+        if oversized:
+            import mcp_types as types
+
+            reply_id = _recover_id(line.decode("utf-8", "replace"))
+            message, replies = None, [_error(
+                types.INVALID_REQUEST,
+                f"the message is longer than {limit} bytes; send smaller messages", reply_id)]
+        else:
+            message, replies = await anyio.to_thread.run_sync(decode_message, line)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):  # the writer is gone
+            for reply in replies:
+                await outbox.send(SessionMessage(reply))
+        if message is not None:
+            await inbox.send(SessionMessage(message))
+
+    buf = bytearray()
+    skipping = False  # inside a line longer than limit: buf keeps only its start
+    async with inbox, outbox:
+        while True:
+            chunk = await anyio.to_thread.run_sync(os.read, fd, _READ_SIZE, abandon_on_cancel=True)
+            if not chunk:
+                if buf or skipping:
+                    await handle(bytes(buf), skipping)
+                return
+            start = 0
+            while start < len(chunk):
+                end = chunk.find(b"\n", start)
+                piece = chunk[start:] if end < 0 else chunk[start:end]
+                start = len(chunk) if end < 0 else end + 1
+                if skipping:
+                    room = _PREFIX_BYTES - len(buf)
+                    if room > 0:
+                        buf += piece[:room]
+                else:
+                    buf += piece
+                    if len(buf) > limit:
+                        skipping = True
+                        del buf[_PREFIX_BYTES:]
+                if end >= 0:
+                    line, oversized = bytes(buf), skipping
+                    buf.clear()
+                    skipping = False
+                    await handle(line, oversized)
+
+
+async def _write_lines(fd: int, outbox: Any) -> None:
+    """Write each outgoing message as one line; one that cannot be encoded becomes an error reply."""
+    import anyio.to_thread
+    import mcp_types as types
+
+    async with outbox:
+        async for item in outbox:
+            message = item.message
+            try:
+                data = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+            except Exception:  # never expected: the input is checked; a reply is owed all the same
+                reply_id = getattr(message, "id", None)
+                if reply_id is None and not isinstance(message, types.JSONRPCError):
+                    continue
+                data = _error(types.INTERNAL_ERROR, "the reply could not be encoded as JSON",
+                              reply_id).model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+            try:
+                await anyio.to_thread.run_sync(_write_all, fd, data + b"\n")
+            except OSError:  # the client closed its end: nobody is left to answer
+                return
+
+
+async def serve_stdio(
+    server: Any,
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    stdin_fd: int | None = None,
+    stdout_fd: int | None = None,
+) -> None:
+    """Run ``server`` (an ``mcp`` lowlevel Server) over stdin/stdout until stdin closes.
+
+    Every line is decoded by :func:`decode_message`, so a line the SDK would drop
+    without a reply is answered with a JSON-RPC error; a line longer than
+    ``max_message_bytes`` is skipped and answered with one.  ``stdin_fd`` and
+    ``stdout_fd`` serve other descriptors instead (the process's stdio is then left
+    alone).
+    """
+    import anyio
+
+    async def run(in_fd: int, out_fd: int) -> None:
+        inbox_send, inbox = anyio.create_memory_object_stream[Any](0)
+        outbox, outbox_recv = anyio.create_memory_object_stream[Any](0)
+        replies = outbox.clone()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_read_lines, in_fd, inbox_send, replies, max_message_bytes)
+            tg.start_soon(_write_lines, out_fd, outbox_recv)
+            await server.run(inbox, outbox, server.create_initialization_options())
+
+    if stdin_fd is not None and stdout_fd is not None:
+        await run(stdin_fd, stdout_fd)
+        return
+    with _claim_stdio() as (in_fd, out_fd):
+        await run(in_fd, out_fd)
+
+
 def serve(
     store_path: str | os.PathLike[str] | None,
     session: str | None = None,
     allow_dirs: Sequence[str | os.PathLike[str]] = (),
     profile: str = "blobpad",
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
     **toolbox_options: Any,
 ) -> None:
     """Serve the tools of ``session`` over stdin/stdout until the client disconnects.
 
     ``store_path`` None opens the default store (``$BLOBPAD_DIR`` or the user data
     directory); ``session`` None makes a fresh random session for this server.
+    ``max_message_bytes`` bounds one request line (see :func:`serve_stdio`);
     ``toolbox_options`` go to :class:`~blobpad.tools.Toolbox`.
     """
     _require_mcp()
     import anyio
-    from mcp.server.stdio import stdio_server
 
     from .store import open as open_store
 
+    check_int("max_message_bytes", max_message_bytes, minimum=1)
     if session is None:
         session = "mcp-" + secrets.token_hex(6)
     store = open_store(store_path)
@@ -111,12 +472,7 @@ def serve(
         options: dict[str, Any] = {"scope": "session", "always_show": True} | toolbox_options
         toolbox = Toolbox(store, session=session, turn=None, profile=profile, allow_dirs=allow_dirs, **options)
         server = build_server(toolbox)
-
-        async def run() -> None:
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-
-        anyio.run(run)
+        anyio.run(functools.partial(serve_stdio, server, max_message_bytes=max_message_bytes))
     finally:
         store.close()
 
@@ -136,6 +492,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="cap on each tool result, in characters of JSON (default 20000)")
     p.add_argument("--max-file-bytes", type=int, default=1 << 30, metavar="N",
                    help="largest file scratchpad_offload accepts (default 1 GiB)")
+    p.add_argument("--max-message-bytes", type=int, default=MAX_MESSAGE_BYTES, metavar="N",
+                   help="longest request line read, in bytes; a longer one is answered with an error "
+                        f"(default {MAX_MESSAGE_BYTES >> 20} MiB)")
     return p
 
 
@@ -146,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve(
             args.db, args.session, [os.path.expanduser(d) for d in args.allow], args.profile,
             max_result_chars=args.max_result_chars, max_file_bytes=args.max_file_bytes,
+            max_message_bytes=args.max_message_bytes,
         )
     except BlobpadError as exc:
         print(f"blobpad mcp: {exc}", file=sys.stderr)

@@ -212,3 +212,209 @@ def test_blobpad_imports_without_mcp():
     code = "import sys, blobpad; blobpad.Toolbox; blobpad.Offloader; print('mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- every request gets a reply (issue 12): a raw JSON-RPC client over pipes ---------------------------
+
+
+class RawClient:
+    """``blobpad mcp`` in a subprocess, spoken to line by line; every read is bounded by a timeout."""
+
+    def __init__(self, db: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "blobpad", "mcp", "--db", str(db), *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        self.buf = b""
+
+    def send(self, line: str | bytes) -> None:
+        raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def recv(self, timeout: float = 20.0) -> dict[str, Any] | None:
+        """The next line the server writes, as JSON, or None if none comes within ``timeout``."""
+        import select
+        import time
+
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
+            if not ready:
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, rid: Any, method: str, params: Any = None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(json.dumps(msg))
+        reply = self.recv()
+        assert reply is not None, f"no reply to {method}"
+        assert reply["id"] == rid
+        return reply
+
+    def initialize(self) -> None:
+        init = self.request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                              "clientInfo": {"name": "raw", "version": "1"}})
+        assert init["result"]["serverInfo"]["name"] == "blobpad"
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+    def close(self) -> tuple[int, str]:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        return code, self.proc.stderr.read().decode("utf-8", "replace")
+
+
+def _call_line(rid: str, arguments_json: str, tool: str = "scratchpad_read") -> str:
+    return '{"jsonrpc":"2.0","id":' + rid + ',"method":"tools/call","params":{"name":"' + tool + '","arguments":' \
+        + arguments_json + "}}"
+
+
+def _fill(template: str, value: str) -> str:
+    """``template`` with its ``@@`` replaced by ``value`` (JSON braces make % and format awkward)."""
+    return template.replace("@@", value)
+
+
+def _nested(depth: int) -> str:
+    """A JSON value nested ``depth`` arrays deep."""
+    return "[" * depth + "]" * depth
+
+
+# (label, line, expected id of the reply, expected error code); None as the code: no reply at all (a
+# notification), "tool": answered by the tool (a JSON-RPC result with isError true).
+_DEPTH = mcp_server.MAX_DEPTH
+HOSTILE = [
+    ("lone surrogate in an argument", _call_line("1", '{"scratchpad_id":"\\ud800"}'), 1, -32602),
+    ("lone low surrogate in an argument", _call_line('"s1"', '{"scratchpad_id":"ab\\udfffcd"}'), "s1", -32602),
+    ("reversed surrogate pair", _call_line("2", '{"scratchpad_id":"\\udc00\\ud800"}'), 2, -32602),
+    ("lone surrogate in an argument name", _call_line("3", '{"\\ud83d":1}'), 3, -32602),
+    ("lone surrogate in the tool name", _call_line("4", "{}", tool="\\ud800"), 4, -32602),
+    ("lone surrogate in the method", '{"jsonrpc":"2.0","id":5,"method":"tools/\\ud800"}', 5, -32600),
+    ("lone surrogate in _meta", '{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"k":"\\ud800"}}}',
+     6, -32602),
+    ("lone surrogate as the id", '{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list"}', None, -32600),
+    ("integer of 4301 digits in an argument", _call_line("7", _fill('{"n":@@}', "9" * 4301)), 7, -32700),
+    ("integer of 100000 digits", _call_line("8", _fill('{"n":-@@}', "1" * 100_000)), 8, -32700),
+    ("integer of 5000 digits as the id", _fill('{"jsonrpc":"2.0","id":@@,"method":"tools/list"}', "9" * 5000), None,
+     -32700),
+    ("1000 levels of nesting", _call_line("9", _fill('{"x":@@}', _nested(1000))), 9, -32700),
+    ("100000 levels of nesting, id last",
+     _fill('{"jsonrpc":"2.0","method":"tools/call","params":{"name":"scratchpad_read","arguments":{"x":@@}},"id":"late"}',
+           _nested(100_000)), "late", -32700),
+    ("nesting one past MAX_DEPTH", _call_line("10", _fill('{"x":@@}', _nested(_DEPTH - 3 + 1))), 10, -32602),
+    ("unclosed nesting", _call_line("11", _fill('{"x":@@', '{"a":' * 5000)), 11, -32700),
+    ("not JSON", "hello", None, -32700),
+    ("truncated JSON", '{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"scr', 12, -32700),
+    ("NaN", _call_line("13", '{"n":NaN}'), 13, -32700),
+    ("-Infinity", _call_line("14", '{"n":-Infinity}'), 14, -32700),
+    ("invalid UTF-8", b'{"jsonrpc":"2.0","id":15,"method":"tools/list","params":{"_meta":{"k":"\xff\xfe"}}}', 15, -32700),
+    ("a JSON string", '"tools/list"', None, -32600),
+    ("a JSON number", "42", None, -32600),
+    ("an empty batch", "[]", None, -32600),
+    ("a batch", '[{"jsonrpc":"2.0","id":16,"method":"tools/list"}]', 16, -32600),
+    ("null id", '{"jsonrpc":"2.0","id":null,"method":"tools/list"}', None, -32600),
+    ("float id", '{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}', None, -32600),
+    ("boolean id", '{"jsonrpc":"2.0","id":true,"method":"tools/list"}', None, -32600),
+    ("object id", '{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', None, -32600),
+    ("no jsonrpc member", '{"id":17,"method":"tools/list"}', 17, -32600),
+    ("jsonrpc 1.0", '{"jsonrpc":"1.0","id":18,"method":"tools/list"}', 18, -32600),
+    ("method not a string", '{"jsonrpc":"2.0","id":19,"method":5}', 19, -32600),
+    ("params an array", '{"jsonrpc":"2.0","id":20,"method":"tools/list","params":[1]}', 20, -32600),
+    ("an empty object", "{}", None, -32600),
+    ("unknown method", '{"jsonrpc":"2.0","id":21,"method":"no/such"}', 21, -32601),
+    ("tool name not a string", '{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":5}}', 22, -32602),
+    ("notification with a lone surrogate", '{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"\\ud800"}}',
+     None, None),
+    ("notification nested too deep", _fill('{"jsonrpc":"2.0","method":"notifications/x","params":{"a":@@}}',
+                                           _nested(500)), None, None),
+    ("blank line", "   ", None, None),
+    ("nesting exactly MAX_DEPTH (passed on to the tool)", _call_line("23", _fill('{"x":@@}', _nested(_DEPTH - 3))), 23,
+     "tool"),
+    ("integer of 4300 digits (passed on to the tool)", _call_line("24", _fill('{"n":@@}', "9" * 4300)), 24, "tool"),
+    ("a 1 MB string id is refused", _fill('{"jsonrpc":"2.0","id":"@@","method":"tools/list"}', "x" * (1 << 20)),
+     None, -32600),
+]
+
+
+def test_mcp_every_hostile_line_gets_a_reply_and_the_server_reads_on(store_factory, tmp_path):
+    store = store_factory("db")
+    text = sample.log_text(30_000, seed=5)
+    sid = store.put(text, session="s", tool="t").id
+    lines = _lines(text)
+    client = RawClient(tmp_path / "db", "--session", "s", "--max-message-bytes", str(4 << 20))
+    try:
+        client.initialize()
+        for n, (label, line, want_id, want) in enumerate(HOSTILE):
+            client.send(line)
+            if want is not None:
+                reply = client.recv()
+                assert reply is not None, f"{label}: no reply"
+                assert reply["jsonrpc"] == "2.0" and reply["id"] == want_id, (label, reply)
+                if want == "tool":
+                    assert reply["result"]["isError"] is True, (label, reply)
+                else:
+                    assert reply["error"]["code"] == want, (label, reply)
+                    message = reply["error"]["message"]
+                    assert isinstance(message, str) and 0 < len(message) <= 600, (label, message)
+                    assert "Traceback" not in message
+            # The next request is answered, and is the next line the server writes: nothing was left over.
+            follow = client.request(f"f{n}", "tools/call", {"name": "scratchpad_read", "arguments": {
+                "scratchpad_id": sid, "mode": "lines", "start_line": n + 1, "end_line": n + 2}})
+            content = follow["result"]["structuredContent"]["content"]
+            assert content == f"{n + 1}\t{lines[n]}\n{n + 2}\t{lines[n + 1]}", label
+        code, err = client.close()
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_mcp_oversized_lines_are_answered_and_skipped(store_factory, tmp_path):
+    store_factory("db")
+    client = RawClient(tmp_path / "db", "--session", "s", "--max-message-bytes", "100000")
+    try:
+        client.initialize()
+        # Just under the limit: a valid request; over it: skipped and answered with its id (the id comes
+        # first here, as most clients write it), or with id null when the id comes after the cut.
+        pad = "x" * (100_000 - 200)
+        client.send(_fill('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"p":"@@"}}}', pad))
+        assert "tools" in client.recv()["result"]
+        client.send(_fill('{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"p":"@@"}}}', pad * 30))
+        reply = client.recv()
+        assert reply["id"] == 2 and reply["error"]["code"] == -32600 and "100000 bytes" in reply["error"]["message"]
+        client.send(_fill('{"jsonrpc":"2.0","method":"tools/list","params":{"_meta":{"p":"@@"}},"id":3}', pad * 30))
+        reply = client.recv()
+        assert reply["id"] is None and reply["error"]["code"] == -32600
+        assert "tools" in client.request(4, "tools/list")["result"]
+        # A last line without a newline is read at end of input and answered before the server exits.
+        assert client.proc.stdin is not None
+        client.proc.stdin.write(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"\\ud800"}}')
+        client.proc.stdin.close()
+        reply = client.recv()
+        assert reply is not None and reply["id"] == 5 and reply["error"]["code"] == -32602
+        assert client.proc.wait(30) == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+            client.proc.wait()
+
+
+def test_main_rejects_a_bad_max_message_bytes(tmp_path, capsys):
+    assert mcp_server.main(["--db", str(tmp_path / "db"), "--max-message-bytes", "0"]) == 2
+    assert "max_message_bytes must be at least 1" in capsys.readouterr().err
