@@ -1212,6 +1212,51 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
+#: the files of a blobpad store directory: LMDB's, and blobpad's own lock
+_STORE_FILES = ("data.mdb", "lock.mdb", "blobpad.lock")
+_LMDB_MAGIC = (b"\xde\xc0\xef\xbe", b"\xbe\xef\xc0\xde")  # MDB_MAGIC, little- and big-endian
+
+
+def _is_store_dir(directory: str) -> bool:
+    """Whether ``directory`` is a blobpad store (or another LMDB environment) by its files."""
+    def has(name: str) -> bool:
+        return os.path.lexists(os.path.join(directory, name))
+    return has("blobpad.lock") or (has("data.mdb") and has("lock.mdb"))
+
+
+def _store_file_reason(tb: Toolbox, fd: int, st: os.stat_result, opened: str) -> str | None:
+    """Why the opened file belongs to a blobpad store, or None.
+
+    Whatever path reached it: the file is one of the open store's files (same device
+    and inode, so hard links and bind mounts are caught), or it lies in a directory
+    that is a store (by its files, after resolving symlinks), or it is an LMDB data or
+    lock file (by its magic number: a copy or a hard link of another store's file).
+    """
+    for name in _STORE_FILES:
+        try:
+            own = os.stat(os.path.join(tb.store.path, name))
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            return "it is a file of the open blobpad store"
+    directory = os.path.dirname(opened)
+    while True:
+        if _is_store_dir(directory):
+            return f"it is inside the blobpad store {directory}"
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    try:
+        head = os.read(fd, 20)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        head = b""
+    if any(head[i:i + 4] in _LMDB_MAGIC for i in (0, 12, 16)):
+        return "it is an LMDB database file, such as a blobpad store's"
+    return None
+
+
 def _open_confined(tb: Toolbox, raw_path: str) -> tuple[int, str, int]:
     """Open a regular file inside the allowed directories: (fd, real path, size)."""
     roots = tb.allow_dirs
@@ -1254,6 +1299,12 @@ def _open_confined(tb: Toolbox, raw_path: str) -> tuple[int, str, int]:
             if not _inside(opened, roots):
                 raise ToolError(f"scratchpad_offload: {_show(raw_path, 200)} is outside the allowed directories "
                                 f"({allowed})")
+        else:
+            opened = real
+        reason = _store_file_reason(tb, fd, st, opened)
+        if reason is not None:
+            raise ToolError(f"scratchpad_offload: {_show(raw_path, 200)} cannot be offloaded: {reason}, which holds "
+                            "every session's data; offload other files")
         if st.st_size > tb.max_file_bytes:
             raise ToolError(f"scratchpad_offload: the file is {st.st_size} bytes; the limit is {tb.max_file_bytes}")
         os.set_blocking(fd, True)

@@ -220,11 +220,11 @@ def test_blobpad_imports_without_mcp():
 class RawClient:
     """``blobpad mcp`` in a subprocess, spoken to line by line; every read is bounded by a timeout."""
 
-    def __init__(self, db: Path, *extra: str) -> None:
+    def __init__(self, db: Path | None, *extra: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "blobpad", "mcp", "--db", str(db), *extra],
+            [sys.executable, "-m", "blobpad", "mcp", *(["--db", str(db)] if db is not None else []), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            env={**(os.environ if env is None else env), "PYTHONPATH": os.pathsep.join(sys.path)},
         )
         self.buf = b""
 
@@ -418,3 +418,37 @@ def test_mcp_oversized_lines_are_answered_and_skipped(store_factory, tmp_path):
 def test_main_rejects_a_bad_max_message_bytes(tmp_path, capsys):
     assert mcp_server.main(["--db", str(tmp_path / "db"), "--max-message-bytes", "0"]) == 2
     assert "max_message_bytes must be at least 1" in capsys.readouterr().err
+
+
+def test_mcp_allow_home_cannot_offload_the_default_store(tmp_path):
+    """``blobpad mcp --allow ~`` with the default store under ~/.local/share/blobpad: the store's own
+    files are refused whatever the path, so a grep cannot show another session's notepad."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("BLOBPAD_DIR", "XDG_DATA_HOME")} | {"HOME": str(home)}
+    secret = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    code = f"import blobpad; s = blobpad.open(); s.notepad('victim').set_notes({secret!r}); print(s.path); s.close()"
+    db = subprocess.run([sys.executable, "-c", code], env=env | {"PYTHONPATH": os.pathsep.join(sys.path)},
+                        capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(db).resolve() == (home / ".local" / "share" / "blobpad").resolve()
+    (home / "todo.txt").write_text("my own file\n")
+    client = RawClient(None, "--session", "attacker", "--allow", "~", env=env)
+    try:
+        client.initialize()
+        paths = ["~/.local/share/blobpad/data.mdb", ".local/share/blobpad/lock.mdb", f"{db}/blobpad.lock",
+                 "./.local/../.local/share/blobpad/data.mdb"]
+        for n, path in enumerate(paths):
+            reply = client.request(n + 1, "tools/call", {"name": "scratchpad_offload", "arguments": {"path": path}})
+            assert reply["result"]["isError"] is True, path
+            assert "cannot be offloaded" in reply["result"]["structuredContent"]["error"]
+            assert secret not in json.dumps(reply)
+        reply = client.request(9, "tools/call", {"name": "scratchpad_offload", "arguments": {"path": "~/todo.txt"}})
+        assert reply["result"]["isError"] is False
+        listed = client.request(10, "tools/call", {"name": "scratchpad_list", "arguments": {}})
+        assert len(listed["result"]["structuredContent"]["entries"]) == 1
+        assert secret not in json.dumps(listed)
+        code, err = client.close()
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+    assert code == 0, err
