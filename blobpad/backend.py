@@ -21,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import threading
+import warnings
 
 try:
     import fcntl
@@ -205,10 +207,55 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 _DISK_FULL_TEXT = ("No space left", "Input/output error", "Disk quota exceeded", "File too large")
 
 
-def _make_dir(path: str) -> None:
-    """Create the store directory, or raise a BlobpadError saying why it cannot be one."""
+#: the files LMDB and blobpad keep in a store directory
+STORE_FILES = ("data.mdb", "lock.mdb", "blobpad.lock")
+#: modes of the store directory and of its files, whatever the umask: only the owner can
+#: read a session's logs and notepads
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def _set_mode(path: str, mode: int) -> None:
+    """Give ``path`` exactly ``mode``; warn if it stays open to other users because chmod failed."""
     try:
-        os.makedirs(path, exist_ok=True)
+        current = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:  # not there (yet): nothing to do
+        return
+    if current == mode:
+        return
+    try:
+        os.chmod(path, mode)
+    except OSError as exc:
+        if current & 0o077:
+            warnings.warn(
+                f"{path} has mode {current:o}, so other local users may read it, and blobpad cannot change it to "
+                f"{mode:o} ({exc.strerror or exc}); its owner can run: chmod {mode:o} {path}",
+                UserWarning, stacklevel=4,
+            )
+
+
+def make_private(path: str) -> None:
+    """Give the store directory mode 0700 and its files 0600, whatever the umask.
+
+    The directory is changed only while it holds nothing but a store's files (a store
+    created in a directory with other files, such as a home directory, leaves that
+    directory as it is; the files are private all the same).
+    """
+    for name in STORE_FILES:
+        _set_mode(os.path.join(path, name), FILE_MODE)
+    try:
+        with os.scandir(path) as entries:
+            only_store = all(e.name in STORE_FILES or e.name.startswith(".compact-") for e in entries)
+    except OSError:
+        return
+    if only_store:
+        _set_mode(path, DIR_MODE)
+
+
+def _make_dir(path: str) -> None:
+    """Create the store directory (mode 0700), or raise a BlobpadError saying why it cannot be one."""
+    try:
+        os.makedirs(path, mode=DIR_MODE, exist_ok=True)
     except FileExistsError:
         raise InvalidArgument(
             f"{path} is a file, not a directory: a blobpad store is a directory; "
@@ -222,6 +269,7 @@ def _make_dir(path: str) -> None:
         raise BlobpadError(f"cannot create the store directory {path}: {exc.strerror or exc}") from None
     if not os.path.isdir(path):  # pragma: no cover - raced with another process
         raise InvalidArgument(f"{path} is not a directory; pass the path of a store directory")
+    make_private(path)  # before LMDB creates its files in it: a umask like 0277 would leave it unwritable
 
 
 def _disk_full(exc: lmdb.Error) -> bool:
@@ -301,6 +349,7 @@ class LmdbBackend:
         self._hold_open_lock()
         try:
             self._open_env(data)
+            make_private(self.path)  # the files LMDB just created (the umask applies), or an older store's
         except BaseException:
             if self._lockfile is not None:  # not open after all: let a compact() elsewhere proceed
                 os.close(self._lockfile)
@@ -320,6 +369,7 @@ class LmdbBackend:
                 readahead=False,
                 lock=True,
                 subdir=True,
+                mode=FILE_MODE,
             )
         except lmdb.InvalidError as exc:
             raise CorruptData(
@@ -392,7 +442,7 @@ class LmdbBackend:
         lock_path = os.path.join(self.path, "blobpad.lock")
         try:
             if self._lockfile is None or self._pid != os.getpid():
-                self._lockfile = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._lockfile = os.open(lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
             fcntl.flock(self._lockfile, fcntl.LOCK_SH)
         except OSError as exc:
             raise BlobpadError(
@@ -563,8 +613,9 @@ class LmdbBackend:
                         "close the other processes (agents, MCP servers) and try again"
                     ) from None
             try:
-                os.makedirs(tmp, exist_ok=True)
+                os.makedirs(tmp, mode=DIR_MODE, exist_ok=True)
                 env.copy(tmp, compact=True)
+                os.chmod(os.path.join(tmp, "data.mdb"), FILE_MODE)  # LMDB writes the copy 0666 minus the umask
                 env.close()
                 self._env = None
                 os.replace(os.path.join(tmp, "data.mdb"), os.path.join(self.path, "data.mdb"))

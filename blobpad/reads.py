@@ -19,18 +19,22 @@ search resumes at the next character (for binary content, the next unit that
 
 from __future__ import annotations
 
+import codecs
 import io
+import math
+import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import re2
 
-from .errors import CorruptData, InvalidArgument, NotFound
+from .errors import HINT_FIXED, CorruptData, InvalidArgument, NotFound
 
 _Bytes = bytes | bytearray
 _T = TypeVar("_T")
@@ -43,7 +47,10 @@ if TYPE_CHECKING:
     from .index import Entry
     from .store import Store
 
-__all__ = ["GrepMatch", "GrepResult", "ReadsMixin", "EntryStream", "MAX_PATTERN", "compile_pattern"]
+__all__ = [
+    "GrepMatch", "GrepResult", "CountResult", "LineWindow", "ReadsMixin", "EntryStream", "MAX_PATTERN",
+    "SEARCH_TIMEOUT", "compile_pattern", "line_span",
+]
 
 #: longest pattern accepted, in characters
 MAX_PATTERN = 4096
@@ -63,6 +70,19 @@ _TASK_BYTES = 1 << 20
 _GREP_TASK_BYTES = 256 << 10
 #: the largest RE2 program (in instructions) count() batches; bigger patterns match one line per call
 _MAX_BATCH_PROGRAM = 20_000
+
+#: the time budget, in seconds, that the Toolbox, the CLI and the MCP server give grep and count
+SEARCH_TIMEOUT = 5.0
+#: under a time budget, each RE2 call is sized to take about this long at the speed measured so far
+_SLICE = 0.01
+#: bytes searched by the first RE2 call under a budget, and the least and most of any later one
+_FIRST_WINDOW = 1 << 10
+_MIN_WINDOW = 256
+_MAX_WINDOW = 64 << 10
+#: a line longer than the window is searched whole only if its probes took under 1/_MARGIN of the time left
+_MARGIN = 4
+#: line_windows() reads lines totalling at most this many bytes at once, longer ones by their windows
+_BULK_LINES = 1 << 20
 
 _UNANCHORED = re2._Anchor.UNANCHORED  # the binding under re2's pure-Python wrapper: no Match objects
 _ANCHOR_START = re2._Anchor.ANCHOR_START
@@ -110,10 +130,17 @@ class GrepMatch:
 @dataclass
 class GrepResult:
     """What ``Store.grep`` found: ``matches`` in line order, ``truncated`` when more
-    matches exist past ``max_matches``."""
+    matches exist past ``max_matches``.
+
+    ``timed_out`` is true when the time budget (``timeout``) ran out first: then
+    ``matches`` are all the matching lines among lines 1 to ``searched_lines`` (the
+    lines after those were not searched), and ``searched_lines`` is None otherwise.
+    """
 
     matches: list[GrepMatch]
     truncated: bool
+    timed_out: bool = False
+    searched_lines: int | None = None
 
     def __len__(self) -> int:
         return len(self.matches)
@@ -122,7 +149,194 @@ class GrepResult:
         return iter(self.matches)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"matches": [m.to_dict() for m in self.matches], "truncated": self.truncated}
+        out: dict[str, Any] = {"matches": [m.to_dict() for m in self.matches], "truncated": self.truncated,
+                               "timed_out": self.timed_out}
+        if self.timed_out:
+            out["searched_lines"] = self.searched_lines
+        return out
+
+
+class CountResult(int):
+    """What ``Store.count`` returns: the number of matching lines, an ``int``.
+
+    ``timed_out`` is true when the time budget ran out first: then the value counts
+    the matching lines among lines 1 to ``searched_lines`` only (a lower bound of the
+    whole count), and ``searched_lines`` is None otherwise.  Arithmetic on it gives a
+    plain ``int``.
+    """
+
+    timed_out: bool
+    searched_lines: int | None
+
+    def __new__(cls, value: int, *, timed_out: bool = False, searched_lines: int | None = None) -> CountResult:
+        self = super().__new__(cls, value)
+        self.timed_out = timed_out
+        self.searched_lines = searched_lines if timed_out else None
+        return self
+
+    def __repr__(self) -> str:
+        if self.timed_out:
+            return f"CountResult({int(self)}, timed_out=True, searched_lines={self.searched_lines})"
+        return f"CountResult({int(self)})"
+
+    def __reduce__(self) -> Any:
+        return (_count_result, (int(self), self.timed_out, self.searched_lines))
+
+
+def _count_result(value: int, timed_out: bool, searched_lines: int | None) -> CountResult:
+    return CountResult(value, timed_out=timed_out, searched_lines=searched_lines)
+
+
+@dataclass
+class LineWindow:
+    """A window of one line, as ``Store.line_windows`` reads it.
+
+    Attributes:
+        line: its 1-based number.
+        text: characters ``offset`` to ``offset + width`` of the line (without its
+            ``\\n``); empty when ``offset`` is at or past the line's end.
+        offset: character offset of ``text`` inside the whole line.
+        line_chars: length of the whole line in characters.
+    """
+
+    line: int
+    text: str
+    offset: int
+    line_chars: int
+
+    @property
+    def clipped(self) -> bool:
+        """Whether ``text`` is a window of a longer line (characters before or after it)."""
+        return self.offset > 0 or self.offset + len(self.text) < self.line_chars
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "text": self.text, "offset": self.offset, "line_chars": self.line_chars}
+
+
+class _TimedOut(Exception):
+    """The time budget of a grep or count ran out; ``line`` is the first line not searched,
+    or ``pos`` the buffer offset where it starts (None when the caller knows better)."""
+
+    def __init__(self, line: int | None = None, pos: int | None = None) -> None:
+        super().__init__(line, pos)
+        self.line = line
+        self.pos = pos
+
+
+def _check_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+        isinstance(timeout, int) or math.isfinite(timeout)
+    ) or timeout <= 0:
+        raise InvalidArgument(f"timeout must be a positive number of seconds or None, not {timeout!r}"[:200])
+    return float(min(timeout, 1e9))
+
+
+class _Deadline:
+    """The time budget of one grep or count call, shared by its worker threads.
+
+    It also sizes the RE2 calls: each searches a window of about ``_SLICE`` seconds
+    at the speed measured so far (the first 1 KB), so the deadline is checked often
+    whatever the pattern costs per byte.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+        self.window = _FIRST_WINDOW
+        self.expired = False
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def check(self) -> None:
+        """Raise _TimedOut once the budget is spent."""
+        if self.expired or time.monotonic() >= self.end:
+            self.expired = True
+            raise _TimedOut()
+
+    def timed(self, find: _Find, buf: _Bytes, pos: int, end: int) -> tuple[tuple[int, int], float]:
+        """``find`` over ``buf[pos:end]`` (the whole buffer as context), the window adapted
+        to how long it took; returns the first span and the seconds spent."""
+        t0 = time.monotonic()
+        span = find(_UNANCHORED, buf, pos, end)[0]
+        spent = time.monotonic() - t0
+        scanned = (span[1] if span[0] >= 0 else end) - pos
+        self.pace(scanned, spent)
+        return span, spent
+
+    def pace(self, scanned: int, spent: float) -> None:
+        if scanned < _MIN_WINDOW:
+            return  # too little to measure the speed
+        fit = int(scanned * _SLICE / max(spent, 1e-6))
+        self.window = max(_MIN_WINDOW, min(_MAX_WINDOW, 2 * self.window, fit))
+
+
+def _char_start(buf: _Bytes, q: int, lo: int) -> int:
+    """``q`` moved back to the start of the UTF-8 character it falls in (not before ``lo``)."""
+    k = q
+    while k > lo and q - k < 3 and (buf[k] & 0xC0) == 0x80:
+        k -= 1
+    return k if (buf[k] & 0xC0) != 0x80 else q
+
+
+def _long_line(find: _Find, buf: _Bytes, start: int, end: int, dl: _Deadline, *, exact: bool) -> tuple[int, int]:
+    """The first match in the line ``buf[start:end]``, longer than one window, under a budget.
+
+    The line is first searched in windows (each match found there is a real match of
+    the line: the buffer is the context of ``^``, ``$`` and ``\\b``).  Without ``exact``
+    the first such match is enough (counting only asks whether the line matches).
+    Otherwise, or if the windows found nothing (a match may cross a window's edge),
+    the whole line is searched in one call, which cannot be interrupted: it starts
+    only if the windows took less than 1/_MARGIN of the time left, else _TimedOut.
+    Returns ``(-1, -1)`` when the line does not match.
+    """
+    probes = 0.0
+    p = start
+    while p < end:
+        dl.check()
+        q = end if end - p <= dl.window else _char_start(buf, p + dl.window, p + 1)
+        span, spent = dl.timed(find, buf, p, q)
+        probes += spent
+        if span[0] >= 0 and not exact:
+            return span
+        p = q
+    if dl.left() < _MARGIN * probes:
+        dl.expired = True
+        raise _TimedOut()
+    dl.check()
+    return find(_UNANCHORED, buf, start, end)[0]
+
+
+def _bounded_find(find: _Find, buf: _Bytes, pos: int, size: int, dl: _Deadline) -> tuple[int, int]:
+    """``find(_UNANCHORED, buf, pos, size)[0]`` (``buf[pos:]`` starts a line) in RE2 calls
+    that each search whole lines of about one window, checking the deadline between
+    them; a line longer than the window goes to :func:`_long_line`.  Raises _TimedOut
+    with ``pos``: the lines before it were searched."""
+    try:
+        while pos < size:
+            dl.check()
+            w = dl.window
+            if size - pos <= w:
+                wend = size
+            else:
+                nl = buf.rfind(b"\n", pos, pos + w)
+                if nl < 0:  # the line at pos is longer than the window
+                    le = buf.find(b"\n", pos + w, size)
+                    le = size if le < 0 else le
+                    span = _long_line(find, buf, pos, le, dl, exact=True)
+                    if span[0] >= 0:
+                        return span
+                    pos = le + 1
+                    continue
+                wend = nl  # whole lines; the context after them is their newline
+            span, _ = dl.timed(find, buf, pos, wend)
+            if span[0] >= 0:
+                return span
+            pos = wend + 1
+    except _TimedOut:
+        raise _TimedOut(pos=pos) from None
+    return (-1, -1)
 
 
 def _options(ignore_case: bool, literal: bool) -> Any:
@@ -166,7 +380,7 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
             reason = reason.decode("utf-8", "replace")
         raise InvalidArgument(
             f"invalid pattern: {str(reason)[:300]}; patterns use RE2 syntax "
-            "(no backreferences or look-around); pass fixed=True for a literal"
+            "(no backreferences or look-around)", hint=HINT_FIXED,
         ) from None
 
 
@@ -191,6 +405,7 @@ class _LineCounter:
 
     def __init__(self, pattern: str, *, ignore_case: bool, fixed: bool) -> None:
         self._find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
+        self.deadline: _Deadline | None = None
         raw = _encode_pattern(pattern)
         self._batch: _Find | None = None
         if fixed or (b"\\Q" not in raw and b"\\C" not in raw):
@@ -206,7 +421,36 @@ class _LineCounter:
     def count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
         """The number of matching lines of ``buf[pos:size]``, which starts at a line start
         and ends just past a newline or at the end of the content; ``utf8`` says it is
-        valid UTF-8."""
+        valid UTF-8.
+
+        Under a budget (``deadline``), whole lines of about one window are counted at a
+        time and a longer line goes to :func:`_long_line`; _TimedOut is raised when the
+        budget is spent (the caller knows which lines were counted before)."""
+        dl = self.deadline
+        if dl is None:
+            return self._count(buf, pos, size, utf8)
+        n = 0
+        while pos < size:
+            dl.check()
+            w = dl.window
+            if size - pos <= w:
+                wend = size
+            else:
+                nl = buf.rfind(b"\n", pos, pos + w)
+                if nl < 0:  # the line at pos is longer than the window
+                    le = buf.find(b"\n", pos + w, size)
+                    le = size if le < 0 else le
+                    n += _long_line(self._find, buf, pos, le, dl, exact=False)[0] >= 0
+                    pos = le + 1
+                    continue
+                wend = nl + 1
+            t0 = time.monotonic()
+            n += self._count(buf, pos, wend, utf8)
+            dl.pace(wend - pos, time.monotonic() - t0)
+            pos = wend
+        return n
+
+    def _count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
         find = self._find
         batch = self._batch if utf8 else None
         n = 0
@@ -241,6 +485,26 @@ def _check_int(label: str, value: object, *, minimum: int | None = None) -> int:
         shown = value if value >= -_BEYOND else "a huge negative number"  # str() refuses 4300+ digits
         raise InvalidArgument(f"{label} must be at least {minimum}, not {shown}")
     return max(-_BEYOND, min(value, _BEYOND))
+
+
+def line_span(first: int, last: int | None, total: int) -> tuple[int, int]:
+    """The lines that ``first`` to ``last`` select in content of ``total`` lines, as
+    ``(start, stop)`` (1-based, inclusive; ``start > stop`` when no line is selected).
+
+    Lines are numbered from 1, like sed's; a negative number counts from the end (-1 is
+    the last line, ``-100`` to ``-1`` the last hundred), and one before the first line
+    stands for line 1, as slicing clamps.  ``last`` None is the last line.  Then sed's
+    rule: a last line before the first selects the first alone (``sed -n 5,4p`` prints
+    line 5).  Past the end, nothing more is selected.  Line 0 raises InvalidArgument.
+    """
+    if first == 0 or last == 0:
+        raise InvalidArgument("there is no line 0: lines are numbered from 1, and negative numbers count from the end "
+                              "(-1 is the last line)")
+    start = first if first > 0 else max(1, total + 1 + first)
+    if last is None:
+        return start, total
+    stop = last if last > 0 else max(1, total + 1 + last)
+    return start, min(max(start, stop), total)
 
 
 class _View:
@@ -373,6 +637,78 @@ class _View:
             return []
         return self.decode(self.bytes_between(self.line_start(first), self.line_end(last))).split("\n")
 
+    def char_of(self, b: int) -> int:
+        """The character offset of byte offset ``b`` of text content (a character boundary)."""
+        m = self.m
+        if b >= m.bytes_at[-1]:
+            return m.chars_at[-1]
+        i = m.chunk_of(m.bytes_at, b)
+        off = b - m.bytes_at[i]
+        if off == 0:
+            return m.chars_at[i]
+        raw = self.raw(i)
+        if m.chars_at[i + 1] - m.chars_at[i] == len(raw):  # ASCII
+            return m.chars_at[i] + off
+        return m.chars_at[i] + len(raw[:off].decode("utf-8"))
+
+    def pieces(self, start: int, end: int) -> Iterator[bytes]:
+        """Bytes ``start`` to ``end`` in pieces of at most one chunk, without keeping the
+        chunks in this view (the store's bounded cache may keep them)."""
+        m = self.m
+        if start >= end or not len(m):
+            return
+        i = m.chunk_of(m.bytes_at, start)
+        while i < len(m) and m.bytes_at[i] < end:
+            base = m.bytes_at[i]
+            raw = self._raw.get(i)
+            if raw is None:
+                raw = self.store._chunk(self.txn, m.keys[i], m.bytes_at[i + 1] - base)
+            yield raw[max(0, start - base) : end - base]
+            i += 1
+
+    def line_windows(self, first: int, last: int, column: int, width: int) -> list[LineWindow]:
+        """Characters ``column`` to ``column + width`` of each line ``first`` to ``last``
+        (existing lines), reading only the chunks that hold them, the line's start and
+        its end: memory stays about ``width`` per line plus a few chunks, however long
+        the lines are (lines under _BULK_LINES bytes in all are read at once)."""
+        out: list[LineWindow] = []
+        if first > last:
+            return out
+        start = self.line_start(first)
+        end = self.line_end(last)
+        if end - start <= _BULK_LINES:
+            for k, text in enumerate(self.decode(self.bytes_between(start, end)).split("\n")):
+                out.append(LineWindow(first + k, text[column : column + width], column, len(text)))
+            return out
+        for k in range(first, last + 1):
+            be = end if k == last else self.line_end(k)
+            out.append(self.line_window(k, start, be, column, width))
+            start = be + 1
+            self._raw.clear()  # keep a few chunks, not every chunk of a long run of lines
+            self._text.clear()
+        return out
+
+    def line_window(self, k: int, bs: int, be: int, column: int, width: int) -> LineWindow:
+        """Line ``k``, whose bytes are ``bs`` to ``be``, cut to ``width`` characters from ``column``."""
+        if be - bs <= _BULK_LINES:
+            text = self.decode(self.bytes_between(bs, be))
+            return LineWindow(k, text[column : column + width], column, len(text))
+        if self.text:
+            cs, ce = self.char_of(bs), self.char_of(be)
+            a = min(cs + column, ce)
+            return LineWindow(k, self.chars_between(a, min(ce, a + width)), column, ce - cs)
+        # binary: characters as decode("utf-8", "replace") makes them, decoded piece by piece
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        kept: list[str] = []
+        n = 0
+        for piece in chain(self.pieces(bs, be), (None,)):  # lazily: one piece in memory at a time
+            t = decoder.decode(b"", final=True) if piece is None else decoder.decode(piece)
+            lo, hi = max(0, column - n), min(len(t), column + width - n)
+            if lo < hi:
+                kept.append(t[lo:hi])
+            n += len(t)
+        return LineWindow(k, "".join(kept), column, n)
+
 
 class ReadsMixin:
     """The read methods of :class:`blobpad.Store`."""
@@ -432,20 +768,57 @@ class ReadsMixin:
             return v.bytes_between(s, max(s, e))
 
     def lines(self, entry_id: str, first: int = 1, last: int | None = None) -> list[str]:
-        """Lines ``first`` to ``last`` (1-based, inclusive), without their ``\\n``.
+        """Lines ``first`` to ``last`` (1-based, inclusive), without their ``\\n``, as
+        ``sed -n first,lastp`` selects them; negative numbers count from the end.
 
-        ``last`` defaults to the last line; values past the end clamp.  Binary
-        content is decoded with U+FFFD for invalid bytes.
+        ``last`` defaults to the last line; see :func:`line_span` for the rules (-1 is
+        the last line, a last line before the first selects the first alone, values
+        past either end clamp).  Binary content is decoded with U+FFFD for invalid bytes.
         """
-        first = _check_int("first", first, minimum=1)
+        first = _check_int("first", first)
         if last is not None:
-            last = _check_int("last", last, minimum=0)
-            if last < first:
-                raise InvalidArgument(f"last ({last}) is before first ({first}); lines are 1-based and inclusive")
+            last = _check_int("last", last)
+        line_span(first, last, 0)  # line 0 is refused whatever the entry
         with self._view(entry_id) as v:
-            total = v.entry.lines
-            stop = total if last is None else min(last, total)
-            return v.lines(first, stop)
+            return v.lines(*line_span(first, last, v.entry.lines))
+
+    def line_windows(
+        self, entry_id: str, first: int = 1, last: int | None = None, *, width: int = LINE_WINDOW, column: int = 0
+    ) -> list[LineWindow]:
+        """Lines ``first`` to ``last`` (selected as :meth:`lines` selects them), each cut to
+        the characters ``column`` to ``column + width`` of the line, with its full length.
+
+        Unlike :meth:`lines`, a long line is never read whole: only the chunks that hold
+        the window, the line's start and its end are decompressed, so a call holds
+        about ``width`` characters per line plus a few chunks (256 KB each by default),
+        whatever the lines' lengths.  (Binary lines longer than 1 MB are decoded piece by
+        piece to count their characters: memory stays bounded, time grows with them.)
+        This is what the Toolbox's ``lines`` mode reads.
+        """
+        first = _check_int("first", first)
+        if last is not None:
+            last = _check_int("last", last)
+        width = _check_int("width", width, minimum=1)
+        column = _check_int("column", column, minimum=0)
+        line_span(first, last, 0)
+        with self._view(entry_id) as v:
+            return v.line_windows(*line_span(first, last, v.entry.lines), column, width)
+
+    def line_offsets(self, entry_id: str, first: int = 1, last: int | None = None) -> tuple[int, int]:
+        """The bytes that hold lines ``first`` to ``last`` (selected as :meth:`lines` selects
+        them) with their newlines, as ``(start, end)`` offsets: ``byte_range(start, end)``
+        is what ``sed -n first,lastp`` prints.  ``(0, 0)`` when no line is selected.  Reads
+        at most two chunks; stream the bytes with :meth:`stream` to copy long lines."""
+        first = _check_int("first", first)
+        if last is not None:
+            last = _check_int("last", last)
+        line_span(first, last, 0)
+        with self._view(entry_id) as v:
+            start, stop = line_span(first, last, v.entry.lines)
+            if start > stop:
+                return 0, 0
+            end = v.line_end(stop)
+            return v.line_start(start), min(end + 1, v.entry.size_bytes)
 
     # -- grep -------------------------------------------------------------------------
 
@@ -460,6 +833,7 @@ class ReadsMixin:
         after: int = 0,
         max_matches: int = 100,
         line_window: int = LINE_WINDOW,
+        timeout: float | None = None,
     ) -> GrepResult:
         """Find the lines matching ``pattern`` (RE2 syntax; a literal with ``fixed``).
 
@@ -469,8 +843,22 @@ class ReadsMixin:
         as a window of that size around their first match.  ``spans`` lists the
         matches of a line as ``re.finditer`` on the decoded line would, from its
         first match, bounded to the first ``MAX_SPANS`` (1000) matches of the line
-        (then to those inside the window).
+        (then to those inside the window).  Context lines longer than ``line_window``
+        are cut to their first ``line_window`` characters, and only those are read.
+
+        ``timeout`` is a time budget in seconds for the search (None, the default: no
+        limit; :data:`SEARCH_TIMEOUT` is what the Toolbox, CLI and MCP server give).
+        RE2's time is linear, but some patterns (``.*[0-9].{30}$``) defeat its DFA and
+        search only a few hundred KB a second.  Under a budget the search runs in RE2
+        calls sized to take about 10 ms each at the speed measured so far (the first
+        searches 1 KB), and stops when the budget is spent: the result has
+        ``timed_out`` set and holds every match of lines 1 to ``searched_lines``.  The
+        call overruns its budget by one such call, plus, on a line longer than one
+        call's window, one whole-line search, started only when searching that line
+        in windows took under a quarter of the time left (so about a third of the
+        budget at most), plus reading the context lines of the matches found.
         """
+        timeout = _check_timeout(timeout)
         regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
         before = _check_int("before", before, minimum=0)
         after = _check_int("after", after, minimum=0)
@@ -481,31 +869,50 @@ class ReadsMixin:
         find = regex._regexp.Match
         matches: list[GrepMatch] = []
         truncated = False
+        dl = None if timeout is None else _Deadline(timeout)
+        searched: int | None = None
         with self._view(entry_id) as v:
-            for number, seg, start, end, first in _matching_lines(v, find):
-                if len(matches) >= max_matches:
-                    truncated = True
-                    break
-                spans = _line_spans(find, seg, start, end, first)
-                matches.append(_make_match(v, number, bytes(seg[start:end]), spans, line_window))
+            try:
+                for number, seg, start, end, first in _matching_lines(v, find, dl):
+                    if len(matches) >= max_matches:
+                        truncated = True
+                        break
+                    try:
+                        spans = _line_spans(find, seg, start, end, first, dl)
+                    except _TimedOut:
+                        raise _TimedOut(number) from None
+                    matches.append(_make_match(v, number, bytes(seg[start:end]), spans, line_window))
+            except _TimedOut as exc:
+                searched = (exc.line or 1) - 1
             total = v.entry.lines
             for mt in matches:
                 if before:
                     lo = max(1, mt.line - before)
-                    mt.before = [(lo + k, _clip(t, line_window)) for k, t in enumerate(v.lines(lo, mt.line - 1))]
+                    mt.before = [(w.line, w.text) for w in v.line_windows(lo, mt.line - 1, 0, line_window)]
                 if after:
                     hi = min(total, mt.line + after)
-                    mt.after = [(mt.line + 1 + k, _clip(t, line_window)) for k, t in enumerate(v.lines(mt.line + 1, hi))]
-        return GrepResult(matches, truncated)
+                    mt.after = [(w.line, w.text) for w in v.line_windows(mt.line + 1, hi, 0, line_window)]
+        return GrepResult(matches, truncated, searched is not None, searched)
 
-    def count(self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False) -> int:
+    def count(
+        self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
+        timeout: float | None = None,
+    ) -> CountResult:
         """Count the lines matching ``pattern`` (like ``grep -c`` / ``rg -c``).
 
         Chunks are decompressed and counted on the store's worker threads (zstd and
         RE2 both release the GIL).  A line longer than 64 MB is searched in 64 MB
         pieces, so a match across the cut between two pieces is not seen.
+
+        Returns a :class:`CountResult`, an ``int``.  ``timeout`` is a time budget in
+        seconds, as for :meth:`grep` (None: no limit): when it runs out, the result has
+        ``timed_out`` set and counts the matching lines among lines 1 to
+        ``searched_lines``.  The overrun is grep's, on each worker thread at once.
         """
+        timeout = _check_timeout(timeout)
         counter = _LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
+        if timeout is not None:
+            counter.deadline = _Deadline(timeout)
         with self._view(entry_id) as v:
             return _parallel_count(v, counter)
 
@@ -522,6 +929,12 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
     A task takes consecutive chunks until it holds its share of raw bytes: one chunk
     for the first task, then twice as much per task up to ``task_bytes``.  Bigger tasks
     cost fewer futures, the small first ones answer a search that stops early sooner.
+
+    This thread reads the frames in the view's transaction and waits for the tasks
+    inside it; that is safe only because a task is pure computation on the bytes it
+    is given (``fn`` must not touch the store either): it never opens a transaction,
+    so it never waits behind a map growth, which waits for this reader (see "Locking
+    rules" in :mod:`blobpad.backend`).
     """
     store = v.store
     m = v.m
@@ -584,41 +997,51 @@ def _count_chunk(counter: _LineCounter, utf8: bool, raw: bytes) -> tuple[bytes, 
     return raw[: first + 1], counter.count(raw, first + 1, last + 1, utf8), raw[last + 1 :]
 
 
-def _parallel_count(v: _View, counter: _LineCounter) -> int:
+def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
     """Count matching lines; the worker threads count whole lines inside each chunk, and
     this thread the lines that straddle chunk boundaries, stitched together.
 
     A line is gathered in a bytearray (no quadratic concatenation) of at most
     ``_MAX_SEGMENT`` bytes: a longer line is searched in pieces of that size and is
     not searched any more once a piece matched.
+
+    When the counter's deadline passes (_TimedOut, from a worker or from this thread),
+    the count so far covers the lines that end before the chunk being stitched (and
+    the line continuing past them if it already matched).
     """
     utf8 = v.text
     total = 0
     carry = bytearray()  # the start of the line that continues in the next chunk
     matched = False  # that line already matched (and was counted) in an earlier piece
     task = partial(_count_chunk, counter, utf8)
-    for head, n, tail in _map_chunks(v, task, 2 * v.store._workers, _TASK_BYTES):
-        if n < 0:  # no newline: all of this chunk lies inside one line
-            if not matched:
-                if carry and len(carry) + len(head) > _MAX_SEGMENT:
-                    matched = counter.count(carry, 0, len(carry), utf8) > 0
-                    total += matched
-                    carry = bytearray()
+    done = 0  # chunks stitched: every line ending before chunk `done` is counted
+    try:
+        for head, n, tail in _map_chunks(v, task, 2 * v.store._workers, _TASK_BYTES):
+            if n < 0:  # no newline: all of this chunk lies inside one line
                 if not matched:
+                    if carry and len(carry) + len(head) > _MAX_SEGMENT:
+                        matched = counter.count(carry, 0, len(carry), utf8) > 0
+                        total += matched
+                        carry = bytearray()
+                    if not matched:
+                        carry += head
+                done += 1
+                continue
+            if not matched:
+                if carry:
                     carry += head
-            continue
-        if not matched:
-            if carry:
-                carry += head
-                total += counter.count(carry, 0, len(carry), utf8)
-            else:
-                total += counter.count(head, 0, len(head), utf8)
-        total += n
-        carry = bytearray(tail)
-        matched = False
-    if carry and not matched:
-        total += counter.count(carry, 0, len(carry), utf8)
-    return total
+                    total += counter.count(carry, 0, len(carry), utf8)
+                else:
+                    total += counter.count(head, 0, len(head), utf8)
+            total += n
+            carry = bytearray(tail)
+            matched = False
+            done += 1
+        if carry and not matched:
+            total += counter.count(carry, 0, len(carry), utf8)
+    except _TimedOut:
+        return CountResult(total, timed_out=True, searched_lines=v.m.lines_at[done] + matched)
+    return CountResult(total)
 
 
 def _clip(text: str, window: int) -> str:
@@ -653,15 +1076,26 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int]]:
         yield carry, len(carry), lines_at[-1] + 1
 
 
-def _matching_lines(v: _View, find: _Find) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int]]]:
+def _matching_lines(
+    v: _View, find: _Find, dl: _Deadline | None = None
+) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int]]]:
     """Yield (line number, buffer, line start, line end, first match) for each matching
-    line, in order; the offsets are into the buffer, the line excludes its newline."""
+    line, in order; the offsets are into the buffer, the line excludes its newline.
+
+    Under a budget ``dl``, raises _TimedOut with the number of the first line not searched."""
     for seg, size, first_line in _segments(v):
         pos = 0
         line_no = first_line
         counted = 0  # newlines of seg[:counted] are included in line_no
         while pos < size:
-            s, e = find(_UNANCHORED, seg, pos, size)[0]
+            if dl is None:
+                s, e = find(_UNANCHORED, seg, pos, size)[0]
+            else:
+                try:
+                    s, e = _bounded_find(find, seg, pos, size, dl)
+                except _TimedOut as exc:
+                    at = pos if exc.pos is None else exc.pos  # _bounded_find tells where it stopped
+                    raise _TimedOut(line_no + seg.count(b"\n", counted, at)) from None
             if s < 0 or (s == size and seg[size - 1] == 10):
                 break  # none, or an empty match after the last newline: no line is there
             start = seg.rfind(b"\n", 0, s) + 1
@@ -688,7 +1122,9 @@ def _next_char(buf: _Bytes, p: int, end: int) -> int:
     return p + size
 
 
-def _line_spans(find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int, int]) -> list[tuple[int, int]]:
+def _line_spans(
+    find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int, int], dl: _Deadline | None = None
+) -> list[tuple[int, int]]:
     """Byte spans (relative to ``start``) of the matches in the line ``buf[start:end]``,
     from its first match on, at most ``MAX_SPANS``.
 
@@ -697,6 +1133,9 @@ def _line_spans(find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int
     span starts and ends on a character boundary.  (Python also retries a non-empty
     match at the empty match's position, for patterns that prefer the empty string,
     such as ``(|a)``; RE2 cannot ask for that, so those matches are not reported.)
+
+    Under a budget ``dl``, a search that the measured speed says would not fit in a
+    quarter of the time left raises _TimedOut instead of starting.
     """
     s, e = first
     spans = [(s - start, e - start)]
@@ -707,7 +1146,14 @@ def _line_spans(find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int
             break
         else:
             p = _next_char(buf, s, end)
-        s, e = find(_UNANCHORED, buf, p, end)[0]
+        if dl is not None:
+            dl.check()
+            if end - p > dl.window and dl.left() < _MARGIN * _SLICE * (end - p) / dl.window:
+                dl.expired = True
+                raise _TimedOut()
+            s, e = dl.timed(find, buf, p, end)[0]
+        else:
+            s, e = find(_UNANCHORED, buf, p, end)[0]
         if s < 0:
             break
         spans.append((s - start, e - start))

@@ -26,6 +26,7 @@ import logging
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,7 +34,7 @@ from typing import Any, Literal
 from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
 from .index import Entry
 from .offload import Offloader
-from .reads import compile_pattern
+from .reads import SEARCH_TIMEOUT, LineWindow, compile_pattern
 from .store import Store
 
 __all__ = ["Toolbox", "PROFILES", "FLAVORS", "Param", "ToolSpec"]
@@ -256,6 +257,10 @@ class Toolbox:
             with the profile's policy).
         ttl: seconds entries written by the model live (default: never, like seed 003).
         max_file_bytes: largest file ``scratchpad_offload`` accepts (default 1 GiB).
+        search_timeout: time budget in seconds of the searches (grep, count, regex) of
+            one tool call (default :data:`blobpad.reads.SEARCH_TIMEOUT`, 5 s; None: no
+            limit).  A search that runs out answers what it found with
+            ``"timed_out": true`` and a notice; see :meth:`blobpad.Store.grep`.
         notepad_options: keyword arguments of :class:`blobpad.notepad.Notepad` (budgets,
             counter, ttl, max_versions) for the notepad profiles.
     """
@@ -275,6 +280,7 @@ class Toolbox:
         offloader: Offloader | None = None,
         ttl: float | None = None,
         max_file_bytes: int = 1 << 30,
+        search_timeout: float | None = SEARCH_TIMEOUT,
         notepad_options: Mapping[str, Any] | None = None,
     ) -> None:
         parts = profile.split("+") if isinstance(profile, str) else [profile]
@@ -310,6 +316,12 @@ class Toolbox:
             raise InvalidArgument(f"max_file_bytes must be a non-negative integer, not {max_file_bytes!r}")
         self.ttl = ttl
         self.max_file_bytes = max_file_bytes
+        if search_timeout is not None and (isinstance(search_timeout, bool) or not isinstance(
+                search_timeout, (int, float)) or not 0 < search_timeout < float("inf")):
+            raise InvalidArgument(f"search_timeout must be a positive number of seconds or None, not {search_timeout!r}")
+        self.search_timeout = search_timeout
+        self._searches: dict[tuple[Any, ...], Any] = {}
+        self._search_t0 = 0.0
         self.allow_dirs = [os.path.realpath(os.fspath(d)) for d in allow_dirs]
         for d in self.allow_dirs:
             if not os.path.isdir(d):
@@ -427,7 +439,7 @@ class Toolbox:
             pass
         except InvalidArgument as exc:
             raise ToolError(str(exc)) from None
-        if len(name) == 16 and all(c in "0123456789abcdef" for c in name):
+        if len(name) == 16 and all(c in "0123456789abcdef" for c in name.lower()):  # an id, in either case
             try:
                 return self.entry(name)
             except ToolError:
@@ -486,6 +498,7 @@ class Toolbox:
             if tool is None:
                 return self._error(tool_name, f"unknown tool {_show(name)}; the tools are: {', '.join(self._tools)}")
             args = tool.validate(arguments)
+            self._searches, self._search_t0 = {}, time.monotonic()  # one search budget per call (_search)
             return self._fit(tool, args)
         except ToolError as exc:
             return self._error(tool_name, str(exc))
@@ -631,17 +644,40 @@ def _pattern(pattern: str, *, ignore_case: bool, fixed: bool, fixed_hint: str) -
     try:
         compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
     except InvalidArgument as exc:
-        message = str(exc).replace("pass fixed=True for a literal", fixed_hint).replace(": (?m)", ": ")
-        raise ToolError(message) from None
+        raise ToolError(f"{exc.message}; {fixed_hint}" if exc.hint is not None else exc.message) from None
 
 
-def _cap_line(text: str, cap: int, number: int, column: int, id_args: dict[str, Any]) -> str:
-    """``text`` (line ``number`` from ``column``) cut to ``cap`` characters, with a notice."""
-    if len(text) <= cap:
-        return text
-    more = len(text) - cap
-    nxt = _args_text({**id_args, "mode": "lines", "start_line": number, "end_line": number, "column": column + cap})
-    return f"{text[:cap]} [... line {number} continues for {more} more characters; read on with {nxt}]"
+def _search(tb: Toolbox, key: tuple[Any, ...], run: Callable[[float | None], Any]) -> Any:
+    """``run(timeout)``, a grep or count, once per tool call: ``_fit`` runs a handler again
+    with a smaller budget, and the search must not run (nor time out) again.  The
+    searches of one call share ``tb.search_timeout``."""
+    hit = tb._searches.get(key)
+    if hit is None:
+        timeout = tb.search_timeout
+        if timeout is not None:
+            timeout = max(0.001, timeout - (time.monotonic() - tb._search_t0))
+        hit = tb._searches[key] = run(timeout)
+    return hit
+
+
+def _timed_out_notice(tb: Toolbox, entry: Entry, searched: int | None, what: str,
+                      advice: str = "search a literal with fixed_strings=true, or read around a line with "
+                                    "mode='lines'") -> str:
+    """The notice of a search that ran out of time after line ``searched``."""
+    done = searched or 0
+    return (f"Timed out: the search stopped after {tb.search_timeout:g} s at line {done + 1} of {entry.lines}; "
+            f"{what} lines 1-{done} (the later lines were not searched). This pattern is slow to match here: "
+            f"simplify it (a .* before a class and a long repetition such as .{{30}} make RE2 slow), {advice}.")
+
+
+def _cap_window(w: LineWindow, cap: int, id_args: dict[str, Any]) -> str:
+    """Line ``w.line`` from ``w.offset`` cut to ``cap`` characters (``w`` holds at least
+    that many), with a notice saying how to read on."""
+    rest = w.line_chars - w.offset
+    if rest <= cap:
+        return w.text
+    nxt = _args_text({**id_args, "mode": "lines", "start_line": w.line, "end_line": w.line, "column": w.offset + cap})
+    return f"{w.text[:cap]} [... line {w.line} continues for {rest - cap} more characters; read on with {nxt}]"
 
 
 def _iso(t: float | None) -> str | None:
@@ -673,9 +709,16 @@ def _read_blobpad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
         _pattern(a["pattern"], ignore_case=a["ignore_case"], fixed=a["fixed_strings"],
                  fixed_hint="pass fixed_strings=true to search for the literal text")
         if mode == "count":
-            n = tb.store.count(entry.id, a["pattern"], ignore_case=a["ignore_case"], fixed=a["fixed_strings"])
-            return {"ok": True, "scratchpad_id": entry.id, "mode": "count", "pattern": a["pattern"],
-                    "count": n, "total_lines": entry.lines}
+            n = _search(tb, ("count", entry.id, a["pattern"], a["ignore_case"], a["fixed_strings"]),
+                        lambda t: tb.store.count(entry.id, a["pattern"], ignore_case=a["ignore_case"],
+                                                 fixed=a["fixed_strings"], timeout=t))
+            counted: dict[str, Any] = {"ok": True, "scratchpad_id": entry.id, "mode": "count",
+                                       "pattern": a["pattern"], "count": int(n), "total_lines": entry.lines}
+            if n.timed_out:
+                counted["timed_out"] = True
+                counted["searched_lines"] = n.searched_lines
+                counted["notice"] = _timed_out_notice(tb, entry, n.searched_lines, "count is the matching lines among")
+            return counted
         return _grep(tb, entry, a, budget)
     raise ToolError(f"scratchpad_read: unknown mode {mode!r}")  # pragma: no cover - the enum check comes first
 
@@ -694,13 +737,25 @@ def _range(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int, mode: str)
     return _slice_result(tb, entry, start, min(end, length), budget, mode=mode)
 
 
+def _line_number(n: int, total: int) -> int:
+    """A line number of mode lines: negative ones count from the end (-1 is line ``total``),
+    clamped to line 1, as :func:`blobpad.reads.line_span` does."""
+    if n == 0:
+        raise ToolError("scratchpad_read: there is no line 0; lines are numbered from 1, and negative numbers count "
+                        "from the end (-1 is the last line)")
+    return n if n > 0 else max(1, total + 1 + n)
+
+
 def _lines(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
-    first = a["start_line"]
-    column = a["column"]
-    last = a["end_line"] if a["end_line"] is not None else first + _LINES_PER_CALL - 1
-    if last < first:
-        raise ToolError(f"scratchpad_read: end_line ({last}) is before start_line ({first}); both are inclusive")
     total = entry.lines
+    first = _line_number(a["start_line"], total)
+    column = a["column"]
+    last = _line_number(a["end_line"], total) if a["end_line"] is not None else first + _LINES_PER_CALL - 1
+    if last < first:
+        def shown(name: str, n: int) -> str:
+            return f"{name} {a[name]}" + (f" (line {n} of {total})" if a[name] < 0 else "")
+        raise ToolError(f"scratchpad_read: {shown('end_line', last)} is before {shown('start_line', first)}; "
+                        "both are inclusive")
     if total and first > total:
         raise ToolError(f"scratchpad_read: start_line {first} is past the end; the entry has {total} lines")
     stop = min(last, total)
@@ -711,15 +766,20 @@ def _lines(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[st
     n = first
     truncated = False
     while n <= stop and not truncated:
-        batch = tb.store.lines(entry.id, n, min(stop, n + _LINE_BATCH - 1))
-        for text in batch:
-            col = column if n == first else 0
+        # windows of cap characters: a line of 1 GB costs what its window costs (Store.line_windows)
+        if n == first and column:
+            batch = tb.store.line_windows(entry.id, n, n, width=cap, column=column)
+        else:
+            batch = tb.store.line_windows(entry.id, n, min(stop, n + _LINE_BATCH - 1), width=cap)
+        for w in batch:
+            col = w.offset
             if col:
-                if col > len(text):
-                    raise ToolError(f"scratchpad_read: column {col} is past the end of line {n} ({len(text)} characters)")
-                shown = f"[... {col} characters ...]" + _cap_line(text[col:], cap, n, col, id_args)
+                if col > w.line_chars:
+                    raise ToolError(f"scratchpad_read: column {col} is past the end of line {n} ({w.line_chars} "
+                                    "characters)")
+                shown = f"[... {col} characters ...]" + _cap_window(w, cap, id_args)
             else:
-                shown = _cap_line(text, cap, n, 0, id_args)
+                shown = _cap_window(w, cap, id_args)
             piece = f"{n}\t{shown}"
             if out and used + len(piece) + 1 > budget:
                 truncated = True
@@ -808,35 +868,55 @@ def _grep_lines(
 def _grep(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
     skip, limit, context = a["skip"], a["max_matches"], a["context"]
     pattern, icase, fixed = a["pattern"], a["ignore_case"], a["fixed_strings"]
-    res = tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed, before=context, after=context,
-                        max_matches=skip + limit, line_window=tb.line_chars + 1)
+    res = _search(tb, ("grep", entry.id, pattern, icase, fixed, context, skip + limit),
+                  lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed, before=context,
+                                          after=context, max_matches=skip + limit, line_window=tb.line_chars + 1,
+                                          timeout=t))
     matches = res.matches[skip:]
     id_args = {"scratchpad_id": entry.id}
     lines, shown = _grep_lines(tb, entry, matches, context, budget, id_args)
     more = res.truncated or shown < len(matches)
-    total = tb.store.count(entry.id, pattern, ignore_case=icase, fixed=fixed) if res.truncated else len(res.matches)
+    total: int = len(res.matches)
+    counted = None
+    if res.truncated:
+        counted = _search(tb, ("count", entry.id, pattern, icase, fixed),
+                          lambda t: tb.store.count(entry.id, pattern, ignore_case=icase, fixed=fixed, timeout=t))
+        total = max(int(counted), total)  # a count that timed out counts fewer lines than grep saw
     result: dict[str, Any] = {"ok": True, "scratchpad_id": entry.id, "mode": "grep", "pattern": pattern,
                               "total_matches": total, "shown_matches": shown,
                               "first_match": skip + 1 if shown else None, "content": "\n".join(lines),
                               "truncated": more}
-    if more:
-        nxt = {"scratchpad_id": entry.id, "mode": "grep", "pattern": pattern}
-        if icase:
-            nxt["ignore_case"] = True
-        if fixed:
-            nxt["fixed_strings"] = True
-        if context:
-            nxt["context"] = context
-        if limit != 100:
-            nxt["max_matches"] = limit
-        nxt["skip"] = skip + shown
+    nxt = {"scratchpad_id": entry.id, "mode": "grep", "pattern": pattern}
+    if icase:
+        nxt["ignore_case"] = True
+    if fixed:
+        nxt["fixed_strings"] = True
+    if context:
+        nxt["context"] = context
+    if limit != 100:
+        nxt["max_matches"] = limit
+    nxt["skip"] = skip + shown
+    if res.timed_out:  # the matches are those of the lines searched; a next call would stop there again
+        result["timed_out"] = True
+        result["searched_lines"] = res.searched_lines
+        result["notice"] = _timed_out_notice(tb, entry, res.searched_lines, "the matches found are all those of")
+        if shown < len(matches):
+            result["next"] = nxt
+            result["notice"] += f" Output capped: for the next ones found, call again with {_args_text(nxt)}."
+    elif more:
         why = "max_matches reached" if shown == len(matches) else "output capped"
         if nxt["skip"] <= _MAX_SKIP:
             result["next"] = nxt
             how = f"For the next ones call again with {_args_text(nxt)}, or narrow the pattern."
         else:
             how = f"skip cannot go past {_MAX_SKIP}: narrow the pattern, or read around a line with mode='lines'."
-        result["notice"] = f"Showing matches {skip + 1}-{skip + shown} of {total} ({why}). {how}"
+        of = f"of {total}"
+        if counted is not None and counted.timed_out:
+            result["timed_out"] = True
+            result["total_matches_at_least"] = True
+            of = (f"of at least {total} (counting them all timed out after {tb.search_timeout:g} s at line "
+                  f"{(counted.searched_lines or 0) + 1} of {entry.lines})")
+        result["notice"] = f"Showing matches {skip + 1}-{skip + shown} {of} ({why}). {how}"
     elif skip and not shown:
         result["notice"] = f"No matches after the first {skip}; there are {total} in all."
     if entry.kind != "text":
@@ -903,9 +983,10 @@ _READ_PARAMS: tuple[Param, ...] = (
     Param("n", "integer", "For mode head/tail: number of characters (default 2000).", default=2000),
     Param("start", "integer", "For mode range: first character offset, from 0."),
     Param("end", "integer", "For mode range: end offset, exclusive (default: the end of the entry)."),
-    Param("start_line", "integer", "For mode lines: first line, from 1 (default 1).", default=1, minimum=1),
-    Param("end_line", "integer", f"For mode lines: last line, inclusive (default start_line+{_LINES_PER_CALL - 1}).",
-          minimum=1),
+    Param("start_line", "integer", "For mode lines: first line, from 1 (default 1); negative numbers count from "
+          "the end (-1 is the last line, -100 the hundredth from the end).", default=1, minimum=-_MAX_INT),
+    Param("end_line", "integer", f"For mode lines: last line, inclusive (default start_line+{_LINES_PER_CALL - 1}); "
+          "negative numbers count from the end (-1 is the last line).", minimum=-_MAX_INT),
     Param("column", "integer", "For mode lines: first character of start_line to show, to read on in a "
           "very long line (default 0).", default=0),
     Param("pattern", "string", _PATTERN_DESC, min_length=1, max_length=4096),
@@ -955,7 +1036,8 @@ def _blobpad_tools(tb: Toolbox) -> list[ToolSpec]:
             "Read part of a large observation saved in the scratchpad. Observations too large for the conversation "
             "show only a summary and a scratchpad_id; use this tool to see more of them. Modes: "
             "head = first n characters; tail = last n characters; range = characters start to end (end exclusive); "
-            "lines = numbered lines start_line to end_line, shown as 'N<TAB>text'; "
+            "lines = numbered lines start_line to end_line, shown as 'N<TAB>text' (negative numbers count from "
+            "the end: start_line=-100, end_line=-1 reads the last 100 lines); "
             "grep = lines matching pattern, shown as 'N:text' (context lines 'N-text', groups separated by '--'); "
             "count = number of lines matching pattern. "
             f"Each result is capped at about {cap} characters and lines longer than {tb.line_chars} characters are "
@@ -1042,11 +1124,19 @@ def _read_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
     if a["regex"] is not None:
         _pattern(a["regex"], ignore_case=False, fixed=False,
                  fixed_hint="escape special characters with a backslash to match them literally")
-        res = tb.store.grep(entry.id, a["regex"], max_matches=100, line_window=tb.line_chars + 1)
+        res = _search(tb, ("grep", entry.id, a["regex"]),
+                      lambda t: tb.store.grep(entry.id, a["regex"], max_matches=100, line_window=tb.line_chars + 1,
+                                              timeout=t))
         lines, shown = _grep_lines(tb, entry, res.matches, 0, budget, {"name": name})
         result: dict[str, Any] = {"ok": True, "name": name, "regex": a["regex"], "matches": shown,
                                   "content": "\n".join(lines), "truncated": res.truncated or shown < len(res)}
-        if res.truncated:
+        if res.timed_out:
+            result["timed_out"] = True
+            result["notice"] = _timed_out_notice(tb, entry, res.searched_lines, "the lines shown are the matches of",
+                                                 "or read the entry with offset and limit")
+            if shown < len(res):
+                result["notice"] += f" Output capped: {shown} of the {len(res)} matching lines found are shown."
+        elif res.truncated:
             result["notice"] = ("Only the first 100 matching lines are shown; more lines match. Narrow the regex "
                                 "to see the others.")
         elif shown < len(res):

@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,86 @@ def test_offload_refuses_other_stores_and_their_copies(tmp_path):
                            (allowed / "lock.mdb", "also text\n")):
             out = _offload(tb, path)
             assert out["ok"] is True and store.get(out["scratchpad_id"]) == text
+
+
+# -- a store's directory is 0700 and its files 0600, whatever the umask ------------------------------------
+
+
+def _modes(db: Path) -> dict[str, int]:
+    """The permission bits of the store directory ('.') and of every file in it."""
+    out = {".": stat.S_IMODE(db.stat().st_mode)}
+    for p in db.iterdir():
+        out[p.name] = stat.S_IMODE(p.stat().st_mode)
+    return out
+
+
+PRIVATE = {".": 0o700, "data.mdb": 0o600, "lock.mdb": 0o600, "blobpad.lock": 0o600}
+
+
+def _cli(args: list[str], umask: int, env: dict[str, str] | None = None, stdin: bytes = b"") -> str:
+    run_env = {**(os.environ if env is None else env), "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-m", "blobpad", *args], input=stdin, capture_output=True,
+                         env=run_env, preexec_fn=lambda: os.umask(umask), check=True)
+    return out.stdout.decode()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o000, 0o077, 0o277], ids=lambda m: f"umask-{m:03o}")
+def test_a_new_store_is_private_whatever_the_umask(tmp_path, umask):
+    db = tmp_path / "x"
+    eid = json.loads(_cli(["--db", str(db), "put", "-", "--session", "s"], umask, stdin=SECRET.encode()))["id"]
+    assert _modes(db) == PRIVATE
+    # and it still works: a second process (same umask) opens it, reads and writes
+    assert _cli(["--db", str(db), "read", eid, "--full"], umask) == SECRET
+    _cli(["--db", str(db), "put", "-", "--session", "s"], umask, stdin=b"more")
+    assert _modes(db) == PRIVATE
+
+
+def test_the_default_store_is_private(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("BLOBPAD_DIR", "XDG_DATA_HOME")} | {"HOME": str(home)}
+    _cli(["put", "-", "--session", "s"], 0o022, env=env, stdin=SECRET.encode())
+    db = home / ".local" / "share" / "blobpad"
+    assert _modes(db) == PRIVATE
+
+
+def test_opening_a_loose_store_tightens_it(tmp_path):
+    db = tmp_path / "db"
+    with blobpad.open(db) as store:
+        store.put(SECRET, session="s")
+    os.chmod(db, 0o755)
+    for name, mode in (("data.mdb", 0o644), ("lock.mdb", 0o666), ("blobpad.lock", 0o604)):
+        os.chmod(db / name, mode)
+    with blobpad.open(db) as store:
+        assert _modes(db) == PRIVATE
+        store.put("more", session="s")
+        os.chmod(db / "data.mdb", 0o644)
+        store.compact()                         # the compacted copy replaces data.mdb: private as well
+        assert _modes(db) == PRIVATE
+        assert [store.get(e.id) for e in store.entries(session="s")] == [SECRET, "more"]
+
+
+def test_a_store_in_a_directory_with_other_files_leaves_the_directory_alone(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o755)
+    (shared / "README").write_text("other files live here\n")
+    with blobpad.open(shared) as store:
+        store.put(SECRET, session="s")
+    modes = _modes(shared)
+    assert modes.pop(".") == 0o755 and modes.pop("README") != 0o600
+    assert modes == {k: v for k, v in PRIVATE.items() if k != "."}
+
+
+def test_a_mode_that_cannot_be_tightened_is_warned_about(tmp_path, monkeypatch):
+    db = tmp_path / "db"
+    with blobpad.open(db) as store:
+        store.put(SECRET, session="s")
+    os.chmod(db / "data.mdb", 0o644)
+
+    def refuse(path, mode, *args, **kwargs):   # as for a store owned by another user
+        raise PermissionError(1, "Operation not permitted", path)
+
+    monkeypatch.setattr(os, "chmod", refuse)
+    with pytest.warns(UserWarning, match=r"data\.mdb has mode 644.*chmod 600"), blobpad.open(db) as store:
+        assert store.get(store.entries(session="s")[0].id) == SECRET
