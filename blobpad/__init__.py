@@ -12,7 +12,7 @@ from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreF
 from .index import Entry
 from .notepad import Budget, Notepad, NoteResult, Nudges, Version
 from .offload import Offloader, resolve_refs
-from .reads import EntryStream, GrepMatch, GrepResult
+from .reads import CountResult, EntryStream, GrepMatch, GrepResult, LineWindow
 from .store import GcReport, Stats, Store, VerifyReport, open
 from .tools import PROFILES, Toolbox
 
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "open", "Store", "Entry", "Stats", "GcReport", "VerifyReport", "ChunkParams",
-    "GrepMatch", "GrepResult", "EntryStream", "Notepad", "NoteResult", "Version", "Budget", "Nudges",
+    "GrepMatch", "GrepResult", "CountResult", "LineWindow", "EntryStream", "Notepad", "NoteResult", "Version", "Budget", "Nudges",
     "BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull",
     "Offloader", "resolve_refs", "Toolbox", "PROFILES",
     "__version__",

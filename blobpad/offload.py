@@ -14,11 +14,15 @@ The synthetic observation has exactly seed 000's fields::
      "summary": "<first 500 characters>\\n[... 88042 characters omitted ...]\\n<last 500>",
      "metadata": {<every other field of the observation>},
      "_note": "Large observation saved in scratchpad. To read it in full or partially, use the
-               scratchpad_read tool with scratchpad_id \"485d7beae4e144eb\". To pass the full
-               content to another tool, write {{step3.content}}."}
+               scratchpad_read tool with scratchpad_id \"485d7beae4e144eb\"."}
 
-The ``_note`` is seed 000's sentence with the id added, and the reference to write
-when the step is known; ``note=SEED000_NOTE`` gives the seed's sentence verbatim.
+The ``_note`` is seed 000's sentence with the id added; ``note=SEED000_NOTE`` gives
+the seed's sentence verbatim.  A runtime that resolves ``{{stepN.field}}`` references
+in tool arguments (it calls :func:`resolve_refs`) says so with
+``Offloader(..., runtime_resolves_refs=True)``, and the note then ends with the
+reference to write when the step is known: ``To pass the full content to another
+tool, write {{step3.content}}.``  Off by default: a model told about references that
+nothing resolves would pass the literal text ``{{step3.content}}`` on.
 
 A binary content's summary is ``[BINARY: <n> bytes, sha256=<hex>]``.
 
@@ -216,6 +220,10 @@ class Offloader:
         content_field: the dict field that holds the content (default: automatic).
         note: the ``_note`` of the synthetic observation; may use ``{id}``,
             ``{name}``, ``{field}`` and ``{step}``.  None: the policy's own note.
+        runtime_resolves_refs: the runtime passes tool arguments through
+            :func:`resolve_refs`, so the note may tell the model to write
+            ``{{stepN.field}}`` to pass the full content on (default False: the note
+            never mentions references, which would reach tools unresolved).
     """
 
     def __init__(
@@ -231,6 +239,7 @@ class Offloader:
         truncate: int | None = None,
         content_field: str | None = None,
         note: str | None = None,
+        runtime_resolves_refs: bool = False,
     ) -> None:
         if policy not in POLICIES:
             raise InvalidArgument(f"policy must be one of {sorted(POLICIES)}, not {policy!r}")
@@ -251,6 +260,9 @@ class Offloader:
             raise InvalidArgument(f"content_field must be a string or None, not {type(content_field).__name__}")
         self.content_field = content_field
         self.note = note
+        if not isinstance(runtime_resolves_refs, bool):
+            raise InvalidArgument(f"runtime_resolves_refs must be True or False, not {type(runtime_resolves_refs).__name__}")
+        self.runtime_resolves_refs = runtime_resolves_refs
 
     # -- the decision -------------------------------------------------------------------
 
@@ -509,7 +521,7 @@ class Offloader:
                 f"{lead}Read it with scratchpad_read(name={name!r}, offset=..., limit=...), "
                 f"or search it with scratchpad_read(name={name!r}, regex=...)."
             )
-        if step is not None and field:
+        if self.runtime_resolves_refs and step is not None and field:
             note += f" To pass the full {field} to another tool, write {{{{step{step}.{field}}}}}."
         return note
 
@@ -517,6 +529,20 @@ class Offloader:
 # -- references between steps -------------------------------------------------------------
 
 _REF = re.compile(r"\{\{\s*step(\d{1,9})((?:\.[A-Za-z0-9_\-]+)*)\s*\}\}")
+#: most characters the references of one resolve_refs call may bring in (bytes count as base64)
+MAX_RESOLVED = 16 << 20
+#: deepest nesting of lists, tuples and dicts resolve_refs accepts
+MAX_REF_DEPTH = 256
+
+
+def _resolved_size(value: Any, limit: int) -> int:
+    """The characters ``value`` adds to the arguments: a string's length, base64 for
+    bytes, JSON for anything else (short-circuited above ``limit``)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _b64_len(len(value))
+    return _json_len(value, ensure_ascii=False, limit=limit)
 
 
 def _lookup_step(steps: Mapping[Any, Any], n: int) -> Any:
@@ -527,8 +553,12 @@ def _lookup_step(steps: Mapping[Any, Any], n: int) -> Any:
                           f"{sorted(str(k) for k in steps)[:20]}")
 
 
-def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cache: dict[str, Any]) -> Any:
-    """The value of ``stepN.<path>``: offloaded content comes back whole from the store."""
+def _resolve_field(
+    observation: Any, n: int, path: list[str], store: Store, cache: dict[str, Any], room: int | None = None
+) -> Any:
+    """The value of ``stepN.<path>``: offloaded content comes back whole from the store,
+    unless it is larger than ``room`` characters (bytes: their base64), checked before
+    reading it."""
     value: Any = observation
     rest = path
     if isinstance(observation, dict) and isinstance(observation.get("scratchpad_id"), str) and (
@@ -541,15 +571,23 @@ def _resolve_field(observation: Any, n: int, path: list[str], store: Store, cach
             value, rest = metadata[path[0]], path[1:]
             return _walk(value, n, path, rest)
         try:
-            meta = store.stat(entry_id).meta
+            stored = store.stat(entry_id)
         except NotFound:
             raise NotFound(f"step {n} was offloaded to the scratchpad, but its entry {entry_id} has expired or "
                            "was deleted; run the step again") from None
+        meta = stored.meta
         field = meta.get("field")
         encoding = meta.get("encoding", "text")
 
         def full() -> Any:
             if entry_id not in cache:
+                size = _b64_len(stored.size_bytes) if encoding == "base64" else stored.length
+                if room is not None and size > room:
+                    raise InvalidArgument(
+                        f"{{{{step{n}{''.join('.' + p for p in path)}}}}} reads step {n}'s offloaded content, {size} "
+                        f"characters, and the references of these arguments may bring in only {room} more "
+                        "(resolve_refs' max_size): refer to a smaller field, or read the part you need with "
+                        "scratchpad_read and pass that")
                 raw = store.get(entry_id)
                 if encoding == "json" and isinstance(raw, str):
                     raw = json.loads(raw)
@@ -605,7 +643,7 @@ def _as_text(value: Any, ref: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store) -> Any:
+def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store, *, max_size: int = MAX_RESOLVED) -> Any:
     """Replace ``{{stepN.field}}`` references in tool arguments with real values.
 
     ``value`` is a tool call's arguments (any nesting of dicts, lists and strings);
@@ -619,31 +657,92 @@ def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store) -> Any:
     str, bytes, number, dict...); references inside a longer string are replaced by
     their text (JSON for non-strings).  Returns a new value; ``value`` is unchanged.
 
+    Bounds: what the references bring in is at most ``max_size`` characters in all
+    (default :data:`MAX_RESOLVED`, 16 MiB; bytes count as their base64, other values
+    as their JSON), counted at every occurrence and checked before an offloaded
+    content is read or a string is built, so the call holds at most about that much
+    beyond its arguments.  Arguments nested deeper than :data:`MAX_REF_DEPTH` (256)
+    lists, tuples and dicts, or containing themselves, are refused; the walk uses no
+    recursion.
+
     Raises:
-        InvalidArgument: an unknown step or field, or binary content inside a string.
+        InvalidArgument: an unknown step or field, binary content inside a string,
+            more than ``max_size`` characters brought in, or arguments nested too deeply.
         NotFound: the step's entry has expired or was deleted.
     """
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+        raise InvalidArgument(f"max_size must be a non-negative integer, not {max_size!r}"[:200])
     cache: dict[str, Any] = {}
+    used = 0
 
-    def one(match: re.Match[str]) -> Any:
+    def one(match: re.Match[str], inline: bool) -> Any:
+        """The value of one reference, charged to the budget: its text when ``inline``."""
+        nonlocal used
+        ref = match.group(0)
         n = int(match.group(1))
         path = [p for p in match.group(2).split(".") if p]
-        return _resolve_field(_lookup_step(steps, n), n, path, store, cache)
+        room = max_size - used
+        try:
+            found = _resolve_field(_lookup_step(steps, n), n, path, store, cache, room)
+            if inline and isinstance(found, (bytes, bytearray)):
+                _as_text(found, ref)  # raises: binary content cannot go inside a string
+            size = _resolved_size(found, room)
+            if size > room:
+                raise InvalidArgument(
+                    f"{ref[:100]} brings in {size} characters or more, and the references of these arguments may "
+                    f"bring in only {room} more ({max_size} in all: resolve_refs' max_size); refer to smaller "
+                    "fields, or to this one fewer times")
+            if inline:
+                found = _as_text(found, ref)
+        except RecursionError:
+            raise InvalidArgument(f"{ref[:100]} refers to a value nested too deeply to pass as an argument") from None
+        used += size
+        return found
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            whole = _REF.fullmatch(v.strip()) if "{{" in v else None
-            if whole is not None:
-                return one(whole)
-            if "{{" not in v:
-                return v
-            return _REF.sub(lambda m: _as_text(one(m), m.group(0)), v)
-        if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
-        if isinstance(v, tuple):
-            return tuple(walk(x) for x in v)
-        return v
+    def leaf(v: str) -> Any:
+        if "{{" not in v:
+            return v
+        whole = _REF.fullmatch(v.strip())
+        if whole is not None:
+            return one(whole, inline=False)
+        parts: list[str] = []
+        last = 0
+        for match in _REF.finditer(v):  # every value is charged before the string is built
+            parts += (v[last : match.start()], one(match, inline=True))
+            last = match.end()
+        parts.append(v[last:])
+        return "".join(parts)
 
-    return walk(value)
+    if not isinstance(value, (dict, list, tuple)):
+        return leaf(value) if isinstance(value, str) else value
+    # An explicit stack of [source items, result, is a tuple, key of the child being built].
+    stack: list[list[Any]] = []
+
+    def enter(v: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> None:
+        if len(stack) >= MAX_REF_DEPTH:
+            raise InvalidArgument(f"the arguments are nested more than {MAX_REF_DEPTH} lists and dicts deep (or contain "
+                                  "themselves); resolve_refs refuses them")
+        items = iter(v.items()) if isinstance(v, dict) else enumerate(v)
+        stack.append([items, {} if isinstance(v, dict) else [], isinstance(v, tuple), None])
+
+    def put(frame: list[Any], key: Any, item: Any) -> None:
+        if isinstance(frame[1], dict):
+            frame[1][key] = item
+        else:
+            frame[1].append(item)
+
+    enter(value)
+    while True:
+        frame = stack[-1]
+        for key, child in frame[0]:
+            if isinstance(child, (dict, list, tuple)):
+                frame[3] = key
+                enter(child)
+                break
+            put(frame, key, leaf(child) if isinstance(child, str) else child)
+        else:
+            stack.pop()
+            built = tuple(frame[1]) if frame[2] else frame[1]
+            if not stack:
+                return built
+            put(stack[-1], stack[-1][3], built)
