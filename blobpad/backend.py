@@ -35,7 +35,17 @@ from typing import Any, Protocol, TypeVar
 
 import lmdb
 
-from .errors import BlobpadError, CorruptData, InvalidArgument, StoreFull
+from .errors import (
+    HINT_COMPACT_ALONE,
+    HINT_DISK_FULL,
+    HINT_MAP_CEILING,
+    HINT_MAP_CEILING_FULL,
+    HINT_VERIFY,
+    BlobpadError,
+    CorruptData,
+    InvalidArgument,
+    StoreFull,
+)
 
 __all__ = ["ReadTxn", "WriteTxn", "Backend", "LmdbBackend", "acquire_lmdb", "SPACES"]
 
@@ -496,11 +506,10 @@ class LmdbBackend:
                 if frees:
                     raise StoreFull(
                         f"the store is full past its map-size ceiling of {self.max_map_size} bytes and even "
-                        "freeing space needs more; open it with a larger max_map_size, then delete entries"
+                        "freeing space needs more", hint=HINT_MAP_CEILING_FULL,
                     )
                 raise StoreFull(
-                    f"the store reached its map-size ceiling of {self.max_map_size} bytes; "
-                    "delete entries or run gc(), or open it with a larger max_map_size"
+                    f"the store reached its map-size ceiling of {self.max_map_size} bytes", hint=HINT_MAP_CEILING,
                 )
             new = min(current * 2, limit)
             self._env.set_mapsize(new)
@@ -540,7 +549,7 @@ class LmdbBackend:
             try:
                 yield _LmdbTxn(txn, self._dbs)
             except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
-                raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
+                raise CorruptData(f"the store file is damaged: {exc}", hint=HINT_VERIFY) from exc
             finally:
                 txn.abort()
         finally:
@@ -567,12 +576,11 @@ class LmdbBackend:
                 except lmdb.MapResizedError:
                     seen = -1
                 except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
-                    raise CorruptData(f"the store file is damaged: {exc}; run verify()") from exc
+                    raise CorruptData(f"the store file is damaged: {exc}", hint=HINT_VERIFY) from exc
                 except lmdb.Error as exc:
                     if _disk_full(exc):
                         raise StoreFull(
-                            f"the disk holding {self.path} is full (or failing): {exc}; "
-                            "free disk space, or delete entries and run gc()"
+                            f"the disk holding {self.path} is full (or failing): {exc}", hint=HINT_DISK_FULL,
                         ) from None
                     raise
                 finally:
@@ -609,8 +617,7 @@ class LmdbBackend:
                     fcntl.flock(self._lockfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
                     raise BlobpadError(
-                        "compact() needs the store to itself: another process has it open; "
-                        "close the other processes (agents, MCP servers) and try again"
+                        "compacting needs the store to itself: another process has it open", hint=HINT_COMPACT_ALONE,
                     ) from None
             try:
                 os.makedirs(tmp, mode=DIR_MODE, exist_ok=True)

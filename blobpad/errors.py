@@ -8,14 +8,67 @@ subclasses also derive from the built-in exception a Python caller would expect
 
 from __future__ import annotations
 
-__all__ = ["BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull"]
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull", "Hint", "Face"]
+
+#: The faces of blobpad an error is shown through: the Python library and the ``blobpad`` command.
+Face = Literal["library", "cli"]
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What to do about an error, in the words of each face of blobpad.
+
+    An error's message states what went wrong in neutral words; its hint names the
+    call that helps, as a Python caller writes it (``library``: "run verify() to
+    find the damaged entries") and as a shell user types it (``cli``: "run 'blobpad
+    verify' to find the damaged entries").  ``str(error)`` gives the library's words,
+    :meth:`BlobpadError.render` either.
+    """
+
+    library: str
+    cli: str
+
+    def text(self, face: Face) -> str:
+        """The hint in the words of ``face``."""
+        return self.cli if face == "cli" else self.library
 
 
 class BlobpadError(Exception):
-    """Base class of every error raised by blobpad."""
+    """Base class of every error raised by blobpad.
+
+    ``BlobpadError(message, hint=Hint(...))``: ``message`` says what went wrong
+    without naming any call, ``hint`` (optional) what to do, per face; ``str()``
+    is the message and the library's hint, ``render("cli")`` the message and the
+    command line's.
+    """
+
+    def __init__(self, *args: object, hint: Hint | None = None) -> None:
+        super().__init__(*args)
+        self.hint = hint
+
+    @property
+    def message(self) -> str:
+        """What went wrong, without the hint."""
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+    def render(self, face: Face = "library") -> str:
+        """The message and the hint in the words of ``face`` ("library" or "cli")."""
+        if self.hint is None:
+            return self.message
+        return f"{self.message}; {self.hint.text(face)}"
 
     def __str__(self) -> str:  # KeyError would otherwise repr() its message
-        return str(self.args[0]) if self.args else self.__class__.__name__
+        return self.render("library")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the hint is a keyword argument: keep it across pickling
+        return (_rebuild, (type(self), self.args, self.hint))
+
+
+def _rebuild(cls: type[BlobpadError], args: tuple[object, ...], hint: Hint | None) -> BlobpadError:
+    return cls(*args, hint=hint)
 
 
 class NotFound(BlobpadError, KeyError):
@@ -42,10 +95,57 @@ class StoreFull(BlobpadError):
     """The store reached its ``max_bytes`` cap or its map-size ceiling, or the disk is full."""
 
 
+# -- hints shared by the modules: each names its call as the library and the CLI do -----
+
+#: An id that names no entry.
+HINT_UNKNOWN_ID = Hint(
+    "use an id returned by put() (the scratchpad_id of an offloaded observation)",
+    "use an id printed by 'blobpad put' or listed by 'blobpad ls'",
+)
+#: A name that names no entry.
+HINT_UNKNOWN_NAME = Hint("list the names with entries()", "list the names with 'blobpad ls'")
+#: Damaged data: find out what it touches.
+HINT_VERIFY = Hint("run verify() to find the damaged entries", "run 'blobpad verify' to find the damaged entries")
+#: A TTL too long to mean anything but "never".
+HINT_TTL_NEVER = Hint("pass ttl=None for an entry that never expires", "pass --ttl never for an entry that never expires")
+#: The store's max_bytes cap refuses a put.
+HINT_MAX_BYTES = Hint(
+    "raise max_bytes (blobpad.open(max_bytes=...)) or put less",
+    "put less, or raise the cap from Python (blobpad.open(path, max_bytes=...))",
+)
+#: The disk is full.
+HINT_DISK_FULL = Hint(
+    "free disk space, or delete entries and run gc()",
+    "free disk space, or delete entries ('blobpad rm') and run 'blobpad gc'",
+)
+#: The store reached its map-size ceiling.
+HINT_MAP_CEILING = Hint(
+    "delete entries or run gc(), or open it with a larger max_map_size",
+    "delete entries ('blobpad rm') or run 'blobpad gc', or open it from Python with a larger max_map_size "
+    "(blobpad.open(path, max_map_size=...))",
+)
+#: The map-size ceiling is too low even to free space.
+HINT_MAP_CEILING_FULL = Hint(
+    "open it with a larger max_map_size, then delete entries",
+    "open it from Python with a larger max_map_size (blobpad.open(path, max_map_size=...)), then delete entries",
+)
+#: compact() while another process has the store open.
+HINT_COMPACT_ALONE = Hint(
+    "close the other processes (agents, MCP servers) and call compact() again",
+    "close the other processes (agents, MCP servers) and run 'blobpad compact' again",
+)
+#: An invalid regular expression that may have been meant literally.
+HINT_FIXED = Hint("pass fixed=True for a literal", "pass -F for a literal")
+
+
 # -- argument checks shared by the modules that take values from a model ---------------
 
 _INT_LIMIT = 1 << 62  # every count, offset and size blobpad accepts fits in 62 bits
-MAX_STR = 4096  # longest session, turn, tool or name accepted
+#: longest session, turn, name or tool accepted, in bytes of UTF-8.  Index keys hold up to
+#: two of them: a session and a name (8 more bytes), a session and a turn (18 more), and a
+#: notepad key a session, a space name of up to 32 bytes and a version (17 more); so every
+#: key fits LMDB's 511-byte limit.
+MAX_STR_BYTES = 240
 
 
 def describe(value: object, limit: int = 80) -> str:
@@ -86,14 +186,26 @@ def check_int(
 
 
 def check_str(label: str, value: object, *, allow_none: bool = True) -> None:
-    """Raise InvalidArgument unless ``value`` is a string of valid Unicode, at most MAX_STR long."""
+    """Raise InvalidArgument unless ``value`` is a string of valid Unicode of at most
+    :data:`MAX_STR_BYTES` bytes of UTF-8.
+
+    The one check of every session, turn, name and tool, on every path that takes one
+    (put, find, entries, notepads, delete_session, the tools, the CLI), so that each
+    key built from them fits the store.
+    """
     if value is None and allow_none:
         return
     if not isinstance(value, str):
         raise InvalidArgument(f"{label} must be a string, not {type(value).__name__}")
-    if len(value) > MAX_STR:
-        raise InvalidArgument(f"{label} is {len(value)} characters long; the limit is {MAX_STR}")
+    if len(value) > MAX_STR_BYTES:  # every character is at least one byte: no need to encode a huge string
+        raise InvalidArgument(
+            f"{label} is {len(value)} characters long (at least as many bytes of UTF-8); the limit is {MAX_STR_BYTES} bytes"
+        )
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidArgument(f"{label} contains lone surrogates; pass valid Unicode text") from None
+    if size > MAX_STR_BYTES:
+        raise InvalidArgument(
+            f"{label} is {size} bytes of UTF-8 ({len(value)} characters); the limit is {MAX_STR_BYTES} bytes"
+        )
