@@ -29,7 +29,7 @@ __all__ = ["Entry", "new_id", "parse_id", "scope_key", "name_key", "expiry_key",
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
 NEVER = (1 << 64) - 1
 
-_HEX = frozenset("0123456789abcdef")
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def new_id() -> str:
@@ -38,13 +38,18 @@ def new_id() -> str:
 
 
 def parse_id(entry_id: object) -> bytes:
-    """Return the 8 raw bytes of an entry id, or raise InvalidArgument."""
+    """Return the 8 raw bytes of an entry id, or raise InvalidArgument.
+
+    Ids are written in lowercase, and accepted in either case: ``"485D7BEAE4E144EB"``
+    names the entry ``"485d7beae4e144eb"``.
+    """
     if not isinstance(entry_id, str):
         raise InvalidArgument(f"an entry id is a string of 16 hex characters, not {type(entry_id).__name__}")
     if len(entry_id) != 16 or not _HEX.issuperset(entry_id):
         shown = entry_id[:40] + ("..." if len(entry_id) > 40 else "")
         raise InvalidArgument(
-            f"{shown!r} is not an entry id: ids are 16 lowercase hex characters, like '485d7beae4e144eb'"
+            f"{shown!r} is not an entry id: ids are 16 lowercase hex characters (upper case is accepted too), "
+            "like '485d7beae4e144eb'"
         )
     return bytes.fromhex(entry_id)
 

@@ -43,7 +43,21 @@ import zstandard
 
 from .backend import ReadTxn, WriteTxn, acquire_lmdb
 from .chunking import KEY_SIZE, ChunkParams, Manifest, cut_spans, span_stats
-from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_int, check_str, describe
+from .errors import (
+    HINT_MAX_BYTES,
+    HINT_TTL_NEVER,
+    HINT_UNKNOWN_ID,
+    HINT_UNKNOWN_NAME,
+    HINT_VERIFY,
+    BlobpadError,
+    CorruptData,
+    InvalidArgument,
+    NotFound,
+    StoreFull,
+    check_int,
+    check_str,
+    describe,
+)
 from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
 from .reads import ReadsMixin
 
@@ -70,10 +84,14 @@ _Span = tuple[memoryview, bytes, int, int, bool]
 class Stats:
     """What ``Store.stats()`` reports.
 
-    ``logical_bytes`` is the sum of the entries' sizes, ``stored_bytes`` what their
-    compressed, deduplicated chunks occupy; ``compression_ratio`` compares the raw
-    bytes of the stored chunks with their compressed size, ``dedup_ratio`` the
-    logical bytes with the raw bytes of the distinct chunks.
+    ``entries`` counts the live entries (those ``entries()`` lists and reads find) and
+    ``logical_bytes`` is the sum of their sizes; ``expired_entries`` and
+    ``expired_bytes`` count apart the expired entries that ``gc()`` (or a put that
+    needs their space) has not removed yet.  ``stored_bytes`` is what the compressed,
+    deduplicated chunks of both occupy (an expired entry's chunks are freed when it is
+    removed); ``compression_ratio`` compares the raw bytes of the stored chunks with
+    their compressed size, ``dedup_ratio`` the logical bytes of every entry held with
+    the raw bytes of the distinct chunks.
     """
 
     entries: int
@@ -84,6 +102,8 @@ class Stats:
     disk_bytes: int
     map_size: int
     max_bytes: int | None
+    expired_entries: int = 0
+    expired_bytes: int = 0
 
     @property
     def compression_ratio(self) -> float:
@@ -91,7 +111,8 @@ class Stats:
 
     @property
     def dedup_ratio(self) -> float:
-        return self.logical_bytes / self.unique_bytes if self.unique_bytes else 1.0
+        held = self.logical_bytes + self.expired_bytes
+        return held / self.unique_bytes if self.unique_bytes else 1.0
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -465,7 +486,7 @@ class Store(ReadsMixin):
             if math.isnan(ttl) or ttl <= 0:
                 raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {describe(ttl)}")
             if ttl > _MAX_TTL:
-                raise InvalidArgument("ttl is over 100 years; pass ttl=None for an entry that never expires")
+                raise InvalidArgument("ttl is over 100 years", hint=HINT_TTL_NEVER)
         if kind not in (None, "text", "binary"):
             raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {describe(kind)}")
         meta = _check_meta(meta)
@@ -637,8 +658,7 @@ class Store(ReadsMixin):
 
     def _not_found(self, entry_id: str) -> NotFound:
         return NotFound(
-            f"no entry {entry_id!r}: it does not exist, was deleted, or has expired; "
-            "use an id returned by put() (the scratchpad_id of an offloaded observation)"
+            f"no entry {entry_id!r}: it does not exist, was deleted, or has expired", hint=HINT_UNKNOWN_ID,
         )
 
     def _load(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry]:
@@ -677,7 +697,7 @@ class Store(ReadsMixin):
         """Return the verified raw bytes of one chunk (through the cache)."""
         frame = txn.get("chunks", key)
         if frame is None:
-            raise CorruptData(f"chunk {key.hex()} is missing; run verify() to find the damaged entries")
+            raise CorruptData(f"chunk {key.hex()} is missing", hint=HINT_VERIFY)
         ident = key + xxhash.xxh3_64_digest(frame)
         raw = self._cache.get(ident)
         if raw is not None:
@@ -703,9 +723,9 @@ class Store(ReadsMixin):
         try:
             raw = self._codec.decompressor.decompress(frame, max_output_size=raw_len)
         except zstandard.ZstdError as exc:
-            raise CorruptData(f"chunk {key.hex()} does not decompress ({exc}); run verify()") from None
+            raise CorruptData(f"chunk {key.hex()} does not decompress ({exc})", hint=HINT_VERIFY) from None
         if len(raw) != raw_len or xxhash.xxh3_128_digest(raw, seed=self._seed) != key[:16]:
-            raise CorruptData(f"chunk {key.hex()} failed its checksum; run verify() to find the damaged entries")
+            raise CorruptData(f"chunk {key.hex()} failed its checksum", hint=HINT_VERIFY)
         return raw
 
     def stat(self, entry_id: str) -> Entry:
@@ -728,7 +748,7 @@ class Store(ReadsMixin):
         with self._backend.read() as txn:
             raw_id = txn.get("names", name_key(session or "", name))
             if raw_id is None:
-                raise NotFound(f"no entry named {name[:200]!r} in this session; list the names with entries()")
+                raise NotFound(f"no entry named {name[:200]!r} in this session", hint=HINT_UNKNOWN_NAME)
             try:
                 return self._load(txn, raw_id.hex())[1]
             except NotFound:
@@ -1008,7 +1028,7 @@ class Store(ReadsMixin):
                 return
         raise StoreFull(
             f"the store is capped at max_bytes={cap} and this put does not fit even after evicting "
-            "every other entry; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
+            "every other entry", hint=HINT_MAX_BYTES,
         )
 
     # -- recovery of interrupted puts ---------------------------------------------------
@@ -1028,14 +1048,24 @@ class Store(ReadsMixin):
     # -- stats, verify, compact -------------------------------------------------------
 
     def stats(self) -> Stats:
-        """Counts and sizes of the store (see :class:`Stats`)."""
+        """Counts and sizes of the store (see :class:`Stats`): live and expired entries apart."""
+        now = self.now()
+        expired = expired_bytes = 0
         with self._backend.read() as txn:
             c = self._counters(txn)
             cap = self._cap(txn)
+            # the expired entries gc() has not removed yet: the front of the expiry index, as gc() walks it
+            for key, _ in txn.scan("expiry", b"", expiry_key(_expiry_us(now) + 1, b"")):
+                raw = txn.get("entries", key[8:])
+                e = _decode_entry(raw) if raw is not None else None
+                if e is not None and e.expires_at is not None and e.expires_at <= now:
+                    expired += 1
+                    expired_bytes += e.size_bytes
         return Stats(
-            entries=c["entries"], chunks=c["chunks"], logical_bytes=c["logical_bytes"],
+            entries=c["entries"] - expired, chunks=c["chunks"], logical_bytes=c["logical_bytes"] - expired_bytes,
             stored_bytes=c["stored_bytes"], unique_bytes=c.get("unique_bytes", 0),
             disk_bytes=self._backend.size_on_disk(), map_size=self._backend.map_size(), max_bytes=cap,
+            expired_entries=expired, expired_bytes=expired_bytes,
         )
 
     def compact(self) -> tuple[int, int]:
@@ -1328,7 +1358,7 @@ class _PutWriter:
                 # eviction waits for the final transaction; this put cannot fit whatever it evicts
                 raise StoreFull(
                     f"the store is capped at max_bytes={cap} and this put alone needs more stored "
-                    "bytes than that; raise max_bytes (blobpad.open(max_bytes=...)) or put less"
+                    "bytes than that", hint=HINT_MAX_BYTES,
                 )
             txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
             if new_chunks:

@@ -84,7 +84,7 @@ def test_synthetic_observation_of_the_seed_000_fs_read_example(store):
     expected = text[:500] + f"\n[... {len(text) - 1000} characters omitted ...]\n" + text[-500:]
     assert out["summary"] == expected
     assert "scratchpad_read" in out["_note"] and out["scratchpad_id"] in out["_note"]
-    assert "{{step1.content}}" in out["_note"]
+    assert "{{" not in out["_note"]  # no reference to write: nothing says the runtime resolves them
     e = store.stat(out["scratchpad_id"])
     assert (e.session, e.turn, e.step, e.tool, e.kind) == ("sess", "t1", 1, "fs_read", "text")
     assert len(e.id) == 16 and all(c in "0123456789abcdef" for c in e.id)
@@ -175,7 +175,8 @@ def test_small_str_and_bytes_observations_come_back_as_dicts(store):
 
 def test_the_largest_field_is_the_content_when_there_is_no_content_field(store):
     body = _log(20_000, seed=5)
-    out = Offloader(store).offload({"status": 200, "body": body, "url": "https://e.x/"}, session="s", turn=1, step=4)
+    out = Offloader(store, runtime_resolves_refs=True).offload({"status": 200, "body": body, "url": "https://e.x/"},
+                                                               session="s", turn=1, step=4)
     assert out["metadata"] == {"status": 200, "url": "https://e.x/"}
     assert out["summary"] == _summary_oracle(body)
     assert "{{step4.body}}" in out["_note"]
@@ -377,7 +378,8 @@ def test_scratchpad_argument_saves_any_output_under_its_name_and_replaces_it(sto
 
 
 def test_scratchpad_argument_under_the_seed000_policy(store):
-    obs = Offloader(store).offload({"ok": True, "content": "tiny"}, session="s", turn=1, step=4, scratchpad="keep")
+    obs = Offloader(store, runtime_resolves_refs=True).offload({"ok": True, "content": "tiny"}, session="s", turn=1,
+                                                               step=4, scratchpad="keep")
     assert set(obs) == {"ok", "scratchpad_id", "size_bytes", "kind", "summary", "metadata", "_note"}
     assert obs["summary"] == "tiny" and store.find("keep", session="s").id == obs["scratchpad_id"]
     assert obs["_note"].startswith("Observation saved in scratchpad as 'keep'. To read it in full or partially")
@@ -447,3 +449,20 @@ def test_a_string_that_is_not_base64_stays_text_whatever_the_encoding_says(store
     assert out["kind"] == "text" and store.get(out["scratchpad_id"]) == text
     plain = {"ok": True, "content": base64.b64encode(b"x" * 6000).decode()}  # no encoding: text
     assert Offloader(store).offload(plain, session="s", turn=1)["kind"] == "text"
+
+
+@pytest.mark.parametrize("policy", ["seed000", "seed003"])
+def test_the_note_mentions_step_references_only_when_the_runtime_resolves_them(store, policy):
+    obs = {"ok": True, "stdout": _log(40_000), "exit_code": 0}
+    plain = Offloader(store, policy=policy).offload(obs, session="s", turn=1, step=2, tool="shell")
+    assert "{{" not in plain["_note"] and "step2" not in plain["_note"]
+    told = Offloader(store, policy=policy, runtime_resolves_refs=True).offload(obs, session="s", turn=1, step=2,
+                                                                               tool="shell")
+    assert told["_note"].endswith("To pass the full stdout to another tool, write {{step2.stdout}}.")
+    # what the note tells the model to write resolves to the full content
+    assert resolve_refs("{{step2.stdout}}", {2: told}, store) == obs["stdout"]
+    # without a step there is no reference to write, told or not
+    no_step = Offloader(store, policy=policy, runtime_resolves_refs=True).offload(obs, session="s", turn=1, tool="shell")
+    assert "{{" not in no_step["_note"]
+    with pytest.raises(InvalidArgument):
+        Offloader(store, runtime_resolves_refs="yes")  # type: ignore[arg-type]

@@ -205,7 +205,7 @@ def test_range_at_every_position(stores, config, name):
 def test_reads_reject_bad_arguments(loaded):
     s, eid = loaded.store, loaded.ids["crlf"]
     for call in (lambda: s.head(eid, -1), lambda: s.tail(eid, -1), lambda: s.range(eid, "0"),
-                 lambda: s.range(eid, 0, 1.5), lambda: s.lines(eid, 0), lambda: s.lines(eid, 3, 2),
+                 lambda: s.range(eid, 0, 1.5), lambda: s.lines(eid, 0), lambda: s.lines(eid, 3, 0),
                  lambda: s.grep(eid, "x", before=1001), lambda: s.grep(eid, "x", max_matches=-1),
                  lambda: s.grep(eid, 42), lambda: s.head("nope"), lambda: s.byte_range(eid, True)):
         with pytest.raises(InvalidArgument):
