@@ -6,15 +6,25 @@ is ``Store.lines``, ``grep`` is ``Store.grep``/``Store.count``, ``ls`` is
 ``Store.entries`` and so on.  The CLI adds only what a shell needs:
 
 * content goes to stdout unchanged (``read ID --lines 10:20`` prints what
-  ``sed -n 10,20p`` prints on the original, ``grep`` prints what ``rg -n`` prints);
-* errors are one line on stderr (``blobpad: error: ...``), never a traceback;
+  ``sed -n 10,20p`` prints on the original, and ``--lines -100:-1`` the last hundred
+  lines; ``grep`` prints every matching line, as ``rg -n`` does, unless ``-m`` caps them);
+* errors are one line on stderr (``blobpad: error: ...``), never a traceback, with the
+  error's advice in the command line's words (:meth:`blobpad.BlobpadError.render`);
+* sizes are shown in binary units (KiB, MiB, GiB: 1 MiB is 1,048,576 bytes) and given
+  in bytes in JSON (``size_bytes``, the same name in ``put``, ``stat`` and ``ls --json``);
 * exit codes: 0 success, 1 not found / no match / ``verify`` found damage,
-  2 usage errors, bad input and every other failure, 130 on Ctrl-C;
+  2 usage errors, bad input and every other failure, 3 ``grep`` ran out of its
+  ``--timeout`` (5 s by default; what it printed covers the lines it searched, and
+  stderr says which), 130 on Ctrl-C;
 * a progress bar (tqdm) on stderr for large puts, only when stderr is a terminal.
 
-Turns given with ``--turn`` are kept as strings: ``--turn 3`` stores the string
-``"3"``, and ``ls --turn 3`` lists the entries whose turn is the string ``"3"`` (not
-those a Python caller put with the integer ``3``).
+A ``--turn`` written as a canonical whole number is that integer: ``--turn 3`` stores
+the integer ``3``, as a runtime calling the library with ``turn=3`` does, and ``ls
+--turn 3`` lists those entries; anything else (``03``, ``3a``, ``step-3``) is kept as
+the string given.
+
+Ids are accepted in either case (``485D7BEAE4E144EB`` is ``485d7beae4e144eb``), as the
+library and the tools accept them.
 
 Run ``blobpad --help`` or ``blobpad COMMAND --help``.
 """
@@ -24,25 +34,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import pathlib
 import re
 import stat as stat_module
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 from . import __version__
-from .errors import BlobpadError, InvalidArgument, NotFound
+from .errors import BlobpadError, NotFound
 from .index import Entry, parse_id
-from .reads import compile_pattern
+from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
 
 __all__ = ["main", "build_parser"]
 
 #: exit codes
 OK, NOT_FOUND, USAGE = 0, 1, 2
+#: grep ran out of its --timeout: what it printed covers the lines it searched
+TIMED_OUT = 3
 #: characters kept at each end of a text summary
 SUMMARY_EDGE = 500
 #: inputs larger than this get a progress bar (when stderr is a terminal)
@@ -54,12 +67,22 @@ _STREAM_BLOCK = 1 << 20
 _DEFAULT_TTL: Any = object()
 
 
+#: Arguments that start with "-" but are values: a negative number or A:B span (-5, -100:-1, -500:, -2.5).
+_NEGATIVE_VALUE = re.compile(r"^-\d+(?::-?\d*)?$|^-\d*\.\d+$")
+
+
 class UsageError(Exception):
     """A bad command line or bad input detected by the CLI itself (exit code 2)."""
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line: ``blobpad: error: ...``."""
+    """An ArgumentParser whose errors are one line: ``blobpad: error: ...``, and that
+    takes a span with a negative start as a value (``--lines -100:-1``, ``--range -500:``),
+    as it takes a negative number."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         _fail(f"{message} (see '{self.prog} --help')")
@@ -109,12 +132,23 @@ def _print_json(obj: Any) -> None:
     _println(json.dumps(obj, ensure_ascii=False, indent=2))
 
 
-def _human_size(n: int) -> str:
+#: The units of human_size, each 1024 times the one before (IEC binary prefixes).
+SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def human_size(n: int) -> str:
+    """A byte count in binary units, one decimal: ``89177500`` -> ``"85.0 MiB"``, ``512`` -> ``"512 B"``.
+
+    The unit is the largest whose value is at least 1 (after rounding to one decimal,
+    so 1023.96 KiB shows as ``1.0 MiB``, never ``1024.0 KiB``).
+    """
+    if n < 1024:
+        return f"{n} B"
     size = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if size < 1024 or unit == "TB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    for unit in SIZE_UNITS[1:]:
         size /= 1024
+        if round(size, 1) < 1024 or unit == SIZE_UNITS[-1]:
+            return f"{size:.1f} {unit}"
     raise AssertionError("unreachable")
 
 
@@ -153,6 +187,17 @@ def _turn(text: str) -> str | int:
     return text
 
 
+def _timeout(text: str) -> float | None:
+    """``--timeout``: seconds, or 0 for no limit."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: use a number of seconds (0: no limit)")
+    return seconds or None
+
+
 def _non_negative(text: str) -> int:
     try:
         n = int(text)
@@ -183,21 +228,24 @@ def parse_slice(spec: str, what: str) -> tuple[int, int | None]:
 
 
 def parse_lines(spec: str) -> tuple[int, int | None]:
-    """``A:B`` (1-based, inclusive), ``A:``, ``:B`` or ``N`` -> (first, last or None)."""
+    """``A:B`` (1-based, inclusive), ``A:``, ``:B`` or ``N`` -> (first, last or None).
+
+    Negative numbers count from the end (``-100:-1``: the last hundred lines); the
+    rest follows ``sed -n A,Bp`` (``5:4`` is line 5 alone), see :func:`blobpad.reads.line_span`.
+    """
     if ":" not in spec:
         n = _int_or_none(spec, "--lines", spec)
         if n is None:
-            raise UsageError("invalid --lines '': use A:B, 1-based and inclusive, like 10:20")
+            raise UsageError("invalid --lines '': use A:B, 1-based and inclusive, like 10:20 (or -100:-1)")
         first, last = n, n  # type: int, int | None
     else:
         a, b = spec.split(":", 1)
         start = _int_or_none(a, "--lines", spec)
         first = 1 if start is None else start
         last = _int_or_none(b, "--lines", spec)
-    if first < 1:
-        raise UsageError(f"invalid --lines {spec!r}: lines are numbered from 1, like sed")
-    if last is not None and last < first:
-        raise UsageError(f"invalid --lines {spec!r}: the last line is before the first")
+    if first == 0 or last == 0:
+        raise UsageError(f"invalid --lines {spec!r}: there is no line 0; lines are numbered from 1, like sed, "
+                         "and negative numbers count from the end (-1 is the last line)")
     return first, last
 
 
@@ -241,7 +289,7 @@ def _put_view(store: Store, entry: Entry) -> dict[str, Any]:
     except NotFound:
         text = None  # a TTL shorter than the put itself
     return {
-        "id": entry.id, "size": entry.size_bytes, "kind": entry.kind, "lines": entry.lines,
+        "id": entry.id, "size_bytes": entry.size_bytes, "kind": entry.kind, "lines": entry.lines,
         "chars": entry.chars, "expires_at": entry.expires_at, "summary": text,
     }
 
@@ -366,78 +414,75 @@ def _cmd_read(args: argparse.Namespace) -> int:
 
 
 def _read_lines(store: Store, eid: str, first: int, last: int | None) -> None:
-    """Write lines ``first`` to ``last`` with their newlines, as ``sed -n first,lastp`` does."""
+    """Write lines ``first`` to ``last`` with their newlines, as ``sed -n first,lastp`` does
+    (negative numbers count from the end: :func:`blobpad.reads.line_span`)."""
     entry = store.stat(eid)
-    if entry.kind != "text":
-        _binary_lines(store, eid, first, last)
+    start, stop = line_span(first, last, entry.lines)
+    if start > stop:
         return
-    lines = store.lines(eid, first, last)
-    if not lines:
-        return
-    stop = first + len(lines) - 1
-    text = "\n".join(lines)
-    if stop < entry.lines or store.byte_range(eid, -1) == b"\n":
-        text += "\n"
-    _write(text)
-
-
-def _binary_lines(store: Store, eid: str, first: int, last: int | None) -> None:
-    """Lines of a binary entry, bytes unchanged (a scan: binary entries have no line index)."""
-    line = 1
-    with store.stream(eid) as fh:
-        while last is None or line <= last:
-            block = fh.read(_STREAM_BLOCK)
+    # The bytes of those lines are what sed prints (text or binary, a last line without
+    # its newline stays so): copied in blocks, so a 1 GB line never sits in memory.
+    begin, end = store.line_offsets(entry.id, start, stop)
+    with store.stream(entry.id) as fh:
+        fh.seek(begin)
+        while begin < end:
+            block = fh.read(min(_STREAM_BLOCK, end - begin))
             if not block:
                 return
-            pos = 0
-            while pos < len(block) and (last is None or line <= last):
-                nl = block.find(b"\n", pos)
-                end = len(block) if nl < 0 else nl + 1
-                if line >= first:
-                    _write(block[pos:end])
-                pos = end
-                if nl >= 0:
-                    line += 1
+            _write(block)
+            begin += len(block)
 
 
 # -- grep ---------------------------------------------------------------------------------
 
 #: line_window for "whole lines", as rg prints them
 _WHOLE_LINES = 1 << 60
-
-
-@contextlib.contextmanager
-def _cli_words() -> Iterator[None]:
-    """The library's advice about a pattern in this command's words (-F, not fixed=True)."""
-    try:
-        yield
-    except InvalidArgument as exc:
-        raise InvalidArgument(str(exc).replace("pass fixed=True", "pass -F")) from None
+#: max_matches without -m: every matching line, as rg prints them
+_EVERY_MATCH = 1 << 62
 
 
 def _cmd_grep(args: argparse.Namespace) -> int:
     before = args.before if args.before is not None else (args.context or 0)
     after = args.after if args.after is not None else (args.context or 0)
-    with _open(args) as store, _cli_words():
+    with _open(args) as store:
         if args.count:
-            n = store.count(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
+            counted = store.count(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed,
+                                  timeout=args.timeout)
+            n = int(counted)
             if args.max_count is not None:
                 n = min(n, args.max_count)
-            _println(_json_line({"count": n}) if args.json else str(n))
+            shown: dict[str, Any] = {"count": n}
+            if counted.timed_out:
+                shown.update(timed_out=True, searched_lines=counted.searched_lines)
+            _println(_json_line(shown) if args.json else str(n))
+            if counted.timed_out:
+                return _timed_out(args, counted.searched_lines, store.stat(args.id).lines, "count is that of")
             return OK if n else NOT_FOUND
         result = store.grep(
             args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed, before=before, after=after,
-            max_matches=100 if args.max_count is None else args.max_count,
-            line_window=args.max_columns or _WHOLE_LINES,
+            max_matches=_EVERY_MATCH if args.max_count is None else args.max_count,
+            line_window=args.max_columns or _WHOLE_LINES, timeout=args.timeout,
         )
+        total = store.stat(args.id).lines if result.timed_out else 0
     if args.json:
         _println(_json_line(result.to_dict()))
     else:
         _print_grep(result, args, context=bool(before or after))
     if result.truncated and not args.json:  # --json says it in "truncated"
-        shown = len(result.matches)
-        _note(f"stopped after {shown} matching line{'s' if shown != 1 else ''}; more exist (raise -m)")
+        shown_lines = len(result.matches)
+        _note(f"stopped after {shown_lines} matching line{'s' if shown_lines != 1 else ''}; more exist (raise -m)")
+    if result.timed_out:
+        return _timed_out(args, result.searched_lines, total, "matches above are those of")
     return OK if result.matches else NOT_FOUND
+
+
+def _timed_out(args: argparse.Namespace, searched: int | None, total: int, what: str) -> int:
+    """Say on stderr that the search ran out of time, and return TIMED_OUT."""
+    done = searched or 0
+    _note(f"timed out after {args.timeout:g} s at line {done + 1} of {total}: the {what} lines 1-{done} only, "
+          "the later lines were not searched (this pattern is slow to match: simplify it, or raise --timeout; "
+          "--timeout 0 means no limit)")
+    return TIMED_OUT
 
 
 def _print_grep(result: Any, args: argparse.Namespace, *, context: bool) -> None:
@@ -478,11 +523,14 @@ def _when(t: float) -> str:
 
 
 def _expires_in(entry: Entry, now: float) -> str:
+    """Time left before ``entry`` expires, rounded so that a live entry never shows none
+    left: under a minute in whole seconds rounded up (0.2 s left is ``1s``), beyond that
+    in whole minutes, hours and minutes, or days, rounded down."""
     if entry.expires_at is None:
         return "never"
     left = entry.expires_at - now
     if left < 60:
-        return f"{max(0, int(left))}s"
+        return f"{max(1, math.ceil(left))}s"
     if left < 3600:
         return f"{int(left // 60)}m"
     if left < 86400:
@@ -521,7 +569,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
     header = ("ID", "SIZE", "LINES", "KIND", "CREATED", "EXPIRES", "SESSION", "TURN", "NAME", "TOOL")
     rows = [header] + [
         (
-            e.id, _human_size(e.size_bytes), str(e.lines), e.kind, _when(e.created_at), _expires_in(e, now),
+            e.id, human_size(e.size_bytes), str(e.lines), e.kind, _when(e.created_at), _expires_in(e, now),
             _cell(e.session) or "-", "-" if e.turn is None else _cell(str(e.turn)), _cell(e.name) or "-",
             _cell(e.tool) or "-",
         )
@@ -550,7 +598,7 @@ def _cmd_rm(args: argparse.Namespace) -> int:
             try:
                 store.delete(eid)
             except NotFound as exc:
-                _fail(str(exc))
+                _fail(exc.render("cli"))
                 rc = NOT_FOUND
     return rc
 
@@ -596,9 +644,39 @@ def _text_arg(text: str) -> str:
         raise UsageError("stdin is not valid UTF-8 text") from None
 
 
+#: The notepad's actions as this command spells them, and the command that rewrites each space.
+_NOTE_ACTIONS = {"set_notes": "set", "append_notes": "append", "set_plan": "plan", "refs.add": "refs add",
+                 "refs.remove": "refs remove"}
+_NOTE_SETTERS = {"notes": "blobpad notes set", "plan": "blobpad notes plan"}
+_NOTE_UNITS = {"chars": "characters", "tokens": "tokens", "items": "refs"}
+
+
+def _note_words(d: dict[str, Any]) -> str | None:
+    """A truncation warning or a budget rejection of a notepad change, written from the
+    result's counts in this command's words (the library's text names its own calls)."""
+    space = d["space"]
+    units = _NOTE_UNITS.get(d["unit"], d["unit"])
+    setter = _NOTE_SETTERS.get(space, "blobpad notes")
+    action = _NOTE_ACTIONS.get(d["action"], d["action"])
+    if not d["ok"] and "combined" in d:
+        return (f"{action} rejected: {space} would be {d['combined']} {units}, over its budget of {d['budget']} "
+                f"(now {d['current']}, adding {d['added']}); {space} unchanged. Rewrite {space} shorter with "
+                f"'{setter}', or add less")
+    if d.get("warning") is not None and "original" in d:
+        return (f"{space} truncated to {d['budget']} {units} (from {d['original']}); the end was cut off. "
+                f"Give a tighter summary with '{setter}'")
+    return None
+
+
 def _note_result(result: Any) -> int:
-    """Print a notepad change (one JSON line); a rejected change is an error (exit 2)."""
+    """Print a notepad change (one JSON line, in this command's words); a rejected change
+    is an error (exit 2), a truncation a warning on stderr."""
     d = result.to_dict()
+    words = _note_words(d)
+    d["action"] = _NOTE_ACTIONS.get(d["action"], d["action"])
+    if words is not None:
+        d["message"] = words
+        d["error" if not d["ok"] else "warning"] = words
     if not d.get("ok", False):
         raise UsageError(d.get("error") or d.get("message") or "the notepad rejected the change")
     if d.get("warning"):
@@ -679,7 +757,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
-    return run(db=args.db, keep=args.keep, size=args.size)
+    return run(db=args.db, size=args.size)
 
 
 # -- the parser ---------------------------------------------------------------------------
@@ -706,7 +784,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="blobpad: park huge observations outside an agent's context, read them by slices.",
         epilog="examples:\n  blobpad demo\n  blobpad put big.log --session s1\n"
         "  blobpad read ID --lines 100:120\n  blobpad grep ID 'ERROR|WARN' -C 2\n\n"
-        "exit codes: 0 ok, 1 not found or no match, 2 usage or bad input",
+        "exit codes: 0 ok, 1 not found or no match, 2 usage or bad input, 3 grep timed out (partial output)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--db", metavar="DIR", default=None, help=db_help)
@@ -722,9 +800,9 @@ def build_parser() -> argparse.ArgumentParser:
         "make 2>&1 | blobpad put - --ttl 2h",
         common,
         description="Store a file (or stdin with -) and print the entry as one JSON line: "
-        "id, size, kind, lines, chars, expires_at and the summary an agent sees "
+        "id, size_bytes, kind, lines, chars, expires_at and the summary an agent sees "
         "(first and last 500 characters, or [BINARY: N bytes, sha256=...]). "
-        "Turns are stored as the strings given.",
+        "A turn written as a whole number (3, -1) is stored as that integer, anything else as the string given.",
     )
     p.add_argument("file", metavar="FILE", help="file to store, or - for stdin")
     p.add_argument("--session", help="session owning the entry (default: the default session \"\")")
@@ -741,6 +819,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(
         sub, "read", _cmd_read, "write a slice of an entry to stdout, unchanged",
         "blobpad read 485d7beae4e144eb --lines 10:20      # what sed -n 10,20p prints\n"
+        "blobpad read 485d7beae4e144eb --lines -100:-1    # the last 100 lines\n"
         "blobpad read 485d7beae4e144eb --head 2000\n"
         "blobpad read 485d7beae4e144eb --range=-500:      # the last 500 characters",
         common,
@@ -754,7 +833,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--tail", type=_non_negative, metavar="N", help="the last N characters (bytes if binary)")
     mode.add_argument("--range", metavar="A:B", help="characters A to B (bytes if binary)")
     mode.add_argument("--bytes", metavar="A:B", help="bytes A to B")
-    mode.add_argument("--lines", metavar="A:B", help="lines A to B, 1-based and inclusive, with their newlines (or N)")
+    mode.add_argument("--lines", metavar="A:B", help="lines A to B, 1-based and inclusive, with their newlines, as sed -n A,Bp "
+                      "(or N; negative numbers count from the end: -100:-1 or -100: is the last 100 lines)")
     mode.add_argument("--full", action="store_true", help="the whole content")
 
     p = _sub(
@@ -763,9 +843,9 @@ def build_parser() -> argparse.ArgumentParser:
         "blobpad grep 485d7beae4e144eb -F '[warn]' -c\n"
         "blobpad grep 485d7beae4e144eb -- -leading-dash",
         common,
-        description="Print the matching lines as LINE:TEXT and context lines as LINE-TEXT, like rg -n "
-        "(each line once, -- between groups). Patterns use RE2 syntax (no backreferences or look-around) "
-        "and match within a line. Exit status 1 when nothing matched.",
+        description="Print every matching line as LINE:TEXT and context lines as LINE-TEXT, like rg -n "
+        "(each line once, -- between groups; -m N stops after N). Patterns use RE2 syntax (no backreferences or "
+        "look-around) and match within a line. Exit status 1 when nothing matched.",
     )
     p.add_argument("id", metavar="ID", help="entry id")
     p.add_argument("pattern", metavar="PATTERN", help="RE2 regular expression (a literal with -F)")
@@ -775,10 +855,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-B", "--before-context", dest="before", type=_non_negative, metavar="N", help="N lines before each match")
     p.add_argument("-C", "--context", type=_non_negative, metavar="N", help="N lines before and after each match")
     p.add_argument("-m", "--max-count", type=_non_negative, metavar="N",
-                   help="stop after N matching lines (default 100; with -c, cap the count)")
+                   help="stop after N matching lines (default: print them all, as rg; with -c, cap the count)")
     p.add_argument("-M", "--max-columns", type=_non_negative, metavar="N",
                    help="print a window of N characters around the first match of longer lines (default: whole lines)")
     p.add_argument("-c", "--count", action="store_true", help="print the number of matching lines")
+    p.add_argument("--timeout", type=_timeout, default=SEARCH_TIMEOUT, metavar="SECONDS",
+                   help=f"stop searching after SECONDS (default {SEARCH_TIMEOUT:g}; 0: no limit): the output then "
+                   "covers the lines searched, a notice on stderr says which, and the exit status is 3")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
     p = _sub(
@@ -801,7 +884,9 @@ def build_parser() -> argparse.ArgumentParser:
     _sub(sub, "gc", _cmd_gc, "remove expired entries and free their chunks", "blobpad gc", common,
          description="Remove expired entries, free unreferenced chunks and roll back interrupted puts; "
          "print what was freed as JSON.")
-    _sub(sub, "stats", _cmd_stats, "print counts and sizes of the store as JSON", "blobpad stats", common)
+    _sub(sub, "stats", _cmd_stats, "print counts and sizes of the store as JSON", "blobpad stats", common,
+         description="Print counts and sizes as JSON: entries and logical_bytes count the live entries (what ls "
+         "lists), expired_entries and expired_bytes the expired ones that gc has not removed yet; sizes in bytes.")
     _sub(sub, "compact", _cmd_compact, "give free space back to the file system", "blobpad compact", common,
          description="Rewrite the store file without its free pages. Needs the store to itself: "
          "stop the agents and MCP servers using it first.")
@@ -830,12 +915,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _sub(
         sub, "demo", _cmd_demo, "offload a multi-MB log and read it back, with timings",
-        "blobpad demo\nblobpad demo --db /tmp/demo-db --keep", common,
-        description="Write a realistic multi-MB log, offload it, print what an agent would see, then a head, "
-        "a line window and a grep, with timings. Uses the default store (or --db) and deletes its entry "
-        "afterwards unless --keep.",
+        "blobpad demo\nblobpad demo --db /tmp/demo-db", common,
+        description="Write a realistic 6 MiB log, offload it, print what an agent would see, then a head, "
+        "a line window and a grep, with timings and the commands that read the same. Uses the default store "
+        "(or --db); the entry stays an hour so that the commands shown work (a new demo replaces it), and the "
+        "last command shown deletes it.",
     )
-    p.add_argument("--keep", action="store_true", help="keep the demo entry (it expires in an hour)")
     p.add_argument("--size", type=_non_negative, default=6 << 20, help=argparse.SUPPRESS)
     return parser
 
@@ -848,12 +933,15 @@ def _add_notes(sub: Any, common: argparse.ArgumentParser) -> None:
     p = _sub(
         sub, "notes", _cmd_notes, "show or edit a session's notepad (notes, plan, refs)",
         "blobpad notes --session s1 set 'Root cause: timezone mismatch in token expiry'\n"
-        "blobpad notes --session s1 plan '1. Fix auth bug\\n2. Add test'\n"
+        "blobpad notes --session s1 plan $'1. Fix auth bug\\n2. Add test'   # bash: $'...' makes \\n a newline\n"
+        "printf '1. Fix auth bug\\n2. Add test\\n' | blobpad notes --session s1 plan -\n"
         "blobpad notes --session s1 refs add src/auth/login.ts\n"
         "blobpad notes --session s1",
         common,
         description="A session's notepad: notes (4,000 characters), plan (2,000 characters) and refs (50 items), "
         "kept outside the model's context. Without an action, show them as the block prepended to messages. "
+        "TEXT is stored exactly as given: a backslash and an n stay two characters, as the shell passes them; "
+        "write a newline with bash's $'...' quoting, or pass - and give the text on stdin. "
         "Changes print the result as one JSON line: set and plan over budget are truncated with a warning (exit 0), "
         "an append over budget is rejected and changes nothing (exit 2).",
     )
@@ -902,13 +990,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return OK
     except NotFound as exc:
-        _fail(str(exc))
+        _fail(exc.render("cli"))
         return NOT_FOUND
-    except (UsageError, InvalidArgument) as exc:
+    except UsageError as exc:
         _fail(str(exc))
         return USAGE
-    except BlobpadError as exc:
-        _fail(str(exc))
+    except BlobpadError as exc:  # InvalidArgument and every other failure the library reports
+        _fail(exc.render("cli"))
         return USAGE
     except OSError as exc:
         _fail(_os_message(exc))
