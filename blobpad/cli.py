@@ -750,6 +750,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         argv += ["--max-file-bytes", str(args.max_file_bytes)]
     if args.max_message_bytes is not None:
         argv += ["--max-message-bytes", str(args.max_message_bytes)]
+    if args.search_timeout is not None:
+        argv += ["--search-timeout", str(args.search_timeout)]
     rc = mcp_server.main(argv)
     return rc if isinstance(rc, int) else OK
 
@@ -910,6 +912,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-result-chars", type=_non_negative, metavar="N", help="cap on each tool result, in characters of JSON")
     p.add_argument("--max-file-bytes", type=_non_negative, metavar="N", help="largest file scratchpad_offload accepts")
+    p.add_argument("--search-timeout", type=float, metavar="SECONDS",
+                   help=f"time budget of the searches of one tool call (default {SEARCH_TIMEOUT:g}; 0: no limit)")
     p.add_argument("--max-message-bytes", type=_non_negative, metavar="N",
                    help="longest request line, in bytes; a longer one is answered with an error (default 64 MiB)")
 

@@ -38,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .errors import BlobpadError, check_int, describe
+from .reads import SEARCH_TIMEOUT
 from .tools import PROFILES, Toolbox
 
 __all__ = ["build_server", "serve", "serve_stdio", "decode_message", "main", "INSTRUCTIONS", "MAX_MESSAGE_BYTES",
@@ -495,6 +496,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-bytes", type=int, default=MAX_MESSAGE_BYTES, metavar="N",
                    help="longest request line read, in bytes; a longer one is answered with an error "
                         f"(default {MAX_MESSAGE_BYTES >> 20} MiB)")
+    p.add_argument("--search-timeout", type=float, default=SEARCH_TIMEOUT, metavar="SECONDS",
+                   help=f"time budget of the searches (grep, count) of one tool call (default {SEARCH_TIMEOUT:g}; "
+                        "0: no limit); a search that runs out answers what it found with timed_out: true")
     return p
 
 
@@ -505,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve(
             args.db, args.session, [os.path.expanduser(d) for d in args.allow], args.profile,
             max_result_chars=args.max_result_chars, max_file_bytes=args.max_file_bytes,
-            max_message_bytes=args.max_message_bytes,
+            max_message_bytes=args.max_message_bytes, search_timeout=args.search_timeout or None,
         )
     except BlobpadError as exc:
         print(f"blobpad mcp: {exc}", file=sys.stderr)

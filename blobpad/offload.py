@@ -59,7 +59,7 @@ import re
 from collections.abc import Mapping
 from typing import IO, Any, Literal, Protocol
 
-from .errors import InvalidArgument, NotFound, check_str
+from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_str
 from .index import Entry
 from .store import Store
 
@@ -410,7 +410,11 @@ class Offloader:
             raise InvalidArgument(f"the observation cannot be stored as JSON: {exc}") from None
 
     def _auto_name(self, session: str, tool: str | None) -> str:
+        check_str("tool", tool)
         prefix = (tool or "tool_output") + "_"
+        room = MAX_STR_BYTES - 20  # a name fits the store's limit whatever the tool's: its number takes <= 19 digits
+        if len(prefix.encode("utf-8")) > room:
+            prefix = prefix.encode("utf-8")[: room - 1].decode("utf-8", "ignore") + "_"
         pattern = re.compile(re.escape(prefix) + r"([1-9][0-9]{0,17})")
         highest = 0
         for e in self.store.entries(session=session):

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
+from .errors import MAX_STR_BYTES, BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_str
 from .index import Entry
 from .offload import Offloader
 from .reads import SEARCH_TIMEOUT, LineWindow, compile_pattern
@@ -76,7 +76,7 @@ _MAX_INT = (1 << 53) - 1          # largest integer a JSON number carries exactl
 _MIN_RESULT = 2000                # smallest max_result_chars accepted
 _LINES_PER_CALL = 200             # default number of lines of mode "lines"
 _LINE_BATCH = 256                 # lines read from the store at a time
-_MAX_NAME = 256                   # longest entry name
+_MAX_NAME = MAX_STR_BYTES         # longest entry name (in characters here; the store counts UTF-8 bytes)
 _EDIT_LIMIT = 64 << 20            # largest entry edited in place, in bytes
 _MAX_SKIP = 10_000                # grep pages: the engine finds skip + max_matches matches each time
 
@@ -288,8 +288,7 @@ class Toolbox:
             if part not in _PROFILE_TOOLS:
                 raise InvalidArgument(f"unknown profile {part!r}; the profiles are: {', '.join(PROFILES)} "
                                       "(combine them with '+', e.g. 'blobpad+seed002')")
-        if not isinstance(session, str):
-            raise InvalidArgument(f"session must be a string, not {type(session).__name__}")
+        check_str("session", session, allow_none=False)
         if scope is None:
             scope = "turn" if parts[0] in ("blobpad", "seed000") else "session"
         if scope not in ("turn", "session"):
@@ -385,6 +384,8 @@ class Toolbox:
     def turn(self, value: str | int | None) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
             raise InvalidArgument(f"turn must be a string, an integer or None, not {type(value).__name__}")
+        if isinstance(value, str):
+            check_str("turn", value)
         if value is None and self.scope == "turn":
             raise InvalidArgument("a turn-scoped toolbox needs a turn; pass turn=..., or scope='session'")
         self._turn = value

@@ -19,6 +19,7 @@ import pytest
 
 import blobpad
 from blobpad import Toolbox
+from blobpad.errors import MAX_STR_BYTES
 
 SECRET = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
@@ -191,3 +192,203 @@ def test_a_mode_that_cannot_be_tightened_is_warned_about(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "chmod", refuse)
     with pytest.warns(UserWarning, match=r"data\.mdb has mode 644.*chmod 600"), blobpad.open(db) as store:
         assert store.get(store.entries(session="s")[0].id) == SECRET
+
+
+# -- sessions, turns, names and tools: one limit in bytes of UTF-8, on every path --------------------------
+
+LIMIT = MAX_STR_BYTES
+
+
+def _text(nbytes: int, pieces: str) -> str:
+    """A string of exactly ``nbytes`` bytes of UTF-8, cycling through ``pieces`` (then ASCII to fill up)."""
+    out, size, i = [], 0, 0
+    while True:
+        ch = pieces[i % len(pieces)]
+        if size + len(ch.encode()) > nbytes:
+            break
+        out.append(ch)
+        size += len(ch.encode())
+        i += 1
+    out.append("x" * (nbytes - size))
+    text = "".join(out)
+    assert len(text.encode()) == nbytes
+    return text
+
+
+# Each at exactly LIMIT bytes, in 1- to 4-byte characters, so characters and bytes differ.
+SESSION = _text(LIMIT, "s😀")
+NAME = _text(LIMIT, "né€")
+TURN = _text(LIMIT, "ü")
+TOOL = _text(LIMIT, "€")
+
+
+def _over(text: str) -> list[str]:
+    """Strings one byte past the limit: the string and one ASCII byte, and 238 ASCII characters and an emoji
+    (fewer characters than the limit, one byte more)."""
+    over = [text + "a", _text(LIMIT - 3, "a") + "😀"]
+    assert all(len(o.encode()) == LIMIT + 1 for o in over)
+    return over
+
+
+def test_every_index_key_fits_lmdb_at_the_limit(tmp_path):
+    import lmdb
+
+    from blobpad import index, notepad
+
+    env = lmdb.open(str(tmp_path / "probe"), subdir=True)
+    try:
+        limit = env.max_key_size()
+    finally:
+        env.close()
+    seq = (1 << 63).to_bytes(8, "big")
+    longest_space = "s" * 32                                     # space names are 1-32 ASCII characters
+    keys = [
+        index.name_key(SESSION, NAME),
+        index.scope_key(SESSION) + seq,
+        index.scope_key(SESSION, TURN) + seq,
+        index.scope_key(SESSION, -(1 << 62)) + seq,
+        notepad._log_key(SESSION, longest_space, 1 << 63),
+        notepad._head_key(SESSION, longest_space),
+        notepad._expiry_key(1e12, SESSION),
+        notepad._meta_key(SESSION),
+    ]
+    assert max(len(k) for k in keys) <= limit
+
+
+def test_names_and_sessions_at_the_limit_work_on_every_path(tmp_path):
+    content = "line one\nthe second line\n"
+    with blobpad.open(tmp_path / "db") as store:
+        other = store.put("someone else's\n", session="other", name=NAME)
+        e = store.put(content, session=SESSION, turn=TURN, name=NAME, tool=TOOL)
+        assert (e.session, e.turn, e.name, e.tool) == (SESSION, TURN, NAME, TOOL)
+        assert store.get(e.id) == content
+        assert store.find(NAME, session=SESSION).id == e.id
+        assert store.find(NAME, session="other").id == other.id
+        assert [x.id for x in store.entries(session=SESSION)] == [e.id]
+        assert [x.id for x in store.entries(session=SESSION, turn=TURN)] == [e.id]
+        assert [x.id for x in store.entries()] == [other.id, e.id]
+        assert store.sessions() == sorted(["other", SESSION])
+        replaced = store.put("new\n", session=SESSION, turn=TURN, name=NAME, tool=TOOL)   # same name: replaces
+        assert store.find(NAME, session=SESSION).id == replaced.id
+        # the notepad of a session at the limit, and a sub-session at the limit
+        pad = store.notepad(SESSION)
+        pad.write("# findings")
+        pad.set_plan("1. look")
+        assert store.notepad(SESSION).read() == "# findings"
+        child = _text(LIMIT, "ü")
+        assert pad.fork(child).read() == "# findings"
+        # the tools: session-scoped listing, reads by id and by name, writes by name
+        tb = Toolbox(store, session=SESSION, turn=TURN, scope="turn", always_show=True)
+        listed = tb.call("scratchpad_list", {})
+        assert listed["ok"] and [x["scratchpad_id"] for x in listed["entries"]] == [replaced.id], listed
+        assert tb.call("scratchpad_read", {"scratchpad_id": replaced.id, "mode": "head"})["content"] == "new\n"
+        seed003 = Toolbox(store, session=SESSION, turn=TURN, profile="seed003")
+        long_name = _text(LIMIT, "ab€")
+        w = seed003.call("scratchpad_write", {"name": long_name, "content": "kept"})
+        assert w["ok"], w
+        assert seed003.call("scratchpad_read", {"name": long_name})["content"].endswith("kept")
+        assert store.find(long_name, session=SESSION).tool == "scratchpad_write"
+        names = [x["name"] for x in seed003.call("scratchpad_list", {})["entries"]]
+        assert sorted(names) == sorted([NAME, long_name]), names
+        # seed 003's automatic names stay within the limit whatever the tool's name
+        off = blobpad.Offloader(store, policy="seed003")
+        obs = off.offload({"content": "y" * 40_000}, session=SESSION, turn=TURN, tool=TOOL)
+        named = store.get(obs["scratchpad_id"])
+        assert named == "y" * 40_000
+        auto = [x.name for x in store.entries(session=SESSION) if x.tool == TOOL and x.name != NAME]
+        assert len(auto) == 1 and len(auto[0].encode()) <= LIMIT
+        # delete_session removes everything of the session, and nothing else
+        assert store.delete_session(SESSION) == 3          # the replaced entry, the written one, the offloaded one
+        assert store.entries(session=SESSION) == [] and store.notepad(SESSION).read() == ""
+        assert store.find(NAME, session="other").id == other.id
+
+
+def test_one_byte_past_the_limit_is_invalid_argument_on_every_path(tmp_path):
+    with blobpad.open(tmp_path / "db") as store:
+        e = store.put("x\n", session=SESSION, turn=TURN, name=NAME, tool=TOOL)
+        calls = []
+        for bad in _over(SESSION):
+            calls += [
+                lambda b=bad: store.put("x", session=b),
+                lambda b=bad: store.find(NAME, session=b),
+                lambda b=bad: store.entries(session=b),
+                lambda b=bad: store.entries(session=b, turn=TURN),
+                lambda b=bad: store.delete_session(b),
+                lambda b=bad: store.notepad(b),
+                lambda b=bad: store.notepad(SESSION).fork(b),
+                lambda b=bad: Toolbox(store, session=b, turn=1),
+                lambda b=bad: blobpad.Offloader(store).offload({"content": "y" * 9000}, session=b, turn=None),
+            ]
+        for bad in _over(NAME):
+            calls += [
+                lambda b=bad: store.put("x", session=SESSION, name=b),
+                lambda b=bad: store.find(b, session=SESSION),
+                lambda b=bad: blobpad.Offloader(store).offload("y", session=SESSION, turn=None, scratchpad=b),
+            ]
+        for bad in _over(TURN):
+            calls += [
+                lambda b=bad: store.put("x", session=SESSION, turn=b),
+                lambda b=bad: store.entries(session=SESSION, turn=b),
+                lambda b=bad: Toolbox(store, session=SESSION, turn=b),
+            ]
+        for bad in _over(TOOL):
+            calls += [
+                lambda b=bad: store.put("x", session=SESSION, tool=b),
+                lambda b=bad: blobpad.Offloader(store, policy="seed003").offload(
+                    {"content": "y" * 40_000}, session=SESSION, turn=None, tool=b),
+            ]
+        for call in calls:
+            with pytest.raises(blobpad.InvalidArgument, match=rf"the limit is {LIMIT} bytes"):
+                call()
+        # a tool call answers ok:false, with the limit
+        tb = Toolbox(store, session=SESSION, turn=TURN, profile="seed003")
+        for bad in _over(NAME):
+            for tool, args in (("scratchpad_write", {"name": bad, "content": "c"}), ("scratchpad_read", {"name": bad}),
+                               ("scratchpad_delete", {"name": bad})):
+                out = tb.call(tool, args)
+                assert out["ok"] is False and f"{LIMIT} bytes" in out["error"], out
+        # nothing was stored or changed by any of them
+        assert [x.id for x in store.entries()] == [e.id]
+        assert store.find(NAME, session=SESSION).id == e.id
+
+
+def test_the_command_line_enforces_the_same_limit(tmp_path):
+    db = str(tmp_path / "db")
+    env = dict(os.environ)
+    put = ["--db", db, "put", "-", "--session", SESSION, "--turn", TURN, "--name", NAME, "--tool", TOOL]
+    eid = json.loads(_cli(put, 0o022, env=env, stdin=b"hello\n"))["id"]
+    listed = _cli(["--db", db, "ls", "--session", SESSION, "--turn", TURN, "--json"], 0o022, env=env)
+    assert eid in listed
+    _cli(["--db", db, "notes", "--session", SESSION, "set", "found it"], 0o022, env=env)
+    assert "found it" in _cli(["--db", db, "notes", "--session", SESSION], 0o022, env=env)
+    run_env = {**env, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for args in (["put", "-", "--session", SESSION + "a"], ["put", "-", "--name", NAME + "a"],
+                 ["put", "-", "--tool", TOOL + "a"], ["put", "-", "--turn", TURN + "a"],
+                 ["ls", "--session", SESSION + "a"], ["notes", "--session", SESSION + "a"]):
+        out = subprocess.run([sys.executable, "-m", "blobpad", "--db", db, *args], input=b"x", capture_output=True,
+                             env=run_env)
+        err = out.stderr.decode()
+        assert out.returncode == 2 and f"the limit is {LIMIT} bytes" in err and "Traceback" not in err, (args, err)
+
+
+def test_the_limit_is_exactly_in_bytes_for_every_field_and_character_width(tmp_path):
+    """Around the limit, for 1- to 4-byte characters: a put (and then find and entries) works exactly when every
+    field fits, and a session plus name of 500 bytes (LMDB's key limit, formerly a raw lmdb error) is refused."""
+    with blobpad.open(tmp_path / "db") as store:
+        for width, ch in enumerate(("a", "é", "€", "😀"), 1):
+            for nbytes in range(LIMIT - 4, LIMIT + 5):
+                value = _text(nbytes - nbytes % width, ch) + "b" * (nbytes % width)
+                for field in ("session", "name", "turn", "tool"):
+                    kwargs = {"session": "s", "name": "n", "turn": "t", "tool": "x"} | {field: value}
+                    if nbytes <= LIMIT:
+                        e = store.put(f"{field} {nbytes} {width}", **kwargs)
+                        assert store.find(kwargs["name"], session=kwargs["session"]).id == e.id
+                        assert e.id in [x.id for x in store.entries(session=kwargs["session"], turn=kwargs["turn"])]
+                    else:
+                        with pytest.raises(blobpad.InvalidArgument, match=f"{field} is .*the limit is {LIMIT} bytes"):
+                            store.put("x", **kwargs)
+        for session, name in ((_text(250, "é"), _text(260, "€")), (_text(100, "a"), _text(420, "😀"))):
+            with pytest.raises(blobpad.InvalidArgument, match=f"the limit is {LIMIT} bytes"):
+                store.put("x", session=session, name=name)
+            with pytest.raises(blobpad.InvalidArgument, match=f"the limit is {LIMIT} bytes"):
+                store.find(name, session=session)
