@@ -315,10 +315,13 @@ def _claim_stdio() -> Iterator[tuple[int, int]]:
         wire_in, wire_out = os.dup(0), os.dup(1)
     except OSError as exc:
         raise BlobpadError(f"the MCP server needs stdin and stdout open: {exc.strerror or exc}") from None
-    null = os.open(os.devnull, os.O_RDONLY)
+    null = os.open(os.devnull, os.O_RDWR)
     try:
         os.dup2(null, 0)
-        os.dup2(2, 1)
+        try:
+            os.dup2(2, 1)
+        except OSError:  # no stderr: stray output goes nowhere
+            os.dup2(null, 1)
     finally:
         os.close(null)
     try:
