@@ -4,7 +4,11 @@ It writes a realistic multi-MB log (:mod:`blobpad.sample`), offloads it into the
 store with :class:`blobpad.offload.Offloader` (seed 000's policy, as an agent runtime
 would), prints what the agent sees in its context instead of the log (the synthetic
 observation: a summary and an id), then reads a head, a line window and a grep by
-id, timing each call.  The entry is deleted at the end unless ``keep``.
+id, timing each call, each shown as the ``blobpad`` command that reads the same.
+
+The entry stays (it expires in an hour, as seed 000's entries do), so that every
+command the demo prints works when typed next; a new demo replaces the previous
+demo's entry (the session ``blobpad-demo``), and the last command printed deletes it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from typing import IO, TypeVar
 
 from . import sample
+from .cli import human_size
 from .offload import Offloader
 from .store import Store
 from .store import open as open_store
@@ -38,12 +43,12 @@ def _timed(fn: Callable[[], T]) -> tuple[T, float]:
     return value, (time.perf_counter() - t0) * 1000
 
 
-def _mb(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MB"
+def run(db: str | None = None, *, size: int = 6 << 20, out: IO[str] | None = None) -> int:
+    """Run the demo on the store at ``db`` (default: ``blobpad.open()``'s); return 0.
 
-
-def run(db: str | None = None, *, keep: bool = False, size: int = 6 << 20, out: IO[str] | None = None) -> int:
-    """Run the demo on the store at ``db`` (default: ``blobpad.open()``'s); return 0."""
+    Every line that starts with ``$ `` is a command that works on that store right
+    after the demo (the demo's entry is kept for an hour); the others are its output.
+    """
     out = out or sys.stdout
 
     def say(text: str = "") -> None:
@@ -53,9 +58,10 @@ def run(db: str | None = None, *, keep: bool = False, size: int = 6 << 20, out: 
     with open_store(db) as store, tempfile.TemporaryDirectory(prefix="blobpad-demo-") as tmp:
         say(f"blobpad demo: store {store.path}")
         say()
+        store.delete_session(DEMO_SESSION)  # the previous demo's entry: this one replaces it
         path = os.path.join(tmp, "service.log")
         written, ms = _timed(lambda: sample.write_log(path, size))
-        say(f"1. A tool returned a {_mb(written)} log, far too big for a model's context")
+        say(f"1. A tool returned a {human_size(written)} log, far too big for a model's context")
         say(f"   (generated in {ms:.0f} ms: {path})")
         say()
 
@@ -67,36 +73,32 @@ def run(db: str | None = None, *, keep: bool = False, size: int = 6 << 20, out: 
         ))
         entry = store.stat(obs["scratchpad_id"])
         added = store.stats().stored_bytes - before
-        try:
-            say(f"2. Offload it: put + summary in {put_ms:.1f} ms -> id {entry.id}")
-            say(f"   {entry.lines:,} lines, {entry.chunks} chunks, {_mb(max(0, added))} stored after compression")
+        say(f"2. Offload it: put + summary in {put_ms:.1f} ms -> id {entry.id}")
+        say(f"   {entry.lines:,} lines, {entry.chunks} chunks, {human_size(max(0, added))} stored after compression")
+        say()
+        shown = json.dumps(obs, ensure_ascii=False, indent=2)
+        say(f"3. What the agent sees instead ({len(shown.encode()):,} bytes instead of {entry.size_bytes:,}):")
+        say(shown)
+        say()
+        say("4. The agent reads slices by id; each read decompresses only the chunks it needs:")
+        eid = entry.id
+        middle = max(1, entry.lines // 2)
+        reads: list[tuple[str, Callable[[], str]]] = [
+            (f"read {eid} --head 300", lambda: _text(store.head(eid, 300))),
+            (f"read {eid} --lines {middle}:{middle + 4}", lambda: "\n".join(store.lines(eid, middle, middle + 4))),
+            (f"grep {eid} 'ERROR.*timed out' -m 3", lambda: _grep(store, eid, "ERROR.*timed out", 3)),
+            (f"grep {eid} -c ERROR", lambda: str(int(store.count(eid, "ERROR")))),
+        ]
+        for command, read in reads:
+            text, ms = _timed(read)
             say()
-            shown = json.dumps(obs, ensure_ascii=False, indent=2)
-            say(f"3. What the agent sees instead ({len(shown.encode()):,} bytes instead of {entry.size_bytes:,}):")
-            say(shown)
-            say()
-            say("4. The agent reads slices by id; each read decompresses only the chunks it needs:")
-            eid = entry.id
-            middle = max(1, entry.lines // 2)
-            reads: list[tuple[str, Callable[[], str]]] = [
-                (f"read {eid} --head 300", lambda: _text(store.head(eid, 300))),
-                (f"read {eid} --lines {middle}:{middle + 4}", lambda: "\n".join(store.lines(eid, middle, middle + 4))),
-                (f"grep {eid} 'ERROR.*timed out' -m 3", lambda: _grep(store, eid, "ERROR.*timed out", 3)),
-                (f"grep {eid} -c ERROR", lambda: str(store.count(eid, "ERROR"))),
-            ]
-            for command, read in reads:
-                text, ms = _timed(read)
-                say()
-                say(f"$ {prefix} {command}    # {ms:.1f} ms")
-                say(text.rstrip("\n"))
-            say()
-        finally:
-            if not keep:
-                store.delete(entry.id)
-        if keep:
-            say(f"5. Kept entry {entry.id} (it expires in an hour). Try: {prefix} grep {entry.id} -i 'quota' -C 1")
-        else:
-            say("5. Deleted the demo entry (pass --keep to keep it and try more reads).")
+            say(f"$ {prefix} {command}    # {ms:.1f} ms")
+            say(text.rstrip("\n"))
+        say()
+        say("5. The entry stays for an hour (the next demo replaces it): try the commands above, or these.")
+        say(f"$ {prefix} read {eid} --lines -3:-1    # the last 3 lines")
+        say(f"$ {prefix} grep {eid} -i 'quota' -C 1 -m 2")
+        say(f"$ {prefix} rm {eid}    # delete it now")
     out.flush()
     return 0
 

@@ -13,12 +13,14 @@ import fcntl
 import functools
 import hashlib
 import json
+import math
 import os
 import pathlib
 import pty
 import random
 import re
 import select
+import shlex
 import shutil
 import struct
 import subprocess
@@ -138,11 +140,11 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_put_prints_the_entry_with_its_summary(loaded):
     for key, data in _contents().items():
         put = loaded["puts"][key]
-        assert set(put) == {"id", "size", "kind", "lines", "chars", "expires_at", "summary"}
+        assert set(put) == {"id", "size_bytes", "kind", "lines", "chars", "expires_at", "summary"}
         assert ID_RE.fullmatch(put["id"])
         is_text = key != "bin"
         assert put["kind"] == ("text" if is_text else "binary")
-        assert put["size"] == len(data)
+        assert put["size_bytes"] == len(data)
         assert put["lines"] == oracle_lines(data)
         assert put["chars"] == (len(data.decode()) if is_text else None)
         assert put["summary"] == oracle_summary(data)
@@ -204,6 +206,116 @@ def test_read_lines_matches_sed(loaded):
     assert sed(files["log"], f"{n}p").endswith(b"disk quota")  # the oracle really covers the unterminated line
 
 
+def _lines_with_ends(data: bytes) -> list[bytes]:
+    """The lines of ``data`` as sed sees them: split after each \\n (a \\r stays in its line)."""
+    return re.findall(rb"[^\n]*\n|[^\n]+$", data)
+
+
+def test_read_lines_follows_sed_when_the_last_line_is_before_the_first(loaded):
+    if not shutil.which("sed"):
+        pytest.skip("sed is not installed")
+    db, ids, files = loaded["db"], loaded["ids"], loaded["files"]
+    n = {key: put["lines"] for key, put in loaded["puts"].items()}
+    cases = [(key, spec, script) for key in ("log", "crlf", "bin") for spec, script in (
+        ("5:4", "5,4p"), ("3:1", "3,1p"), ("2:2", "2,2p"), (f"{n[key]}:1", f"{n[key]},1p"),
+        (f"{n[key] + 1}:1", f"{n[key] + 1},1p"), ("4:3", "4,3p"),
+    )]
+    procs = bp_many([["read", ids[key], "--lines", spec] for key, spec, _ in cases], db=db)
+    for (key, spec, script), proc in zip(cases, procs, strict=True):
+        assert ok(proc) == sed(files[key], script), (key, spec)
+    assert sed(files["log"], "5,4p") != b""  # the oracle prints line 5: the case is not vacuous
+
+
+def test_read_lines_negative_numbers_count_from_the_end_like_slicing(loaded):
+    db, ids = loaded["db"], loaded["ids"]
+    specs = {  # --lines A:B (1-based, inclusive, negatives from the end) -> the Python slice of the lines
+        "-1": lambda ls: ls[-1:], "-3:-1": lambda ls: ls[-3:], "-100:-1": lambda ls: ls[-100:],
+        "-100:": lambda ls: ls[-100:], "-5:-3": lambda ls: ls[-5:-2], "2:-2": lambda ls: ls[1:-1],
+        ":-2": lambda ls: ls[:-1], "-99999999999999999999:": lambda ls: ls,
+        "-99999999999999999999:-1": lambda ls: ls, "1:-1": lambda ls: ls,
+        "-1:-3": lambda ls: ls[-1:],  # then sed's rule: a last line before the first selects the first alone
+    }
+    cases = [(key, spec) for key in ("log", "mb", "crlf", "bin") for spec in specs]
+    # "--lines -3:-1" as two arguments, as a user types it, and "--lines=-3:-1"
+    runs = [["read", ids[key], "--lines", spec] if i % 2 else ["read", ids[key], f"--lines={spec}"]
+            for i, (key, spec) in enumerate(cases)]
+    for (key, spec), proc in zip(cases, bp_many(runs, db=db), strict=True):
+        lines = _lines_with_ends(_contents()[key])
+        assert len(lines) == loaded["puts"][key]["lines"]
+        assert ok(proc) == b"".join(specs[spec](lines)), (key, spec)
+    assert not _contents()["log"].endswith(b"\n")  # covers an unterminated last line, printed as sed prints it
+
+
+def test_ids_are_accepted_in_either_case(loaded, tmp_path):
+    db, eid = loaded["db"], loaded["ids"]["crlf"]
+    data = _contents()["crlf"]
+    mixed = "".join(c.upper() if i % 2 else c for i, c in enumerate(eid))
+    reads = bp_many([["read", eid.upper(), "--full"], ["read", mixed, "--lines", "1:2"], ["stat", eid.upper()],
+                     ["grep", mixed, "-c", "b"]], db=db)
+    assert ok(reads[0]) == data and ok(reads[1]) == b"".join(_lines_with_ends(data)[:2])
+    assert json.loads(ok(reads[2]))["id"] == eid  # ids are written in lowercase
+    assert ok(reads[3]) == b"2\n"
+    with blobpad.open(db) as store:  # the library and the tools accept them alike
+        assert store.get(eid.upper()) == data.decode()
+        tb = blobpad.Toolbox(store, session="", turn=None, scope="session")
+        assert tb.call("scratchpad_read", {"scratchpad_id": mixed, "mode": "head", "n": 5})["content"] == "alpha"
+    other = tmp_path / "db"
+    put = json.loads(ok(bp("put", "-", db=other, input=b"x\n")))
+    assert ok(bp("rm", put["id"].upper(), db=other)) == b""
+    assert json.loads(ok(bp("ls", "--json", db=other))) == []
+
+
+def test_sizes_are_labelled_in_binary_units_everywhere(tmp_path):
+    from blobpad.cli import human_size
+
+    assert human_size(89_177_500) == "85.0 MiB"  # the issue's 89 MB of logs
+    assert (human_size(0), human_size(1023), human_size(1024)) == ("0 B", "1023 B", "1.0 KiB")
+    assert human_size((1 << 20) - 1) == "1.0 MiB"  # never "1024.0 KiB"
+    for n in [1, 999, 1000, 1025, 10**6, 10**9, 1 << 40, 5 * (1 << 50), 2**62]:
+        value, unit = human_size(n).split()
+        scale = 1024 ** ("B", "KiB", "MiB", "GiB", "TiB", "PiB").index(unit)
+        assert abs(float(value) * scale - n) <= 0.05 * scale, n  # the label says how many bytes
+        assert unit == "B" or 1 <= float(value) < 1024 or unit == "PiB", n
+    db = tmp_path / "db"
+    ok(bp("put", "-", db=db, input=b"y" * 1_500_000))
+    table = ok(bp("ls", db=db)).decode()
+    assert table.splitlines()[1].split()[1:3] == ["1.4", "MiB"]
+    assert not re.search(r"\d (KB|MB|GB)\b", table)
+
+
+def test_ls_never_shows_a_live_entry_with_no_time_left():
+    from blobpad.cli import _expires_in
+
+    base = {"id": "0" * 16, "session": "", "turn": None, "step": None, "tool": None, "name": None, "kind": "text",
+            "size_bytes": 1, "chars": 1, "lines": 1, "created_at": 0.0, "sha256": ""}
+    now = 1_000_000.0
+    shown = {}
+    for left in [1e-6, 0.2, 0.999, 1.0, 1.5, 59.01, 59.999, 60.0, 61, 3599.5, 3600, 86399, 86400, 10**7]:
+        text = _expires_in(blobpad.Entry(**base, expires_at=now + left), now)
+        shown[left] = text
+        m = re.fullmatch(r"(\d+)s|(\d+)m|(\d+)h(\d\d)m|(\d+)d", text)
+        assert m, text
+        assert not re.fullmatch(r"0[smhd]|0h00m", text), (left, text)
+        if m.group(1):
+            assert int(m.group(1)) == math.ceil(left)  # seconds are rounded up: some time is left
+    assert (shown[1e-6], shown[0.999], shown[1.5], shown[61]) == ("1s", "1s", "2s", "1m")
+    assert _expires_in(blobpad.Entry(**base, expires_at=None), now) == "never"
+
+
+def test_stats_reports_live_and_expired_entries_apart(tmp_path):
+    db = tmp_path / "db"
+    live = json.loads(ok(bp("put", "-", db=db, input=b"live entry\n")))
+    expired = json.loads(ok(bp("put", "-", "--ttl", "0.001", db=db, input=b"expired at once\n")))
+    listed = json.loads(ok(bp("ls", "--json", db=db)))
+    assert [e["id"] for e in listed] == [live["id"]]
+    stats = json.loads(ok(bp("stats", db=db)))
+    assert (stats["entries"], stats["logical_bytes"]) == (len(listed), sum(e["size_bytes"] for e in listed))
+    assert (stats["expired_entries"], stats["expired_bytes"]) == (1, expired["size_bytes"])
+    assert json.loads(ok(bp("gc", db=db)))["entries"] == 1
+    stats = json.loads(ok(bp("stats", db=db)))
+    assert (stats["entries"], stats["expired_entries"], stats["expired_bytes"]) == (1, 0, 0)
+
+
 def test_grep_matches_rg(loaded, rg):
     db, ids, files = loaded["db"], loaded["ids"], loaded["files"]
     cases = [
@@ -250,16 +362,21 @@ def test_grep_json_count_and_limits_against_re(loaded):
     assert json.loads(ok(bp("grep", eid, "-c", "--json", pattern, db=db))) == {"count": len(hits)}
     assert ok(bp("grep", eid, "-c", "-m", "5", pattern, db=db)) == b"5\n"
 
-    # the default -m is 100, and the cut is announced on stderr (stdout stays rg-like)
-    default = bp("grep", eid, "ERROR", db=db)
-    assert default.returncode == 0
-    assert default.stdout.count(b"\n") == 100
-    assert default.stderr == b"blobpad: stopped after 100 matching lines; more exist (raise -m)\n"
+    # by default every matching line is printed, as rg prints them; -m cuts, announced on stderr (stdout stays rg-like)
+    every = [i + 1 for i, line in enumerate(lines) if "ERROR" in line]
+    assert len(every) > 100
+    default = ok(bp("grep", eid, "ERROR", db=db))
+    assert [int(row.split(b":", 1)[0]) for row in default.splitlines()] == every
+    capped = bp("grep", eid, "ERROR", "-m", "100", db=db)
+    assert capped.returncode == 0
+    assert capped.stdout.count(b"\n") == 100
+    assert capped.stderr == b"blobpad: stopped after 100 matching lines; more exist (raise -m)\n"
 
     none = bp("grep", eid, "-c", "zzz-no-such", db=db)
     assert (none.returncode, none.stdout, none.stderr) == (1, b"0\n", b"")
     none = bp("grep", eid, "zzz-no-such", "--json", db=db)
-    assert none.returncode == 1 and json.loads(none.stdout) == {"matches": [], "truncated": False}
+    none_json = json.loads(none.stdout)
+    assert none.returncode == 1 and (none_json["matches"], none_json["truncated"]) == ([], False)
 
 
 def test_grep_max_columns_windows_long_lines(tmp_path):
@@ -276,7 +393,7 @@ def test_stdin_put_text_and_binary(tmp_path):
     db = tmp_path / "db"
     text = "día 1: naïve café\nzweite Zeile 🙂\nno newline at the end".encode()
     put = json.loads(ok(bp("put", "-", "--session", "s", db=db, input=text)))
-    assert (put["kind"], put["size"], put["lines"], put["chars"]) == ("text", len(text), 3, len(text.decode()))
+    assert (put["kind"], put["size_bytes"], put["lines"], put["chars"]) == ("text", len(text), 3, len(text.decode()))
     assert put["summary"] == text.decode()
     assert ok(bp("read", put["id"], "--full", db=db)) == text
 
@@ -287,7 +404,7 @@ def test_stdin_put_text_and_binary(tmp_path):
     assert ok(bp("read", put["id"], "--full", db=db)) == blob
 
     empty = json.loads(ok(bp("put", "-", db=db, input=b"")))
-    assert (empty["size"], empty["lines"], empty["summary"]) == (0, 0, "")
+    assert (empty["size_bytes"], empty["lines"], empty["summary"]) == (0, 0, "")
     assert ok(bp("read", empty["id"], "--full", db=db)) == b""
 
 
@@ -406,8 +523,10 @@ def test_errors_are_one_line_with_the_right_exit_code(loaded, tmp_path):
         (["read", eid, "--head", "many"], "many"),
         (["read", eid, "--range", "5"], "A:B"),
         (["read", eid, "--bytes", "a:b"], "A:B"),
-        (["read", eid, "--lines", "0:3"], "from 1"),
-        (["read", eid, "--lines", "9:3"], "before the first"),
+        (["read", eid, "--lines", "0:3"], "no line 0"),
+        (["read", eid, "--lines", "-3:0"], "no line 0"),
+        (["read", eid, "--lines", "a:3"], "A:B"),
+        (["put", "-", "--ttl", "40000d"], "pass --ttl never"),  # the library's advice, in the CLI's words
         (["read", "not-an-id", "--full"], "16 lowercase hex"),
         (["put", str(tmp_path / "no-such-file")], "no file"),
         (["put", str(tmp_path)], "directory"),
@@ -418,10 +537,11 @@ def test_errors_are_one_line_with_the_right_exit_code(loaded, tmp_path):
         (["grep", eid, "x", "-m", "-1"], "non-negative"),
     ]
     for (_, words), proc in zip(usage, bp_many([args for args, _ in usage], db=db), strict=True):
-        assert_error(proc, 2, words)
+        assert "()" not in assert_error(proc, 2, words)  # no library call named on the command line
     not_found = [["read", missing_id, "--head", "3"], ["stat", missing_id], ["rm", missing_id], ["grep", missing_id, "x"]]
     for proc in bp_many(not_found, db=db):
-        assert_error(proc, 1, missing_id)
+        message = assert_error(proc, 1, missing_id, "'blobpad put'", "'blobpad ls'")
+        assert "put()" not in message
     # no match is not an error: exit 1, nothing printed at all
     proc = bp("grep", eid, "zzz-no-such", db=db)
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, b"", b"")
@@ -440,7 +560,8 @@ def test_compact_refuses_while_another_process_has_the_store(tmp_path):
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
-        assert_error(bp("compact", db=db), 2, "another process")
+        message = assert_error(bp("compact", db=db), 2, "another process", "'blobpad compact'")
+        assert "compact()" not in message
     finally:
         holder.communicate(b"", timeout=60)
     assert json.loads(ok(bp("compact", db=db)))["bytes_after"] > 0
@@ -526,7 +647,7 @@ def _run_with_tty_stderr(argv: list[str], columns: int = 0) -> tuple[int, bytes,
 def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path, big_file):
     proc = bp("put", str(big_file), db=tmp_path / "db")
     assert ok(proc)  # stderr is a pipe: empty, no bar characters at all
-    assert json.loads(proc.stdout)["size"] == 33 << 20
+    assert json.loads(proc.stdout)["size_bytes"] == 33 << 20
 
 
 def test_progress_bar_on_a_terminal(tmp_path, big_file):
@@ -534,10 +655,10 @@ def test_progress_bar_on_a_terminal(tmp_path, big_file):
     for columns in (100, 0):
         rc, stdout, tty = _run_with_tty_stderr([BLOBPAD, "--db", str(db), "put", str(big_file)], columns)
         assert rc == 0, tty
-        assert json.loads(stdout)["size"] == 33 << 20  # stdout carries only the JSON
+        assert json.loads(stdout)["size_bytes"] == 33 << 20  # stdout carries only the JSON
         assert b"put" in tty and b"%|" in tty and b"B/s" in tty, (columns, tty)
     rc, stdout, tty = _run_with_tty_stderr([BLOBPAD, "--db", str(db), "put", str(big_file), "--no-progress"])
-    assert rc == 0 and tty == b"" and json.loads(stdout)["size"] == 33 << 20
+    assert rc == 0 and tty == b"" and json.loads(stdout)["size_bytes"] == 33 << 20
 
 
 # -- notes --------------------------------------------------------------------------------
@@ -585,16 +706,51 @@ def test_notes_set_append_plan_refs_and_show(tmp_path):
 # -- demo, mcp ----------------------------------------------------------------------------
 
 
+def test_notes_help_examples_store_what_they_show(tmp_path):
+    if not shutil.which("bash"):
+        pytest.skip("bash is not installed")
+    text = ok(bp("notes", "--help")).decode()
+    examples = [line.strip() for line in text.split("example:\n", 1)[1].splitlines() if line.strip()]
+    assert any("plan" in line for line in examples)
+    env = _env(BLOBPAD_DIR=str(tmp_path / "default"), PATH=f"{pathlib.Path(BLOBPAD).parent}:{os.environ['PATH']}")
+    for line in examples:  # each example, run by a shell exactly as printed
+        proc = subprocess.run(["bash", "-c", line], capture_output=True, env=env, timeout=120)
+        assert proc.returncode == 0 and b"Traceback" not in proc.stderr, (line, proc.stderr)
+    with blobpad.open(tmp_path / "default") as store:
+        plan = store.notepad("s1").read("plan")
+    assert plan.splitlines() == ["1. Fix auth bug", "2. Add test"]  # a real newline, not backslash-n
+    # TEXT is stored as given: a backslash-n typed without $'...' stays two characters, as documented
+    ok(bp("notes", "--session", "s2", "plan", "a\\nb", db=tmp_path / "db"))
+    assert ok(bp("notes", "--session", "s2", "plan", db=tmp_path / "db")) == b"a\\nb\n"
+    assert "stored exactly as given" in " ".join(text.split())
+
+
+def test_put_help_and_the_module_docstring_say_what_a_turn_becomes(tmp_path):
+    import blobpad.cli
+
+    help_text = " ".join(ok(bp("put", "--help")).decode().split())
+    assert "stored as the strings given" not in help_text
+    assert "whole number (3, -1) is stored as that integer" in help_text and "size_bytes" in help_text
+    doc = " ".join((blobpad.cli.__doc__ or "").split())
+    assert "stores the integer ``3``" in doc and 'stores the string ``"3"``' not in doc
+    db = tmp_path / "db"
+    turns = {}
+    for turn in ("3", "-1", "03", "3a", "+3"):
+        eid = json.loads(ok(bp("put", "-", "--turn", turn, db=db, input=b"x\n")))["id"]
+        turns[turn] = json.loads(ok(bp("stat", eid, db=db)))["turn"]
+    assert turns == {"3": 3, "-1": -1, "03": "03", "3a": "3a", "+3": "+3"}  # what the help says happens
+
+
 def _demo_observation(out: str) -> dict[str, Any]:
     start = out.index("\n{\n") + 1
     end = out.index("\n}\n", start) + 2
     return json.loads(out[start:end])
 
 
-def test_demo_on_the_default_store_keeps_only_with_keep(tmp_path):
+def test_demo_on_the_default_store_and_every_command_it_prints_works(tmp_path):
     default = tmp_path / "default"
     size = 1 << 20
-    proc = bp("demo", "--keep", "--size", str(size), env=_env(BLOBPAD_DIR=str(default)))
+    proc = bp("demo", "--size", str(size), env=_env(BLOBPAD_DIR=str(default)))
     out = ok(proc).decode()
     assert f"store {default}" in out
     expected = pathlib.Path(tmp_path / "expected.log")
@@ -613,12 +769,34 @@ def test_demo_on_the_default_store_keeps_only_with_keep(tmp_path):
     assert shown.encode() + b"\n" == b"".join(data.splitlines(keepends=True)[first - 1 : last])
     assert re.search(rf"in [\d.]+ ms -> id {obs['scratchpad_id']}", out)  # the put is timed
     assert len(re.findall(r"^\$ blobpad .*# [\d.]+ ms$", out, re.M)) == 4  # and so is each read
+    assert "{{" not in obs["_note"]  # the CLI resolves no {{stepN.field}} references: none is suggested
 
     other = tmp_path / "other"
     out = ok(bp("demo", "--size", str(size), db=other)).decode()
     assert f"store {other}" in out and "characters omitted" in out
-    assert json.loads(ok(bp("ls", "--json", db=other))) == []  # cleaned up after itself
     assert len(json.loads(ok(bp("ls", "--json", db=default)))) == 1  # the default store was not touched
+    eid = _demo_observation(out)["scratchpad_id"]
+    again = ok(bp("demo", "--size", str(size), db=other)).decode()
+    listed = json.loads(ok(bp("ls", "--json", db=other)))
+    assert [e["id"] for e in listed] == [_demo_observation(again)["scratchpad_id"]] != [eid]  # a new demo replaces it
+    _run_printed_commands(again, other)
+    assert json.loads(ok(bp("ls", "--json", db=other))) == []  # the last command printed deletes the entry
+
+
+def _run_printed_commands(out: str, db: pathlib.Path) -> None:
+    """Run every ``$ blobpad ...`` line the demo printed, as a user would, in order: each
+    works, and prints what the demo showed under it (when it showed something)."""
+    blocks = re.findall(r"^\$ (blobpad [^\n]*)\n((?:(?!\$ )[^\n]+\n)*)", out, re.M)
+    assert len(blocks) >= 7, blocks
+    for command, shown in blocks:
+        argv = shlex.split(command, comments=True)
+        assert argv[:3] == ["blobpad", "--db", str(db)], argv  # the store the demo used
+        proc = bp(*argv[1:])
+        assert proc.returncode == 0, (command, proc.stderr)
+        assert re.fullmatch(rb"(blobpad: stopped after \d matching lines; more exist \(raise -m\)\n)?", proc.stderr), command
+        if shown:
+            assert proc.stdout.decode().rstrip("\n") == shown.rstrip("\n"), command
+    assert "rm" in blocks[-1][0].split()
 
 
 def test_mcp_without_the_extra_says_how_to_install(tmp_path):
