@@ -70,6 +70,8 @@ _TASK_BYTES = 1 << 20
 _GREP_TASK_BYTES = 256 << 10
 #: the largest RE2 program (in instructions) count() batches; bigger patterns match one line per call
 _MAX_BATCH_PROGRAM = 20_000
+#: bytes of lines count() counts to measure the speed with or without batching (see _LineCounter._count)
+_PROBE = 8 << 10
 
 #: the time budget, in seconds, that the Toolbox, the CLI and the MCP server give grep and count
 SEARCH_TIMEOUT = 5.0
@@ -417,6 +419,10 @@ class _LineCounter:
                 batch = None  # e.g. too large for RE2's memory budget: one line per call
             if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:
                 self._batch = batch._regexp.Match
+        # [bytes, seconds] counted with and without the batch regex (see _count); the
+        # worker threads share them, and a lost update only blurs the measure
+        self._speed = [[0, 0.0], [0, 0.0]]
+        self._calls = 0
 
     def count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
         """The number of matching lines of ``buf[pos:size]``, which starts at a line start
@@ -451,8 +457,46 @@ class _LineCounter:
         return n
 
     def _count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
+        """Count ``buf[pos:size]`` with or without the batch regex, whichever has been
+        faster on this content so far: the batch saves RE2 calls where most lines match,
+        but it is a big regex, and a pattern that already defeats RE2's DFA (such as
+        ``.*[0-9].{30}$``) makes it 30 times slower than one call per matching line.
+        The other way is measured on the first ``_PROBE`` bytes of lines of a call while
+        it has no measure, and again at calls 4, 8, 16... (the content may change)."""
+        if self._batch is None or not utf8:
+            return self._count_with(buf, pos, size, None)
+        speed = self._speed
+        self._calls += 1
+        calls = self._calls
+        probes = [batched for batched in (True, False) if speed[0 if batched else 1][1] <= 0]
+        if not probes and calls >= 4 and calls & (calls - 1) == 0:
+            probes.append(not self._batch_faster())
+        n = 0
+        for batched in probes:
+            if pos >= size:
+                break
+            cut = buf.find(b"\n", min(pos + _PROBE, size) - 1, size) + 1 or size
+            n += self._timed_count(buf, pos, cut, batched)
+            pos = cut
+        if pos < size:
+            n += self._timed_count(buf, pos, size, self._batch_faster())
+        return n
+
+    def _batch_faster(self) -> bool:
+        """Whether counting with the batch regex went faster (bytes a second) so far."""
+        (b_bytes, b_secs), (p_bytes, p_secs) = self._speed
+        return b_secs <= 0 or p_secs <= 0 or b_bytes * p_secs >= p_bytes * b_secs
+
+    def _timed_count(self, buf: _Bytes, pos: int, size: int, batched: bool) -> int:
+        t0 = time.perf_counter()
+        n = self._count_with(buf, pos, size, self._batch if batched else None)
+        slot = self._speed[0 if batched else 1]
+        slot[0] += size - pos
+        slot[1] += max(time.perf_counter() - t0, 1e-9)
+        return n
+
+    def _count_with(self, buf: _Bytes, pos: int, size: int, batch: _Find | None) -> int:
         find = self._find
-        batch = self._batch if utf8 else None
         n = 0
         while pos < size:
             start, end = find(_UNANCHORED, buf, pos, size)[0]
