@@ -338,6 +338,28 @@ def test_blobpad_lines_mode(store):
     assert end["truncated"] is False and str(len(lines)) in end["notice"]
 
 
+def test_blobpad_lines_mode_counts_negative_lines_from_the_end_like_slicing(store):
+    text = "".join(f"row {i}\n" for i in range(1, 301)) + "last row without newline"
+    lines = _lines(text)
+    tb, e = _toolbox(store, text)
+    cases = {  # (start_line, end_line) -> the Python slice of the lines (end_line inclusive)
+        (-1, None): lines[-1:], (-3, -1): lines[-3:], (-100, -1): lines[-100:], (-5, -3): lines[-5:-2],
+        (2, -2): lines[1:-1], (-10**9, 5): lines[:5], (-250, 60): lines[-250:60], (-2, 10**6): lines[-2:],
+    }
+    for (start, end), want in cases.items():
+        args = {"scratchpad_id": e.id, "mode": "lines", "start_line": start}
+        if end is not None:
+            args["end_line"] = end
+        r = tb.call("scratchpad_read", args)
+        assert r["ok"] is True and r["truncated"] is False, (start, end, r)
+        first = r["start_line"]
+        assert first == lines.index(want[0]) + 1 and r["end_line"] == first + len(want) - 1, (start, end)
+        assert r["content"] == "\n".join(f"{first + k}\t{line}" for k, line in enumerate(want)), (start, end)
+    schema = next(s["input_schema"] for s in tb.schemas("anthropic") if s["name"] == "scratchpad_read")
+    jsonschema.validate({"scratchpad_id": e.id, "mode": "lines", "start_line": -100, "end_line": -1}, schema)
+    assert "count from the end" in schema["properties"]["start_line"]["description"]
+
+
 def test_following_next_reads_everything(store):
     text = _log(30_000, seed=8)
     tb, e = _toolbox(store, text, max_result_chars=2000)
@@ -548,6 +570,10 @@ def test_malformed_ids_get_a_format_hint(store):
     assert r["ok"] is False and "16" in r["error"] and "hex" in r["error"]
     upper = store.put("case", session="s", turn=1).id
     assert _read(tb, scratchpad_id=upper.upper())["content"] == "case"
+    # seed 003 reads by name, or by id when no entry has that name: in either case too
+    named = Toolbox(store, session="s", profile="seed003")
+    mixed = "".join(c.upper() if i % 2 else c for i, c in enumerate(upper))
+    assert named.call("scratchpad_read", {"name": mixed})["content"] == "case"
 
 
 # -- malformed calls ----------------------------------------------------------------------------------------
