@@ -356,13 +356,51 @@ class Toolbox:
             self._pad = Notepad(self.store, self.session, **self.notepad_options)
         return self._pad
 
+    @property
+    def combined_notepad(self) -> bool:
+        """Whether seed002's notepad tools share the session's one notepad with another
+        notepad profile's tool (``seed001+seed002``, ``seed002+seed004``); see :meth:`notepad_view`."""
+        return "seed002" in self._parts and ("seed001" in self._parts or "seed004" in self._parts)
+
+    def notepad_view(self) -> str:
+        """The session's notepad as ``read_notepad`` returns it.
+
+        One notepad per session, whatever the profiles: alone, seed002's notepad is its
+        text (as the seed says).  Combined with seed001 or seed004, ``read_notepad``
+        shows the whole notepad: the text ``write_notepad``/``update_notepad`` keep,
+        then each non-empty space the other profile's ``session_scratchpad`` keeps, under
+        its heading (``## Notes``, ``## Plan``, ``## Refs`` as ``- ref`` lines, or ``##
+        Scratchpad``); "" while all are empty.  The spaces are changed with
+        ``session_scratchpad``, the text with ``write_notepad``/``update_notepad``.
+        """
+        pad = self.notepad
+        text = pad.read("notepad")
+        if not self.combined_notepad:
+            return text
+        sections = [text]
+        if "seed001" in self._parts:
+            notes, plan, refs = pad.read("notes"), pad.read("plan"), pad.refs()
+            sections += [f"## Notes\n{notes}" if notes else "", f"## Plan\n{plan}" if plan else "",
+                         "## Refs\n" + "\n".join(f"- {r}" for r in refs) if refs else ""]
+        if "seed004" in self._parts:
+            scratchpad = pad.read("scratchpad")
+            sections.append(f"## Scratchpad\n{scratchpad}" if scratchpad else "")
+        shown = [s for s in sections if s]
+        return "\n\n".join([s.rstrip("\n") for s in shown[:-1]] + shown[-1:])
+
     def context_block(self) -> str:
         """What the runtime prepends to the model's next message for the notepad profiles.
 
         seed001: the non-empty spaces (notes, plan, refs); seed002: the ``## Session
         Notepad`` section (or its empty-state hint); seed004: the ``[Session
         Scratchpad ...]`` block.  "" for profiles without a notepad or when empty.
+        A combined profile (:attr:`combined_notepad`) has one notepad, so one block:
+        the ``## Session Notepad`` section holding :meth:`notepad_view`.
         """
+        if self.combined_notepad:
+            from .notepad import EMPTY_NOTEPAD_HINT, NOTEPAD_HEADING
+
+            return f"{NOTEPAD_HEADING}\n{self.notepad_view() or EMPTY_NOTEPAD_HINT}"
         blocks = []
         for part in self._parts:
             if part == "seed001":
@@ -1510,7 +1548,7 @@ def _seed001_tools(tb: Toolbox) -> list[ToolSpec]:
 
 
 def _read_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
-    content = tb.notepad.read_notepad()["content"]
+    content = tb.notepad_view()
     offset = a["offset"]
     if offset > len(content):
         raise ToolError(f"read_notepad: offset {offset} is past the end; the notepad has {len(content)} characters")
@@ -1536,8 +1574,22 @@ def _update_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, An
     if op != "find_replace" and a["content"] is None:
         raise ToolError(f"update_notepad: operation {op!r} needs content "
                         f"({'the text to remove' if op == 'delete' else 'the text to add'})")
+    target = a["find"] if op == "find_replace" else a["content"] if op == "delete" else None
+    if tb.combined_notepad and target and target not in tb.notepad.read("notepad") and target in tb.notepad_view():
+        raise ToolError(f"update_notepad: {_show(target)} is in a section kept with session_scratchpad, not in the "
+                        "notepad text; change that section with session_scratchpad")
     return _note_result(tb.notepad.update_notepad(op, content=a["content"], find=a["find"], replace=a["replace"],
                                                   replace_all=a["replace_all"]))
+
+
+def _shared_words(tb: Toolbox) -> str:
+    """How seed002's tools describe the notepad they share in a combined profile ("" alone)."""
+    if not tb.combined_notepad:
+        return ""
+    kept = "notes, plan and refs" if "seed001" in tb._parts else "scratchpad"
+    return (f" This notepad is the session's one notepad: read_notepad also shows the {kept} you keep with "
+            "session_scratchpad (under their ## headings), which write_notepad and update_notepad leave as they "
+            "are; change those with session_scratchpad.")
 
 
 def _seed002_tools(tb: Toolbox) -> list[ToolSpec]:
@@ -1545,7 +1597,7 @@ def _seed002_tools(tb: Toolbox) -> list[ToolSpec]:
         ToolSpec(
             "read_notepad",
             ("Read the session notepad: your freeform working notes, task tracking and findings, which survive "
-             "context compaction. Returns {content}; an empty string if nothing was written yet."),
+             "context compaction. Returns {content}; an empty string if nothing was written yet." + _shared_words(tb)),
             (Param("offset", "integer", "Character to start from, only needed for a notepad too long for one "
                    "result (default 0).", default=0),),
             _read_notepad,
@@ -1554,14 +1606,14 @@ def _seed002_tools(tb: Toolbox) -> list[ToolSpec]:
             "write_notepad",
             ("Replace the whole session notepad (rewrite it from scratch, or clear it by writing an empty string). "
              "It is included in full in every context and survives compaction: keep your plan, findings and "
-             "decisions there. For small changes use update_notepad."),
+             "decisions there. For small changes use update_notepad." + _shared_words(tb)),
             (Param("content", "string", "The new notepad content (replaces everything)", required=True),),
             _write_notepad, read_only=False, destructive=True,
         ),
         ToolSpec(
             "update_notepad",
             ("Surgical edit of the session notepad: append or prepend text, find_replace an exact substring (e.g. "
-             "mark a todo done), or delete text. Use append for incremental findings."),
+             "mark a todo done), or delete text. Use append for incremental findings." + _shared_words(tb)),
             (
                 Param("operation", "string", "The type of edit to perform", required=True,
                       enum=("find_replace", "append", "prepend", "delete")),

@@ -11,6 +11,7 @@ import base64
 import functools
 import json
 import os
+import random
 import re
 
 import jsonschema
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 import blobpad
 from blobpad import PROFILES, Offloader, Toolbox, sample
+from blobpad.notepad import EMPTY_NOTEPAD_HINT, NOTEPAD_HEADING
 from blobpad.tools import FLAVORS, ToolSpec, result_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -1029,6 +1031,107 @@ def test_profiles_combine_with_plus(store):
         Toolbox(store, session="s", profile="seed001+seed004")
     with pytest.raises(blobpad.InvalidArgument, match="unknown profile 'nope'"):
         Toolbox(store, session="s", turn=1, profile="blobpad+nope")
+
+
+def _join(first: str, second: str) -> str:
+    return f"{first}\n{second}" if first and second and not first.endswith("\n") and not second.startswith("\n") \
+        else first + second
+
+
+def _model_view(model: dict, parts: list[str]) -> str:
+    """The oracle of a combined profile's read_notepad: the notepad text, then the other profile's non-empty spaces."""
+    sections = [model["notepad"]]
+    if "seed001" in parts:
+        sections += [f"## Notes\n{model['notes']}" if model["notes"] else "",
+                     f"## Plan\n{model['plan']}" if model["plan"] else "",
+                     "## Refs\n" + "\n".join(f"- {r}" for r in model["refs"]) if model["refs"] else ""]
+    if "seed004" in parts:
+        sections.append(f"## Scratchpad\n{model['scratchpad']}" if model["scratchpad"] else "")
+    shown = [x for x in sections if x]
+    return "\n\n".join([x.rstrip("\n") for x in shown[:-1]] + shown[-1:])
+
+
+@pytest.mark.parametrize("profile", ["seed001+seed002", "seed002+seed004", "blobpad+seed002+seed001"])
+def test_a_combined_profile_shows_one_notepad_per_session(store, profile):
+    parts = profile.split("+")
+    tb = Toolbox(store, session="s", turn=1, profile=profile)
+    assert tb.combined_notepad
+    assert tb.call("read_notepad", {}) == {"ok": True, "content": ""}  # empty until something is written
+    assert tb.context_block() == f"{NOTEPAD_HEADING}\n{EMPTY_NOTEPAD_HINT}"
+    # the issue's case: notes and a plan written with session_scratchpad are in read_notepad
+    if "seed001" in parts:
+        tb.call("session_scratchpad", {"action": "set_notes", "content": "Root cause: timezone mismatch"})
+        tb.call("session_scratchpad", {"action": "set_plan", "content": "1. Fix auth bug\n2. Add test"})
+        assert tb.call("read_notepad", {})["content"] == ("## Notes\nRoot cause: timezone mismatch\n\n"
+                                                           "## Plan\n1. Fix auth bug\n2. Add test")
+    model = {"notepad": "", "notes": "", "plan": "", "refs": [], "scratchpad": ""}
+    if "seed001" in parts:
+        model.update(notes="Root cause: timezone mismatch", plan="1. Fix auth bug\n2. Add test")
+    rnd = random.Random(profile)
+    words = ["alpha", "beta\n", "- [ ] gamma", "\n", "delta", "é🙂", "## h"]
+    for _ in range(150):
+        w = rnd.choice(words)
+        op = rnd.choice(["write", "append", "prepend", "find_replace", "delete", "own_set", "own_append", "refs"])
+        if op == "write":
+            tb.call("write_notepad", {"content": w})
+            model["notepad"] = w
+        elif op in ("append", "prepend"):
+            tb.call("update_notepad", {"operation": op, "content": w})
+            model["notepad"] = _join(model["notepad"], w) if op == "append" else _join(w, model["notepad"])
+        elif op in ("find_replace", "delete") and w in model["notepad"]:
+            new = rnd.choice(words)
+            args = {"operation": op, "find": w, "replace": new} if op == "find_replace" else {"operation": op,
+                                                                                            "content": w}
+            assert tb.call("update_notepad", args)["ok"] is True
+            model["notepad"] = model["notepad"].replace(w, new if op == "find_replace" else "", 1)
+        elif op in ("own_set", "own_append") and "seed001" in parts:
+            space = rnd.choice(["notes", "plan"])
+            action = "append_notes" if op == "own_append" and space == "notes" else f"set_{space}"
+            tb.call("session_scratchpad", {"action": action, "content": w})
+            model[space] = _join(model[space], w) if action == "append_notes" else w
+        elif op in ("own_set", "own_append"):
+            mode = "append" if op == "own_append" else "replace"
+            tb.call("session_scratchpad", {"content": w, "mode": mode})
+            model["scratchpad"] = _join(model["scratchpad"], w) if mode == "append" else w
+        elif op == "refs" and "seed001" in parts:
+            ref = rnd.choice(["src/a.py", "https://e.x/1", "PR-42"])
+            if ref in model["refs"]:
+                tb.call("session_scratchpad", {"action": "refs.remove", "ref": ref})
+                model["refs"].remove(ref)
+            else:
+                tb.call("session_scratchpad", {"action": "refs.add", "ref": ref})
+                model["refs"].append(ref)
+        view = _model_view(model, parts)
+        assert tb.call("read_notepad", {})["content"] == view
+        assert tb.context_block() == f"{NOTEPAD_HEADING}\n{view or EMPTY_NOTEPAD_HINT}"  # one block, the same view
+    assert _model_view(model, parts).count("## ") >= 2  # the run mixed the text and the other profile's spaces
+    # one notepad per session: another toolbox of the session sees it, another session does not
+    assert Toolbox(store, session="s", turn=2, profile=profile).call("read_notepad", {})["content"] == _model_view(model, parts)
+    assert Toolbox(store, session="other", turn=1, profile=profile).call("read_notepad", {})["content"] == ""
+    # text kept by the other tool is not edited by update_notepad: the answer says which tool changes it
+    tb.call("write_notepad", {"content": "plain text"})
+    own = {"action": "set_notes", "content": "Root cause here"} if "seed001" in parts else {"content": "Root cause here"}
+    assert tb.call("session_scratchpad", own)["ok"] is True
+    r = tb.call("update_notepad", {"operation": "find_replace", "find": "Root", "replace": "x"})
+    assert r["ok"] is False and "session_scratchpad" in r["error"]
+    assert tb.call("update_notepad", {"operation": "delete", "content": "plain "})["ok"] is True
+    assert tb.call("read_notepad", {})["content"].startswith("text\n\n## ")
+    described = {t["name"]: t["description"] for t in tb.schemas("openai-responses")}
+    assert all("session_scratchpad" in described[n] for n in ("read_notepad", "write_notepad", "update_notepad"))
+
+
+def test_single_notepad_profiles_keep_their_seeds_behaviour(store):
+    both = Toolbox(store, session="s", profile="seed001+seed002")
+    both.call("session_scratchpad", {"action": "set_notes", "content": "found it"})
+    both.call("write_notepad", {"content": "my notes"})
+    alone = Toolbox(store, session="s", profile="seed002")  # seed 002: the notepad is its text column
+    assert not alone.combined_notepad
+    assert alone.call("read_notepad", {})["content"] == "my notes"
+    assert alone.context_block() == f"{NOTEPAD_HEADING}\nmy notes"
+    seed001 = Toolbox(store, session="s", profile="seed001")  # seed 001: its spaces, prepended as they are
+    assert seed001.context_block() == store.notepad("s").render_spaces() and "found it" in seed001.context_block()
+    described = {t["name"]: t["description"] for t in alone.schemas("openai-responses")}
+    assert "session_scratchpad" not in described["read_notepad"]
 
 
 @pytest.mark.parametrize(
