@@ -14,13 +14,58 @@ keyspaces of ordered byte keys and two kinds of transaction:
 
 A second backend (Redis, for fleets of agents on many machines) implements the
 same three classes; chunking, reads and the notepad do not change.
+
+Locking rules
+-------------
+A hang is worse than any error, so every lock and every wait in blobpad follows
+these rules (the stress test, ``tests/test_stress.py``, runs them under load).
+
+The locks, outermost first (a thread takes them only in this order):
+
+1. ``blobpad.lock`` (``flock``, across processes): held shared while a process has
+   the store open; compact() asks for the exclusive side without waiting.
+2. The resize lock (:class:`_SharedLock`, one per process and store): every
+   transaction, read or write, holds its shared side from begin to end; changing
+   the map size (growth, adopting another process's size, shrinking back to the
+   ceiling), compact() and a forked child's reopen hold the exclusive side.  A
+   waiting exclusive request stops new shared holders (a growth is never starved),
+   so a thread holding the shared side must never wait for anything that itself
+   needs the shared side: such a wait would hang at the next map growth.
+3. LMDB's writer mutex (in ``lock.mdb``, across processes): taken inside a write
+   transaction, with the shared side held, and released before a growth.
+4. Leaf locks: the chunk cache's, the manifest cache's, the worker pool's creation
+   lock, this module's registry lock.  Held only around a dict or counter update,
+   never while waiting for anything.
+
+What follows from them:
+
+* A thread holds at most one transaction at a time: no read or write inside
+  another read or write, and no transaction held across a ``yield`` to code that
+  may open one (a generator hands out data, not an open transaction).  Opening a
+  nested one raises :class:`~blobpad.BlobpadError` at once instead of hanging.
+* ``write(fn)``'s ``fn`` runs with the shared side and LMDB's writer mutex held
+  (the latter blocks every other process's writes): it only touches ``txn`` and
+  computes; it never waits for pool work, another thread, a lock or caller code.
+* The store's worker pool (``Store._executor``, shared by puts, count() and grep)
+  runs pure computation on bytes read beforehand: hash, count, compress,
+  decompress, compare.  A pool task never opens a transaction, never takes the
+  resize lock or LMDB's writer mutex, never submits to the pool nor waits on a
+  future, and calls no caller code; it may take leaf locks.  So pool work always
+  finishes, whatever other threads hold.
+* Hence a thread may wait for pool work while it holds a read transaction (count()
+  and grep decompress ahead on the pool inside one snapshot): the work it waits
+  for needs nothing the thread, or a growth queued behind it, holds.  A put looks
+  its chunks up in a short read transaction of its own thread before it hands them
+  to the pool, and waits for the pool holding nothing.
 """
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401 - its fork hooks must be registered before ours
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import threading
 import warnings
@@ -34,6 +79,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 import lmdb
+import xxhash
 
 from .errors import (
     HINT_COMPACT_ALONE,
@@ -76,9 +122,26 @@ class ReadTxn(Protocol):
         ...
 
     def scan(
-        self, space: str, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+        self,
+        space: str,
+        start: bytes = b"",
+        stop: bytes | None = None,
+        *,
+        reverse: bool = False,
+        on_damage: Callable[[bytes], None] | None = None,
     ) -> Iterator[tuple[bytes, bytes]]:
-        """Yield ``(key, value)`` for ``start <= key < stop`` in key order (or reversed)."""
+        """Yield ``(key, value)`` for ``start <= key < stop`` in key order (or reversed).
+
+        A damaged record raises CorruptData, or is passed by key to ``on_damage`` and skipped.
+        """
+        ...
+
+    def get_unchecked(self, space: str, key: bytes) -> bytes | None:
+        """The stored bytes under ``key`` without checking them (format detection only)."""
+        ...
+
+    def recorded_count(self, space: str) -> int | None:
+        """The engine's own count of the records in ``space``, or None if it keeps none."""
         ...
 
 
@@ -129,6 +192,9 @@ class _SharedLock:
 
     LMDB may only change its map size while the process has no transaction open,
     so every transaction holds the shared side and a resize takes the exclusive one.
+    A waiting exclusive request stops new shared holders, so a thread that asked
+    for either side again while holding one would wait for itself forever: that
+    raises BlobpadError instead (see "Locking rules" in the module docstring).
     """
 
     def __init__(self) -> None:
@@ -136,50 +202,204 @@ class _SharedLock:
         self._shared = 0
         self._exclusive = False
         self._waiting = 0
+        self._mine = threading.local()  # .held: whether this thread holds either side
+
+    def _check_free(self) -> None:
+        if getattr(self._mine, "held", False):
+            raise BlobpadError(
+                "internal error: a store transaction was opened inside another one in the same thread, "
+                "which would hang at the next map growth; please report this blobpad bug"
+            )
 
     def acquire_shared(self) -> None:
+        self._check_free()
         with self._cond:
             while self._exclusive or self._waiting:
                 self._cond.wait()
             self._shared += 1
+        self._mine.held = True
 
     def release_shared(self) -> None:
+        self._mine.held = False
         with self._cond:
             self._shared -= 1
             if not self._shared:
                 self._cond.notify_all()
 
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def held(self) -> bool:
+        """Whether the calling thread holds either side."""
+        return bool(getattr(self._mine, "held", False))
+
+    def acquire_exclusive(self) -> None:
+        self._check_free()
         with self._cond:
             self._waiting += 1
-            while self._exclusive or self._shared:
-                self._cond.wait()
-            self._waiting -= 1
+            try:
+                while self._exclusive or self._shared:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
             self._exclusive = True
+        self._mine.held = True
+
+    def release_exclusive(self) -> None:
+        self._mine.held = False
+        with self._cond:
+            self._exclusive = False
+            self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        self.acquire_exclusive()
         try:
             yield
         finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
+            self.release_exclusive()
+
+
+#: Bytes of the checksum that seals every stored value (see :func:`seal`).
+SEAL_SIZE = 8
+_SPACE_SEEDS = {name: xxhash.xxh3_64_intdigest(b"blobpad/" + name.encode()) for name in SPACES}
+
+
+def seal(space: str, key: bytes, value: bytes) -> bytes:
+    """Return ``value`` followed by its checksum, bound to the keyspace and the key.
+
+    Every record of every keyspace is stored sealed and checked when it is read (in
+    :class:`_LmdbTxn`, the one place that reads the engine), so a flipped bit in a
+    value, in a key (the record then no longer matches its key) or a record moved to
+    another key or keyspace reads as :class:`~blobpad.CorruptData`, never as other
+    bytes.
+    """
+    return value + _checksum(space, key, value)
+
+
+def _checksum(space: str, key: bytes, value: bytes | memoryview) -> bytes:
+    return xxhash.xxh3_64_digest(value, seed=xxhash.xxh3_64_intdigest(key, seed=_SPACE_SEEDS[space]))
+
+
+def unseal(space: str, key: bytes, stored: bytes) -> bytes:
+    """Check a sealed value and return it without its checksum; raise CorruptData if damaged."""
+    if len(stored) >= SEAL_SIZE:
+        value = stored[:-SEAL_SIZE]
+        if _checksum(space, key, value) == stored[-SEAL_SIZE:]:
+            return value
+    raise CorruptData(
+        f"the {_SPACE_WORDS.get(space, space)} record {_shown_key(space, key)} is damaged (checksum mismatch)",
+        hint=HINT_VERIFY,
+    )
+
+
+_SPACE_WORDS = {
+    "meta": "settings",
+    "entries": "entry",
+    "manifests": "chunk list",
+    "chunks": "chunk",
+    "refs": "chunk reference",
+    "by_seq": "creation index",
+    "by_scope": "session index",
+    "expiry": "expiry index",
+    "names": "name index",
+    "digests": "content index",
+    "pending": "pending-put",
+    "notes": "notepad",
+}
+
+
+def _shown_key(space: str, key: bytes) -> str:
+    if space == "meta" and all(32 < b < 127 for b in key):
+        return repr(key.decode())
+    if space in ("entries", "manifests") and len(key) == 8:
+        return key.hex()
+    return key[:48].hex() + ("..." if len(key) > 48 else "")
+
+
+def translate(exc: lmdb.Error, path: str) -> BlobpadError:
+    """The blobpad error that says what an LMDB error means for the store at ``path``."""
+    if isinstance(
+        exc,
+        (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.BadRslotError, lmdb.BadDbiError,
+         lmdb.BadTxnError, lmdb.PageFullError, lmdb.IncompatibleError),
+    ):
+        return CorruptData(f"the store file {path}/data.mdb is damaged: {exc}", hint=HINT_VERIFY)
+    if isinstance(exc, lmdb.ReadersFullError):
+        return BlobpadError(
+            f"too many concurrent readers of the store at {path} (every reader slot is taken); "
+            "retry when fewer reads run at once, or open the store with a larger max_readers"
+        )
+    if isinstance(exc, lmdb.BadValsizeError):
+        return InvalidArgument(f"a key or value is too large for the store: {exc}")
+    if _disk_full(exc):
+        return StoreFull(f"the disk holding {path} is full (or failing): {exc}", hint=HINT_DISK_FULL)
+    code = getattr(exc, "errno", None)
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS) or "Permission denied" in str(exc):
+        return BlobpadError(f"permission denied on the store at {path}: {exc}; open a store you own, or fix its permissions")
+    return BlobpadError(f"the storage engine failed on the store at {path}: {exc}")
 
 
 class _LmdbTxn:
-    """A :class:`WriteTxn` (or read-only view) over one ``lmdb.Transaction``."""
+    """A :class:`WriteTxn` (or read-only view) over one ``lmdb.Transaction``.
 
-    __slots__ = ("_txn", "_dbs")
+    Values are sealed on ``put`` and checked on every ``get`` and ``scan`` (see
+    :func:`seal`); every LMDB error is translated into a blobpad error here.
+    """
 
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, lmdb._Database]) -> None:
+    __slots__ = ("_txn", "_dbs", "_path")
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, lmdb._Database], path: str) -> None:
         self._txn = txn
         self._dbs = dbs
+        self._path = path
 
     def get(self, space: str, key: bytes) -> bytes | None:
-        return self._txn.get(key, db=self._dbs[space])
+        try:
+            stored = self._txn.get(key, db=self._dbs[space])
+        except lmdb.Error as exc:
+            raise translate(exc, self._path) from None
+        return None if stored is None else unseal(space, key, stored)
+
+    def recorded_count(self, space: str) -> int | None:
+        """How many records LMDB's own bookkeeping says ``space`` holds (verify() compares it with a scan)."""
+        try:
+            return int(self._txn.stat(self._dbs[space])["entries"])
+        except lmdb.Error as exc:
+            raise translate(exc, self._path) from None
+
+    def get_unchecked(self, space: str, key: bytes) -> bytes | None:
+        """The stored bytes under ``key`` as they are, checksum included (format detection only)."""
+        try:
+            return self._txn.get(key, db=self._dbs[space])
+        except lmdb.Error as exc:
+            raise translate(exc, self._path) from None
 
     def scan(
-        self, space: str, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+        self,
+        space: str,
+        start: bytes = b"",
+        stop: bytes | None = None,
+        *,
+        reverse: bool = False,
+        on_damage: Callable[[bytes], None] | None = None,
     ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` in key order (see :class:`ReadTxn`).
+
+        A damaged record raises CorruptData, or, with ``on_damage``, is passed to it
+        by key and skipped (verify, gc and delete use that to carry on past damage).
+        """
+        try:
+            for key, stored in self._raw_scan(space, start, stop, reverse):
+                try:
+                    value = unseal(space, key, stored)
+                except CorruptData:
+                    if on_damage is None:
+                        raise
+                    on_damage(key)
+                    continue
+                yield key, value
+        except lmdb.Error as exc:
+            raise translate(exc, self._path) from None
+
+    def _raw_scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
         with self._txn.cursor(self._dbs[space]) as cur:
             if not reverse:
                 if not cur.set_range(start):
@@ -202,14 +422,77 @@ class _LmdbTxn:
                     found = cur.prev()
 
     def put(self, space: str, key: bytes, value: bytes) -> None:
-        self._txn.put(key, value, db=self._dbs[space])
+        try:
+            self._txn.put(key, seal(space, key, value), db=self._dbs[space])
+        except (lmdb.MapFullError, lmdb.MapResizedError):
+            raise  # handled by LmdbBackend.write: the map grows and the transaction is retried
+        except lmdb.Error as exc:
+            raise translate(exc, self._path) from None
 
     def delete(self, space: str, key: bytes) -> bool:
-        return bool(self._txn.delete(key, db=self._dbs[space]))
+        try:
+            return bool(self._txn.delete(key, db=self._dbs[space]))
+        except (lmdb.MapFullError, lmdb.MapResizedError):
+            raise
+        except lmdb.Error as exc:
+            raise translate(exc, self._path) from None
 
 
-_REGISTRY: dict[str, tuple[LmdbBackend, int]] = {}
+_REGISTRY: dict[tuple[int, int], tuple[LmdbBackend, int]] = {}
 _REGISTRY_LOCK = threading.Lock()
+
+
+#: the backends whose transactions the forking thread holds stopped (see _before_fork)
+_QUIESCED: list[LmdbBackend] = []
+
+
+def _before_fork() -> None:
+    """Before ``os.fork()``: wait until this process has no transaction open, and hold it so.
+
+    The child inherits the environment with the transactions of the parent's other
+    threads in it; closing it in the child (to open its own, see ``_environment``)
+    would abort them, which resets their reader slots in the shared lock file (the
+    parent's live readers would no longer protect their snapshot from its writers)
+    and may wait for locks of threads that do not exist in the child.  With no
+    transaction open the close touches nothing of the parent's.  The wait is a map
+    growth's (transactions are short, by the rules above).  A thread that forks from
+    inside a transaction cannot wait for itself: then nothing is held.
+    """
+    with _REGISTRY_LOCK:
+        backends = sorted((b for b, _ in _REGISTRY.values() if not b._closed), key=lambda b: b.path)
+    if any(b._lock.held() for b in backends):
+        return
+    for b in backends:
+        b._lock.acquire_exclusive()
+        _QUIESCED.append(b)
+
+
+def _after_fork_in_parent() -> None:
+    while _QUIESCED:
+        _QUIESCED.pop()._lock.release_exclusive()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: fresh locks for every open backend.
+
+    The child inherits the locks in the state the parent's threads left them (held
+    by ``_before_fork``, or by a thread that forked inside a transaction; a held
+    registry lock would never be released), but only the forking thread exists in
+    the child: without this its first transaction, which reopens the environment
+    under the exclusive side, would wait forever.
+    """
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()
+    _QUIESCED.clear()
+    for backend, _ in _REGISTRY.values():
+        backend._lock = _SharedLock()
+
+
+if hasattr(os, "register_at_fork"):
+    # Registered after the thread pool's hooks (imported above), so this runs before
+    # the pool's, which holds the lock that submit() takes: a reader waiting to submit
+    # inside its transaction would otherwise keep _before_fork waiting forever.
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 #: errno values of a write that failed because the disk is full (LMDB reports a short
 #: write as EIO)
@@ -276,10 +559,19 @@ def _make_dir(path: str) -> None:
             f"{path} cannot be a store directory: part of the path is a file; pass another path"
         ) from None
     except OSError as exc:
-        raise BlobpadError(f"cannot create the store directory {path}: {exc.strerror or exc}") from None
+        raise _os_error(exc, path, f"cannot create the store directory {path}") from None
     if not os.path.isdir(path):  # pragma: no cover - raced with another process
         raise InvalidArgument(f"{path} is not a directory; pass the path of a store directory")
     make_private(path)  # before LMDB creates its files in it: a umask like 0277 would leave it unwritable
+
+
+def _os_error(exc: OSError, path: str, what: str) -> BlobpadError:
+    """The blobpad error for a failed file operation on the store at ``path``."""
+    if exc.errno in _DISK_FULL:
+        return StoreFull(f"{what}: the disk holding {path} is full ({exc.strerror})", hint=HINT_DISK_FULL)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return BlobpadError(f"{what}: permission denied ({exc.strerror}); open a store you may write, or fix its permissions")
+    return BlobpadError(f"{what}: {exc.strerror or exc}")
 
 
 def _disk_full(exc: lmdb.Error) -> bool:
@@ -296,13 +588,20 @@ def acquire_lmdb(path: str, **options: Any) -> LmdbBackend:
     """
     path = os.fspath(path)
     _make_dir(path)
-    key = os.path.realpath(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _os_error(exc, path, f"cannot open the store directory {path}") from None
+    # The directory's identity, not its name: the same store reached through a symlink,
+    # a bind mount or any other path shares one environment (LMDB forbids a second).
+    key = (st.st_dev, st.st_ino)
     with _REGISTRY_LOCK:
         held = _REGISTRY.get(key)
         if held is not None and not held[0]._closed:
             _REGISTRY[key] = (held[0], held[1] + 1)
             return held[0]
-        backend = LmdbBackend(key, **options)
+        backend = LmdbBackend(os.path.realpath(path), **options)
+        backend._registry_key = key
         _REGISTRY[key] = (backend, 1)
         return backend
 
@@ -344,6 +643,8 @@ class LmdbBackend:
         self._pid = -1
         self._closed = False
         self._lockfile: int | None = None
+        self._registry_key: tuple[int, int] | None = None  # set by acquire_lmdb
+        self._file_behind = False  # the map grew since data.mdb was last extended to it
         self._open()
 
     # -- environment lifecycle ------------------------------------------------------
@@ -358,6 +659,8 @@ class LmdbBackend:
         # write into a file that is about to be replaced.  So wait for it before mapping.
         self._hold_open_lock()
         try:
+            self._remove_stale_copies()
+            self._back_lock_file()
             self._open_env(data)
             make_private(self.path)  # the files LMDB just created (the umask applies), or an older store's
         except BaseException:
@@ -365,6 +668,46 @@ class LmdbBackend:
                 os.close(self._lockfile)
                 self._lockfile = None
             raise
+
+    def _remove_stale_copies(self) -> None:
+        """Remove ``.compact-*`` copies left by a compact() that was killed or failed.
+
+        A compacting process holds ``blobpad.lock`` exclusively; this runs with the
+        shared side held, so no compaction is under way and any copy is stale.
+        """
+        if fcntl is None:
+            return
+        try:
+            names = [n for n in os.listdir(self.path) if n.startswith(".compact-")]
+        except OSError:
+            return
+        for name in names:
+            shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
+
+    def _back_lock_file(self) -> None:
+        """Give every page of ``lock.mdb`` its disk blocks before LMDB maps it.
+
+        LMDB creates the lock file sparse and writes reader slots through its map: on
+        a full disk, touching a slot on a page that has no block yet kills the process
+        with SIGBUS.  Allocating the whole file first (``posix_fallocate``, which never
+        changes bytes already there, so other processes' slots are safe) turns a full
+        disk into StoreFull here instead.  The size covers LMDB's reader table for
+        ``max_readers`` (64 bytes a slot plus its header); LMDB adopts a larger file as
+        it is.  File systems without fallocate are left as they are.
+        """
+        lock = os.path.join(self.path, "lock.mdb")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        except OSError as exc:
+            raise _os_error(exc, self.path, f"cannot open {lock}") from None
+        try:
+            want = max(os.fstat(fd).st_size, self._options["max_readers"] * 64 + 256)
+            os.posix_fallocate(fd, 0, want)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise _os_error(exc, self.path, f"cannot allocate {lock}") from None
+        finally:
+            os.close(fd)
 
     def _open_env(self, data: str) -> None:
         opts = self._options
@@ -386,7 +729,7 @@ class LmdbBackend:
                 f"{self.path} is not an LMDB store ({exc}); point blobpad at an empty or blobpad directory"
             ) from exc
         except lmdb.Error as exc:
-            raise CorruptData(f"cannot open the store at {self.path}: {exc}") from exc
+            raise translate(exc, self.path) from None
         try:
             self._check_file_size(env, data)
         except BaseException:
@@ -398,31 +741,42 @@ class LmdbBackend:
             self._pid = os.getpid()
             self._dbs = {}
             for name in SPACES:
-                self._dbs[name] = self._retry_resized(lambda n=name: env.open_db(n.encode(), create=True))
+                self._dbs[name] = self._retry_resized(env, lambda n=name: env.open_db(n.encode(), create=True))
+            self._check_file_size(env, data, whole_map=True)
         except lmdb.Error as exc:
             env.close()
             self._env = None
-            raise CorruptData(f"the store at {self.path} is damaged and cannot be opened: {exc}") from exc
+            raise translate(exc, self.path) from None
+        except BaseException:
+            env.close()
+            self._env = None
+            raise
 
     @staticmethod
-    def _check_file_size(env: lmdb.Environment, data: str) -> None:
-        """Make sure every page up to the last transaction's last page is backed by the file.
+    def _check_file_size(env: lmdb.Environment, data: str, *, whole_map: bool = False) -> None:
+        """Back the whole map with the file, so that no read through the map can fault.
 
         Pages past the end of the file are mapped but not backed: touching one kills
-        the process with SIGBUS.  A healthy file can be shorter than that last page
+        the process with SIGBUS.  A healthy file can be shorter than its last page
         (pages a transaction allocated and freed again are counted but never
-        written), so a short file is extended with zero pages, under LMDB's writer
-        lock so that no other process extends it meanwhile.  A file that was really
-        truncated then reads as damaged pages (``CorruptData``, named by verify())
-        instead of crashing.  Only the two meta pages have been read so far (with
-        ``read``, not through the map), so this comes before any other page is
-        touched; every later transaction only adds pages that its writer wrote into
-        the file before committing.
+        written), a truncated one shorter still, and a damaged page can point a read
+        past the end.  So the file is extended (sparse: zero pages that take no disk
+        blocks) to its last page before any page is read, and to the whole map
+        (``whole_map``) once the keyspaces opened (so a foreign LMDB file is never
+        changed), under LMDB's writer lock so that no other process
+        writes meanwhile; a damaged or truncated file then reads as damaged pages
+        (``CorruptData``, named by verify()) instead of crashing.  Only the two meta
+        pages have been read so far (with ``read``, not through the map), so this
+        comes before any other page is touched; when the map grows, the next write
+        transaction extends the file again (:meth:`LmdbBackend.write`).
         """
         psize = env.stat()["psize"]
 
         def short() -> tuple[int, int]:
-            needed = (env.info()["last_pgno"] + 1) * psize
+            info = env.info()
+            needed = (info["last_pgno"] + 1) * psize
+            if whole_map:
+                needed = max(needed, info["map_size"])
             try:
                 return os.path.getsize(data), needed
             except OSError as exc:
@@ -436,9 +790,11 @@ class LmdbBackend:
                 size, needed = short()
                 if size < needed:
                     os.truncate(data, needed)  # only ever grows: size < needed
+        except lmdb.ReadonlyError:
+            return  # a read-only store is not written, so it cannot be extended: reads still check every record
         except (lmdb.Error, OSError) as exc:
             raise CorruptData(
-                f"{data} holds {size} bytes but its last transaction uses {needed}, and it cannot be extended "
+                f"{data} holds {size} bytes but its map needs {needed}, and it cannot be extended "
                 f"({exc}); the store may be truncated: open it where it is writable, or restore it from a backup"
             ) from None
 
@@ -455,16 +811,22 @@ class LmdbBackend:
                 self._lockfile = os.open(lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
             fcntl.flock(self._lockfile, fcntl.LOCK_SH)
         except OSError as exc:
-            raise BlobpadError(
-                f"cannot lock {lock_path}: {exc.strerror or exc}; the store's directory must be writable"
-            ) from None
+            raise _os_error(exc, self.path, f"cannot lock {lock_path}") from None
 
-    def _retry_resized(self, fn: Callable[[], T]) -> T:
+    @staticmethod
+    def _retry_resized(env: lmdb.Environment, fn: Callable[[], T]) -> T:
+        """``fn()`` on an environment being opened, adopting another process's map size.
+
+        No transaction of this process can be open on ``env`` yet (the constructor has
+        not returned, or the caller holds the exclusive side: a fork's or compact()'s
+        reopen), so the size is adopted without the resize lock; taking it here would
+        wait for that very caller.
+        """
         for _ in range(8):
             try:
                 return fn()
             except lmdb.MapResizedError:
-                self._adopt_size()
+                env.set_mapsize(0)
         return fn()
 
     def _environment(self) -> lmdb.Environment:
@@ -485,10 +847,23 @@ class LmdbBackend:
         assert self._env is not None
         return self._env
 
+    def _extend_file(self, _txn: lmdb.Transaction) -> None:
+        """Extend data.mdb (sparse) to the map size; called inside a write transaction (the writer lock)."""
+        assert self._env is not None
+        data = os.path.join(self.path, "data.mdb")
+        want = self._env.info()["map_size"]
+        try:
+            if os.path.getsize(data) < want:
+                os.truncate(data, want)
+        except OSError as exc:
+            raise _os_error(exc, self.path, f"cannot extend {data}") from None
+        self._file_behind = False
+
     def _adopt_size(self) -> None:
         with self._lock.exclusive():
             assert self._env is not None
             self._env.set_mapsize(0)
+            self._file_behind = True
 
     def reserve(self) -> int:
         """The bytes a transaction that frees space may grow the map past ``max_map_size``."""
@@ -513,6 +888,7 @@ class LmdbBackend:
                 )
             new = min(current * 2, limit)
             self._env.set_mapsize(new)
+            self._file_behind = True
             return new > self.max_map_size
 
     def _back_to_ceiling(self) -> None:
@@ -546,10 +922,17 @@ class LmdbBackend:
                         self._lock.acquire_shared()
             else:  # pragma: no cover - another process resizing in a tight loop
                 txn = env.begin(buffers=False)
+        except lmdb.Error as exc:
+            self._lock.release_shared()
+            raise translate(exc, self.path) from None
+        except BaseException:
+            self._lock.release_shared()
+            raise
+        try:
             try:
-                yield _LmdbTxn(txn, self._dbs)
-            except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
-                raise CorruptData(f"the store file is damaged: {exc}", hint=HINT_VERIFY) from exc
+                yield _LmdbTxn(txn, self._dbs, self.path)
+            except lmdb.Error as exc:
+                raise translate(exc, self.path) from None
             finally:
                 txn.abort()
         finally:
@@ -570,19 +953,15 @@ class LmdbBackend:
                 try:
                     seen = env.info()["map_size"]
                     with env.begin(write=True) as txn:
-                        return fn(_LmdbTxn(txn, self._dbs))
+                        if self._file_behind:  # the map grew: back it with the file (see _check_file_size)
+                            self._extend_file(txn)
+                        return fn(_LmdbTxn(txn, self._dbs, self.path))
                 except lmdb.MapFullError:
                     pass
                 except lmdb.MapResizedError:
                     seen = -1
-                except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
-                    raise CorruptData(f"the store file is damaged: {exc}", hint=HINT_VERIFY) from exc
                 except lmdb.Error as exc:
-                    if _disk_full(exc):
-                        raise StoreFull(
-                            f"the disk holding {self.path} is full (or failing): {exc}", hint=HINT_DISK_FULL,
-                        ) from None
-                    raise
+                    raise translate(exc, self.path) from None
                 finally:
                     self._lock.release_shared()
                 if seen < 0:
@@ -600,7 +979,9 @@ class LmdbBackend:
         return int(self._environment().info()["map_size"])
 
     def size_on_disk(self) -> int:
-        return os.path.getsize(os.path.join(self.path, "data.mdb"))
+        """The disk space data.mdb takes (its blocks: the file is sparse past its last written page)."""
+        st = os.stat(os.path.join(self.path, "data.mdb"))
+        return min(st.st_size, st.st_blocks * 512) if hasattr(st, "st_blocks") else st.st_size
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the data file without free pages (LMDB's compacting copy).
@@ -620,9 +1001,15 @@ class LmdbBackend:
                         "compacting needs the store to itself: another process has it open", hint=HINT_COMPACT_ALONE,
                     ) from None
             try:
-                os.makedirs(tmp, mode=DIR_MODE, exist_ok=True)
-                env.copy(tmp, compact=True)
-                os.chmod(os.path.join(tmp, "data.mdb"), FILE_MODE)  # LMDB writes the copy 0666 minus the umask
+                try:
+                    os.makedirs(tmp, mode=DIR_MODE, exist_ok=True)
+                    env.copy(tmp, compact=True)
+                    os.chmod(os.path.join(tmp, "data.mdb"), FILE_MODE)  # LMDB writes the copy 0666 minus the umask
+                except (lmdb.Error, OSError) as exc:  # a full disk, mostly: the store is unchanged
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    if isinstance(exc, lmdb.Error):
+                        raise translate(exc, self.path) from None
+                    raise _os_error(exc, self.path, "cannot write the compacted copy") from None
                 env.close()
                 self._env = None
                 os.replace(os.path.join(tmp, "data.mdb"), os.path.join(self.path, "data.mdb"))
@@ -637,12 +1024,12 @@ class LmdbBackend:
     def close(self) -> None:
         """Release one holder; the environment closes when the last one lets go."""
         with _REGISTRY_LOCK:
-            held = _REGISTRY.get(self.path)
+            held = _REGISTRY.get(self._registry_key)
             if held is not None and held[0] is self:
                 if held[1] > 1:
-                    _REGISTRY[self.path] = (self, held[1] - 1)
+                    _REGISTRY[self._registry_key] = (self, held[1] - 1)
                     return
-                del _REGISTRY[self.path]
+                del _REGISTRY[self._registry_key]
         if self._closed:
             return
         self._closed = True

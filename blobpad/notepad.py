@@ -123,8 +123,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backend import ReadTxn, WriteTxn
-from .errors import InvalidArgument, NotFound, check_str
-from .store import _GC_HOOKS, _SESSION_HOOKS
+from .errors import HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_str
+from .store import _GC_HOOKS, _SESSION_HOOKS, _VERIFY_HOOKS
 
 if TYPE_CHECKING:
     from .store import Store
@@ -405,6 +405,11 @@ def _prefix_end(prefix: bytes) -> bytes:
     return bytes(p)
 
 
+def _scan_first(txn: ReadTxn, prefix: bytes) -> bool:
+    """Whether any record starts with ``prefix``."""
+    return any(True for _ in txn.scan(_SPACE, prefix, _prefix_end(prefix)))
+
+
 def _scan_prefix(txn: ReadTxn, prefix: bytes) -> list[tuple[bytes, bytes]]:
     return list(txn.scan(_SPACE, prefix, _prefix_end(prefix)))
 
@@ -414,8 +419,8 @@ def _scan_prefix(txn: ReadTxn, prefix: bytes) -> list[tuple[bytes, bytes]]:
 
 def _blob_get(txn: ReadTxn, digest: bytes) -> bytes:
     raw = txn.get(_SPACE, _blob_key(digest))
-    if raw is None:  # pragma: no cover - a version always holds a reference to its blob
-        raise NotFound("a notepad version's content is missing from the store; run verify()")
+    if raw is None:  # a version always holds a reference to its text: only damage loses it
+        raise CorruptData("a notepad version's text is missing from the store", hint=HINT_VERIFY)
     return raw[_REFCOUNT.size:]
 
 
@@ -522,6 +527,80 @@ def purge_expired(store: Store) -> int:
 
 if purge_expired not in _GC_HOOKS:  # Store.gc() removes expired notepads too
     _GC_HOOKS.append(purge_expired)
+
+
+def _parts(key: bytes, pos: int, n: int) -> tuple[list[str], int]:
+    """Decode ``n`` length-prefixed strings of a key from ``pos``; return them and the end."""
+    out = []
+    for _ in range(n):
+        (length,) = struct.unpack_from(">I", key, pos)
+        pos += 4
+        if pos + length > len(key):
+            raise ValueError("a key part runs past the key")
+        out.append(key[pos : pos + length].decode("utf-8"))
+        pos += length
+    return out, pos
+
+
+def verify_notepads(txn: ReadTxn, records: dict[bytes, bytes]) -> list[str]:
+    """Cross-check every notepad record (verify()): texts, versions, heads and expiry, both ways."""
+    problems: list[str] = []
+    blobs: dict[bytes, int] = {}
+    uses: dict[bytes, int] = {}
+    heads: dict[tuple[str, str], tuple[int, bytes]] = {}
+    logs: dict[tuple[str, str], dict[int, bytes]] = {}
+    metas: dict[str, Any] = {}
+    expiry: set[tuple[int, str]] = set()
+    for key, value in records.items():
+        try:
+            kind = key[:1]
+            if kind == b"B":
+                (count,) = _REFCOUNT.unpack_from(value)
+                if hashlib.sha256(value[_REFCOUNT.size :]).digest() != key[1:]:
+                    raise ValueError("its text does not match its hash")
+                blobs[key[1:]] = count
+            elif kind == b"H":
+                (session, space), end = _parts(key, 1, 2)
+                if end != len(key):
+                    raise ValueError("trailing bytes")
+                heads[(session, space)] = _HEAD.unpack(value)
+            elif kind == b"L":
+                (session, space), end = _parts(key, 1, 2)
+                (version,) = _VER.unpack(key[end:])
+                digest = bytes.fromhex(json.loads(value)["h"])
+                logs.setdefault((session, space), {})[version] = digest
+                uses[digest] = uses.get(digest, 0) + 1
+            elif kind == b"M":
+                (session,), end = _parts(key, 1, 1)
+                metas[session] = json.loads(value).get("expires_at")
+            elif kind == b"E":
+                (session,), end = _parts(key, 1 + _VER.size, 1)
+                expiry.add((_VER.unpack_from(key, 1)[0], session))
+            else:
+                raise ValueError("unknown kind of record")
+        except (ValueError, KeyError, TypeError, AttributeError, struct.error) as exc:
+            problems.append(f"notepad record {key[:40].hex()}: damaged ({exc})")
+    for (session, space), (version, digest) in heads.items():
+        if logs.get((session, space), {}).get(version) != digest:
+            problems.append(f"notepad of session {session!r}: space {space!r} version {version} is missing or differs")
+    for (session, space), versions in logs.items():
+        head = heads.get((session, space))
+        if head is None or max(versions) > head[0]:
+            problems.append(f"notepad of session {session!r}: space {space!r} has versions but no current head")
+    for digest, count in uses.items():
+        if digest not in blobs:
+            problems.append(f"notepad text {digest.hex()[:16]}: missing, but {count} versions use it")
+    for digest, count in blobs.items():
+        if uses.get(digest, 0) != count:
+            problems.append(f"notepad text {digest.hex()[:16]}: counted {count} uses, but {uses.get(digest, 0)} versions use it")
+    want = {(_micros(at), session) for session, at in metas.items() if at is not None}
+    for _at, session in want ^ expiry:
+        problems.append(f"notepad of session {session!r}: its expiry record and its expiry index disagree")
+    return problems
+
+
+if verify_notepads not in _VERIFY_HOOKS:
+    _VERIFY_HOOKS.append(verify_notepads)
 
 
 # -- argument checks --------------------------------------------------------------------
@@ -742,7 +821,14 @@ class Notepad:
             return 0, empty
         head = _head(txn, self.session, space)
         if head is None:
+            if _scan_first(txn, _log_prefix(self.session, space)):
+                raise CorruptData(f"the notepad's {space} has versions but its current-version record is missing",
+                                  hint=HINT_VERIFY)
             return 0, empty
+        log = txn.get(_SPACE, _log_key(self.session, space, head[0]))
+        if log is None or json.loads(log).get("h") != head[1].hex():
+            raise CorruptData(f"the notepad's {space}: its current version {head[0]} is missing or differs",
+                              hint=HINT_VERIFY)
         return head[0], self._decode(budget, _blob_get(txn, head[1]))
 
     def _texts(self, space: str, budget: Budget, **values: Any) -> dict[str, Any]:

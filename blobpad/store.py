@@ -31,6 +31,7 @@ import stat
 import struct
 import threading
 import time
+import weakref
 from array import array
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -41,7 +42,7 @@ from typing import IO, Any
 import xxhash
 import zstandard
 
-from .backend import ReadTxn, WriteTxn, acquire_lmdb
+from .backend import SPACES, ReadTxn, WriteTxn, acquire_lmdb
 from .chunking import KEY_SIZE, ChunkParams, Manifest, cut_spans, span_stats
 from .errors import (
     HINT_MAX_BYTES,
@@ -63,13 +64,14 @@ from .reads import ReadsMixin
 
 __all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open"]
 
-FORMAT = 1
+FORMAT = 2  # 2: every record sealed with a checksum (backend.seal)
 _BLOCK = 8 << 20          # bytes read from a file or stream at a time
 _BATCH = 16 << 20         # raw bytes per write transaction of a put
 _REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw length
 _COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
 _MAX_META = 64 << 10      # largest caller meta, as JSON
 _MAX_TTL = 100 * 365 * 86400  # longest finite ttl, in seconds
+_MAX_CLOCK = 253402300800.0  # 10000-01-01: a clock past it is broken
 _MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address space
 
 #: what a worker found for one chunk: key, new frame (None when the stored one is
@@ -218,6 +220,52 @@ def _check_meta(meta: object) -> dict[str, Any]:
     return result
 
 
+def _check_settings(raw: bytes, path: str) -> dict[str, Any]:
+    """Decode the settings record; anything but the expected shape is CorruptData."""
+    try:
+        settings = json.loads(raw)
+    except ValueError:
+        settings = None
+    if isinstance(settings, dict) and settings.get("format") not in (None, FORMAT) and isinstance(settings.get("format"), int):
+        if settings["format"] == 1:
+            raise BlobpadError(
+                f"{path} was written by an older blobpad (format 1, before records carried checksums); "
+                "this version reads format 2: read it with blobpad 0.1 and put its entries again into a new store"
+            )
+        raise BlobpadError(f"{path} was written by an incompatible blobpad (format {settings['format']})")
+    fields = ("format", "seed", "min_size", "avg_extra", "max_size")
+    if not (
+        isinstance(settings, dict)
+        and all(type(settings.get(f)) is int for f in fields)
+        and (settings.get("max_bytes") is None or type(settings["max_bytes"]) is int)
+        and 0 < settings["min_size"] <= settings["max_size"] <= 1 << 30
+        and 0 <= settings["avg_extra"] <= 1 << 30
+    ):
+        raise CorruptData(f"the settings of the store at {path} are damaged; restore the store from a backup")
+    return settings
+
+
+def _recount(txn: ReadTxn) -> dict[str, int]:
+    """Counters computed from the records themselves (when the counters record is damaged)."""
+    entries = logical = chunks = stored = unique = 0
+    for _, raw in txn.scan("entries", on_damage=lambda key: None):
+        e = _decode_entry(raw)
+        entries += 1
+        logical += e.size_bytes if e is not None else 0
+    for _, rec in txn.scan("refs", on_damage=lambda key: None):
+        ref = _unpack_ref(rec)
+        if ref is not None:
+            chunks += 1
+            stored += ref[1]
+            unique += ref[2]
+    seq = 0
+    for key, _ in txn.scan("by_seq", reverse=True, on_damage=lambda key: None):
+        seq = int.from_bytes(key[:8], "big")
+        break
+    return {"entries": entries, "chunks": chunks, "logical_bytes": logical, "stored_bytes": stored, "seq": seq,
+            "unique_bytes": unique}
+
+
 def _check_turn(turn: object) -> None:
     if turn is None:
         return
@@ -263,6 +311,29 @@ class _Cache:
         with self._lock:
             self._items.clear()
             self._size = 0
+
+
+#: the Stores of this process, whose leaf locks a forked child replaces
+_STORES: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def _store_locks_after_fork() -> None:
+    """In a forked child: fresh leaf locks (and empty caches) for every Store.
+
+    Another thread of the parent may have held one at the fork, and it does not
+    exist in the child to release it (see "Locking rules" in :mod:`blobpad.backend`,
+    whose resize lock is replaced the same way).  The worker pool is recreated on
+    first use in the child (``Store._executor`` checks the process id).
+    """
+    for store in list(_STORES):
+        store._pool_lock = threading.Lock()
+        store._manifest_lock = threading.Lock()
+        store._manifests = OrderedDict()
+        store._cache = _Cache(store._cache.capacity)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_store_locks_after_fork)
 
 
 class _Codec(threading.local):
@@ -338,6 +409,7 @@ class Store(ReadsMixin):
         self._pool_lock = threading.Lock()
         self._manifests: OrderedDict[bytes, Manifest] = OrderedDict()
         self._manifest_lock = threading.Lock()
+        _STORES.add(self)
         settings = self._backend.write(lambda txn: self._init_settings(txn, chunk_params, max_bytes))
         self._seed: int = settings["seed"]
         self.chunk_params = ChunkParams(settings["min_size"], settings["avg_extra"], settings["max_size"])
@@ -347,9 +419,16 @@ class Store(ReadsMixin):
     # -- lifecycle --------------------------------------------------------------------
 
     def _init_settings(self, txn: WriteTxn, params: ChunkParams | None, max_bytes: int | None) -> dict[str, Any]:
-        raw = txn.get("meta", b"settings")
+        try:
+            raw = txn.get("meta", b"settings")
+        except CorruptData:
+            _check_settings(txn.get_unchecked("meta", b"settings") or b"", self.path)  # an older format says so
+            raise CorruptData(
+                f"the settings of the store at {self.path} are damaged: its chunks cannot be checked without them; "
+                "restore the store from a backup"
+            ) from None
         if raw is None:
-            if txn.get("meta", b"counters") is None and any(True for _ in txn.scan("entries")):
+            if any(True for _ in txn.scan("entries", on_damage=lambda key: None)):
                 raise CorruptData(f"{self.path} holds entries but no settings: it is damaged")
             p = params or ChunkParams()
             settings = {
@@ -361,11 +440,8 @@ class Store(ReadsMixin):
                 "created_at": self._clock(),
             }
         else:
-            try:
-                settings = json.loads(raw)
-            except ValueError:
-                raise CorruptData(f"the settings of {self.path} are unreadable: the store is damaged") from None
-            if settings.get("format") != FORMAT:
+            settings = _check_settings(raw, self.path)
+            if settings["format"] != FORMAT:
                 raise BlobpadError(
                     f"{self.path} was written by an incompatible blobpad (format {settings.get('format')}); "
                     f"this version reads format {FORMAT}"
@@ -411,6 +487,14 @@ class Store(ReadsMixin):
         return f"<blobpad.Store {self.path!r}>"
 
     def _executor(self) -> ThreadPoolExecutor:
+        """The worker pool shared by puts, count() and grep (created on first use, per process).
+
+        Its tasks only compute on bytes read beforehand: they never open a transaction,
+        take the resize lock, submit to the pool, wait on a future or call caller code
+        (the rules are in :mod:`blobpad.backend`, "Locking rules").  That is what lets
+        a reader wait for them inside its read transaction without ever hanging a
+        map growth.
+        """
         with self._pool_lock:
             if self._pool is None or self._pool_pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="blobpad")
@@ -418,17 +502,39 @@ class Store(ReadsMixin):
             return self._pool
 
     def now(self) -> float:
-        """The store's clock (``time.time`` unless a ``clock`` was given)."""
-        return float(self._clock())
+        """The store's clock (``time.time`` unless a ``clock`` was given).
+
+        Raises BlobpadError when the clock gives something that is not a Unix time
+        between 1970 and the year 9999 (NaN, infinity, a negative or absurd value, not
+        a number): expiry decided on such a value would be wrong.
+        """
+        value = self._clock()
+        try:
+            t = float(value)
+        except (TypeError, ValueError, OverflowError):
+            t = math.nan
+        if isinstance(value, bool) or not 0 <= t < _MAX_CLOCK:
+            raise BlobpadError(
+                f"the store's clock returned {describe(value)}, which is not a Unix time between 1970 and 9999; "
+                "fix the clock function given to blobpad.open(clock=...)"
+            )
+        return t
 
     # -- counters ---------------------------------------------------------------------
 
     @staticmethod
     def _counters(txn: ReadTxn) -> dict[str, int]:
-        raw = txn.get("meta", b"counters")
+        """The store's counters; damaged ones are recounted from the records (and rewritten by the next write)."""
+        try:
+            raw = txn.get("meta", b"counters")
+        except CorruptData:
+            return _recount(txn)
         if raw is None:
             return dict.fromkeys(_COUNTERS, 0) | {"unique_bytes": 0}
-        return json.loads(raw)
+        counters = json.loads(raw)
+        if not isinstance(counters, dict) or any(type(counters.get(k)) is not int for k in _COUNTERS):
+            return _recount(txn)
+        return counters
 
     @staticmethod
     def _bump(txn: WriteTxn, **deltas: int) -> None:
@@ -1076,86 +1182,189 @@ class Store(ReadsMixin):
         return self._backend.compact()
 
     def verify(self) -> VerifyReport:
-        """Check every entry's chunks, the reference counts and every chunk's checksum.
+        """Read every record of every keyspace and report what is damaged; never raises for damage.
 
-        Returns a :class:`VerifyReport`; ``damaged_entries`` names the entries whose
-        content cannot be read back exactly.  Wrong reference records (miscounted,
-        damaged, missing, or chunks nothing references) do not damage any content;
-        verify() flags the store so that the next gc() rebuilds them.
+        Checks each record's checksum, that LMDB's own record counts match what a
+        scan finds (pages lost to damage), every entry against its chunk list and
+        every index both ways (each entry is indexed, each index record names a live
+        record of the right session), every chunk's content against its hash, the
+        reference counts and the counters, and each notepad's heads, versions and
+        texts.  ``damaged_entries`` names the entries whose content or lookup cannot
+        be trusted.  Wrong reference records or counters damage no content: verify()
+        flags the store so that the next gc() rebuilds them.
         """
         problems: list[str] = []
         damaged: set[str] = set()
-        expected: dict[bytes, int] = {}
-        raw_len: dict[bytes, int] = {}
-        chunk_owner: dict[bytes, list[str]] = {}
-        recount = False
-        n_entries = 0
-        with self._backend.read() as txn:
-            for raw_id, raw in txn.scan("entries"):
-                n_entries += 1
-                eid = raw_id.hex()
-                e = _decode_entry(raw)
-                if e is None:  # its chunk list still holds references: count them below
-                    problems.append(f"entry {eid}: record unreadable")
-                    damaged.add(eid)
-                blob = txn.get("manifests", raw_id)
-                try:
-                    m = Manifest.unpack(blob) if blob is not None else None
-                except ValueError:
-                    m = None
-                if m is None:
-                    problems.append(f"entry {eid}: chunk list missing or damaged")
-                    damaged.add(eid)
-                    continue
-                if e is not None and m.bytes_at[-1] != e.size_bytes:
-                    problems.append(f"entry {eid}: chunk sizes add up to {m.bytes_at[-1]}, not {e.size_bytes}")
-                    damaged.add(eid)
-                _count_keys(m, expected, raw_len)
-                for key in m.keys:
-                    chunk_owner.setdefault(key, []).append(eid)
-            _count_pending(txn, expected)
-            n_chunks = 0
-            for key, rec in txn.scan("refs"):
-                n_chunks += 1
-                ref = _unpack_ref(rec)
-                if ref is None:
-                    problems.append(f"chunk {key.hex()}: reference record damaged ({len(rec)} bytes); gc() rebuilds it")
-                    recount = True
-                    if key not in raw_len:
-                        continue  # no chunk list says how long it is; gc() drops it if nothing uses it
-                    rlen = raw_len[key]
-                else:
-                    count, _, rlen = ref
-                    if expected.get(key, 0) != count:
-                        problems.append(
-                            f"chunk {key.hex()}: reference count {count}, but {expected.get(key, 0)} references; "
-                            "gc() recounts them"
-                        )
-                        recount = True
-                frame = txn.get("chunks", key)
-                if frame is None:
-                    problems.append(f"chunk {key.hex()}: missing")
-                    damaged.update(chunk_owner.get(key, []))
-                    continue
-                try:
-                    self._decompress(frame, key, rlen)
-                except CorruptData as exc:
-                    problems.append(str(exc))
-                    damaged.update(chunk_owner.get(key, []))
-            for key in expected:
-                if txn.get("refs", key) is None:
-                    problems.append(f"chunk {key.hex()}: referenced but has no reference record; gc() rebuilds it")
-                    recount = True
-                    if txn.get("chunks", key) is None:
-                        damaged.update(chunk_owner.get(key, []))
-            for key, _ in txn.scan("chunks"):
-                if key not in expected and txn.get("refs", key) is None:
-                    problems.append(f"chunk {key.hex()}: stored, but nothing references it; gc() frees it")
-                    recount = True
+        totals = [0, 0]  # entries, chunks
+        try:
+            with self._backend.read() as txn:
+                recount = _Verifier(self, txn, problems, damaged, totals).run()
+        except BlobpadError as exc:  # the store file cannot even be read through
+            problems.append(f"the store cannot be read: {exc}")
+            recount = False
         if recount:  # flag the store so that the next gc() recounts every reference
             with contextlib.suppress(BlobpadError):
                 self._backend.write(lambda txn: txn.put("meta", _REPAIR, b"1"), frees=True)
-        return VerifyReport(not problems, n_entries, n_chunks, problems, sorted(damaged))
+        return VerifyReport(not problems, totals[0], totals[1], problems, sorted(damaged))
+
+
+class _Verifier:
+    """One verify() pass over a read transaction (see :meth:`Store.verify`)."""
+
+    def __init__(self, store: Store, txn: ReadTxn, problems: list[str], damaged: set[str], totals: list[int]) -> None:
+        self.store = store
+        self.txn = txn
+        self.problems = problems
+        self.damaged = damaged
+        self.totals = totals
+        self.recount = False
+
+    def run(self) -> bool:
+        records = {space: self._read_space(space) for space in SPACES}
+        for phase in (self._entries, self._chunks, self._counters):
+            try:
+                phase(records)
+            except BlobpadError as exc:  # damage that stops one phase must not hide the others
+                self.problems.append(f"verify stopped early in {phase.__name__.strip('_')}: {exc}")
+        for hook in _VERIFY_HOOKS:
+            try:
+                self.problems.extend(hook(self.txn, records["notes"]))
+            except BlobpadError as exc:
+                self.problems.append(f"verify stopped early in the notepads: {exc}")
+        return self.recount
+
+    def _read_space(self, space: str) -> dict[bytes, bytes]:
+        """Every sound record of ``space``; damaged ones and lost pages are reported."""
+        found: dict[bytes, bytes] = {}
+        bad: list[bytes] = []
+        try:
+            for key, value in self.txn.scan(space, on_damage=bad.append):
+                found[key] = value
+        except BlobpadError as exc:
+            self.problems.append(f"the {space} keyspace cannot be read to its end: {exc}")
+        for key in bad:
+            self.problems.append(f"{space} record {key[:40].hex()}: damaged (checksum mismatch)")
+            if space in ("entries", "manifests") and len(key) == 8:
+                self.damaged.add(key.hex())
+        recorded = self.txn.recorded_count(space)
+        if recorded is not None and recorded != len(found) + len(bad):
+            self.problems.append(
+                f"the {space} keyspace records {recorded} records but {len(found) + len(bad)} can be read: "
+                "pages of the store file are damaged"
+            )
+        return found
+
+    def _entries(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        entries, manifests = records["entries"], records["manifests"]
+        self.totals[0] = len(entries)
+        want: dict[str, dict[bytes, bytes]] = {space: {} for space in ("by_seq", "by_scope", "expiry", "digests")}
+        names: dict[bytes, bytes] = {}
+        for raw_id, raw in entries.items():
+            eid = raw_id.hex()
+            e = _decode_entry(raw)
+            if e is None or e.id != eid:
+                self.problems.append(f"entry {eid}: record unreadable")
+                self.damaged.add(eid)
+                continue
+            want["by_seq"][seq_key(e.seq)] = raw_id
+            want["by_scope"][scope_key(e.session) + seq_key(e.seq)] = raw_id
+            if e.turn is not None:
+                want["by_scope"][scope_key(e.session, e.turn) + seq_key(e.seq)] = raw_id
+            want["expiry"][expiry_key(_expiry_us(e.expires_at), raw_id)] = b""
+            want["digests"][_digest_key(e.size_bytes, e.sha256, raw_id)] = b""
+            if e.name is not None:
+                names[name_key(e.session, e.name)] = raw_id
+            blob = manifests.get(raw_id)
+            try:
+                m = Manifest.unpack(blob) if blob is not None else None
+            except ValueError:
+                m = None
+            if m is None:
+                self.problems.append(f"entry {eid}: chunk list missing or damaged")
+                self.damaged.add(eid)
+            elif m.bytes_at[-1] != e.size_bytes or len(m) != e.chunks:
+                self.problems.append(f"entry {eid}: its chunk list holds {m.bytes_at[-1]} bytes, not {e.size_bytes}")
+                self.damaged.add(eid)
+        for raw_id in manifests.keys() - entries.keys():
+            self.problems.append(f"chunk list {raw_id.hex()}: no entry owns it")
+            self.recount = True
+        for space, expected in want.items():
+            self._compare_index(space, expected, records[space])
+        self._compare_index("names", names, records["names"])
+
+    def _compare_index(self, space: str, expected: dict[bytes, bytes], actual: dict[bytes, bytes]) -> None:
+        """Every entry indexed in ``space`` and every record of ``space`` naming a live entry."""
+        for key, value in expected.items():
+            got = actual.get(key)
+            if got != value:
+                owner = value.hex() if len(value) == 8 else key[-8:].hex()
+                state = "missing" if got is None else f"pointing at {got.hex()}"
+                self.problems.append(f"entry {owner}: its {space} record is {state}")
+                self.damaged.add(owner)
+        for key in actual.keys() - expected.keys():
+            self.problems.append(f"{space} record {key[:40].hex()}: names no entry (a stale or damaged index record)")
+
+    def _chunks(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        expected: dict[bytes, int] = {}
+        raw_len: dict[bytes, int] = {}
+        chunk_owner: dict[bytes, list[str]] = {}
+        for raw_id, blob in records["manifests"].items():
+            try:
+                m = Manifest.unpack(blob)
+            except ValueError:
+                continue  # reported with its entry
+            _count_keys(m, expected, raw_len)
+            for key in m.keys:
+                chunk_owner.setdefault(key, []).append(raw_id.hex())
+        for key, value in records["pending"].items():
+            if key[8:9] == b"B":
+                for i in range(0, len(value), KEY_SIZE):
+                    k = value[i : i + KEY_SIZE]
+                    expected[k] = expected.get(k, 0) + 1
+        refs, chunks = records["refs"], records["chunks"]
+        self.totals[1] = len(refs)
+        for key, rec in refs.items():
+            ref = _unpack_ref(rec)
+            if ref is None:
+                self.problems.append(f"chunk {key.hex()}: reference record damaged ({len(rec)} bytes); gc() rebuilds it")
+                self.recount = True
+            elif expected.get(key, 0) != ref[0]:
+                self.problems.append(
+                    f"chunk {key.hex()}: reference count {ref[0]}, but {expected.get(key, 0)} references; gc() recounts them"
+                )
+                self.recount = True
+        for key in expected.keys() - refs.keys():
+            self.problems.append(f"chunk {key.hex()}: referenced but has no reference record; gc() rebuilds it")
+            self.recount = True
+        for key in chunks.keys() - expected.keys():
+            self.problems.append(f"chunk {key.hex()}: stored, but nothing references it; gc() frees it")
+            self.recount = True
+        for key, owners in chunk_owner.items():
+            frame = chunks.get(key)
+            if frame is None:
+                self.problems.append(f"chunk {key.hex()}: missing")
+                self.damaged.update(owners)
+                continue
+            try:
+                self.store._decompress(frame, key, raw_len[key])
+            except CorruptData as exc:
+                self.problems.append(str(exc))
+                self.damaged.update(owners)
+
+    def _counters(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        raw = records["meta"].get(b"counters")
+        if raw is None:
+            if records["entries"] or records["refs"]:
+                self.problems.append("the counters record is missing; the next write recounts it")
+            return
+        try:
+            stored = json.loads(raw)
+        except ValueError:
+            stored = None
+        actual = _recount(self.txn)
+        if not isinstance(stored, dict) or any(stored.get(k) != actual[k] for k in _COUNTERS if k != "seq"):
+            self.problems.append(f"the counters record is wrong ({raw[:120]!r}); gc() recounts it")
+            self.recount = True
 
 
 class _ClosedBackend:
@@ -1195,12 +1404,15 @@ class _PutWriter:
         """Cut ``blocks`` into chunks and write them in batches.
 
         The calling thread cuts, without copying: chunks are views of the blocks read.
-        They go to the worker pool in tasks (growing from ``_FIRST_TASK`` to ``_TASK``
-        bytes, so that a small put still spreads over the workers), where each is
-        hashed, counted, looked up, and compressed (or compared with the stored copy)
-        while the next ones are being cut; the SHA-256 of the whole content runs, a
-        block at a time, on a thread of its own.  At most two batches are in flight,
-        so memory stays bounded on any input size.
+        It hashes each task's chunks and looks their keys up (:meth:`_lookup`), then
+        hands the task (growing from ``_FIRST_TASK`` to ``_TASK`` bytes, so that a small
+        put still spreads over the workers) to the worker pool, where each chunk is
+        counted and compressed (or compared with the stored copy) while the next ones
+        are being cut; the SHA-256 of the whole content runs, a block at a time, on a
+        thread of its own.  At most two batches are in flight, so memory stays
+        bounded on any input size.  This thread waits for the pool holding no
+        transaction, and the pool tasks open none (see "Locking rules" in
+        :mod:`blobpad.backend`).
         """
         store = self.store
         pool = store._executor()
@@ -1222,7 +1434,7 @@ class _PutWriter:
                 task.append((view[start:end], buf, start, end, ascii))
                 task_bytes += end - start
                 if task_bytes >= task_size:
-                    fut = pool.submit(self._prepare, task)
+                    fut = pool.submit(self._prepare, task, *self._lookup(task))
                     inflight.extend((span[0], fut, i) for i, span in enumerate(task))
                     inflight_bytes += task_bytes
                     task, task_bytes = [], 0
@@ -1230,7 +1442,7 @@ class _PutWriter:
                     if inflight_bytes >= 2 * _BATCH:
                         inflight_bytes -= self._flush(inflight, _BATCH)
             if task:
-                fut = pool.submit(self._prepare, task)
+                fut = pool.submit(self._prepare, task, *self._lookup(task))
                 inflight.extend((span[0], fut, i) for i, span in enumerate(task))
             while inflight:
                 self._flush(inflight, _BATCH)
@@ -1251,14 +1463,26 @@ class _PutWriter:
             sha_thread.submit(self._sha.update, block)
             yield block
 
-    def _prepare(self, task: list[_Span]) -> list[_Prepared]:
-        """In a worker: per chunk, key, stats, and either the stored frame found equal or a new frame."""
-        store = self.store
-        seed = store._seed
+    def _lookup(self, task: list[_Span]) -> tuple[list[bytes], list[bytes | None]]:
+        """In the put's own thread: each chunk's key, and the frame stored under it (or None).
+
+        The lookup is a short read transaction of this thread, during which it waits
+        for nothing: the pool task it prepares then only computes (see "Locking rules"
+        in :mod:`blobpad.backend`: a pool task that opened a transaction would wait
+        behind a growth that waits for a reader that waits for the pool).
+        """
+        seed = self.store._seed
         keys = [xxhash.xxh3_128_digest(span[0], seed=seed) + b"\0" for span in task]
-        stats = [span_stats(buf, start, end, ascii) for _, buf, start, end, ascii in task]
-        with store._backend.read() as txn:
+        with self.store._backend.read() as txn:
             found = [txn.get("chunks", key) for key in keys]
+        return keys, found
+
+    def _prepare(self, task: list[_Span], keys: list[bytes], found: list[bytes | None]) -> list[_Prepared]:
+        """In a worker, pure computation: per chunk, its stats, and either the stored frame
+        (``found`` by :meth:`_lookup`) when it decompresses to exactly the chunk, or a new frame."""
+        store = self.store
+        stats = [span_stats(buf, start, end, ascii) for _, buf, start, end, ascii in task]
+        found = list(found)
         codec = store._codec
         seen = [i for i, stored in enumerate(found) if stored is not None]
         stored_frames = [frame for frame in found if frame is not None]
@@ -1622,6 +1846,8 @@ _SESSION_HOOKS: list[Callable[[WriteTxn, str], None]] = []
 #: Functions ``(store) -> int`` that gc() runs, each returning how many things it removed
 #: (the notepad registers the removal of expired notepads).
 _GC_HOOKS: list[Callable[[Store], int]] = []
+#: functions run by verify(): (txn, every sound record of the notes keyspace) -> problems found
+_VERIFY_HOOKS: list[Callable[[ReadTxn, dict[bytes, bytes]], list[str]]] = []
 
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:  # noqa: A001 - the public name
