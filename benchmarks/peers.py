@@ -42,6 +42,7 @@ import secrets
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -162,7 +163,9 @@ def run_pipeline(*commands: list[str], measure: bool = False) -> CommandResult:
 
 
 def tool(name: str) -> str | None:
-    return shutil.which(name)
+    """Path of a command-line peer: on PATH, else in this interpreter's environment's bin
+    (the test extra's ripgrep puts rg there, found even when the venv is not activated)."""
+    return shutil.which(name) or shutil.which(name, path=os.path.join(sys.prefix, "bin"))
 
 
 # -- shared slicing and grep over one buffer --------------------------------------------

@@ -1,12 +1,60 @@
-"""Shared fixtures: real LMDB stores in temporary directories, never mocks."""
+"""Shared fixtures: real LMDB stores in temporary directories, never mocks.
+
+The command-line oracles (``rg``, ``sed``; ``zstd`` for the benchmarks) are looked up
+on PATH and in this interpreter's environment, so that ``pip install -e ".[test]"``'s
+``rg`` is found even when the virtual environment is not activated.  A missing oracle
+is said once, in the header of the run and in its summary, not only by ``s`` marks.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 
 import pytest
 
 import blobpad
+
+#: The programs tests compare blobpad with, and where each comes from.
+ORACLES = {
+    "rg": "the ripgrep package of the test extra: pip install -e '.[test]'",
+    "sed": "the sed package of the system",
+    "zstd": "Debian's zstd package (.ci/run installs it; apt-get install zstd)",
+}
+
+
+def oracle(name: str) -> str | None:
+    """Path of the command ``name``: on PATH, else in the bin directory of this
+    interpreter's environment (a virtual environment that is not activated)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for directory in (os.path.join(sys.prefix, "bin"), os.path.dirname(sys.executable)):
+        found = shutil.which(name, path=directory)
+        if found:
+            return found
+    return None
+
+
+def _missing_oracles() -> list[str]:
+    return [f"{name} (from {where})" for name, where in ORACLES.items() if oracle(name) is None]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    missing = _missing_oracles()
+    if missing:
+        return "missing oracles, the tests that use them are skipped: " + "; ".join(missing)
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
+    missing = _missing_oracles()
+    skipped = getattr(terminalreporter, "stats", {}).get("skipped", [])
+    if missing and skipped:
+        terminalreporter.write_line(  # type: ignore[attr-defined]
+            f"{len(skipped)} tests skipped; missing oracles: " + "; ".join(missing)
+        )
 
 
 @pytest.fixture
@@ -34,8 +82,8 @@ def store_factory(tmp_path):
 
 @pytest.fixture
 def rg():
-    """Path of ripgrep, or skip."""
-    path = shutil.which("rg")
+    """Path of ripgrep (on PATH or in this environment's bin), or skip saying where it comes from."""
+    path = oracle("rg")
     if not path:
-        pytest.skip("ripgrep (rg) is not installed")
+        pytest.skip(f"ripgrep (rg) is not installed: it comes from {ORACLES['rg']}")
     return path

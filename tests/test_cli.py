@@ -741,6 +741,34 @@ def test_put_help_and_the_module_docstring_say_what_a_turn_becomes(tmp_path):
     assert turns == {"3": 3, "-1": -1, "03": "03", "3a": "3a", "+3": "+3"}  # what the help says happens
 
 
+def test_oracles_are_found_in_the_environment_and_a_missing_one_is_said_once(tmp_path):
+    """The rg fixture finds the test extra's rg in this interpreter's environment even with
+    a PATH that lacks it (a venv not activated); a missing oracle is named in the header
+    and the summary of the run."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "test_probe.py").write_text(
+        "import subprocess, pytest\n"
+        "def test_uses_rg(rg):\n"
+        "    assert subprocess.run([rg, '--version'], capture_output=True).stdout.startswith(b'ripgrep')\n"
+        "def test_skips():\n"
+        "    pytest.skip('for the summary')\n"
+    )
+    (tmp_path / "absent_oracle.py").write_text("import conftest\nconftest.ORACLES['blobpad-absent-oracle'] = 'nowhere'\n")
+    tests_dir = pathlib.Path(__file__).parent
+    env = _env(PATH=str(tmp_path / "empty"), PYTHONPATH=f"{tests_dir}{os.pathsep}{tmp_path}")
+    base = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-rs", "test_probe.py"]
+    found = subprocess.run(base, capture_output=True, cwd=tmp_path, env=env, timeout=300)
+    out = found.stdout.decode()
+    assert found.returncode == 0 and "1 passed, 1 skipped" in out, out
+    assert "rg (from" not in out  # found in the environment, though not on PATH (sed and zstd are not, here)
+    missing = subprocess.run([*base, "-p", "absent_oracle"], capture_output=True, cwd=tmp_path, env=env, timeout=300)
+    lines = missing.stdout.decode().splitlines()
+    header = [line for line in lines if line.startswith("missing oracles, the tests that use them are skipped: ")]
+    assert len(header) == 1 and "blobpad-absent-oracle (from nowhere)" in header[0], lines
+    summary = [line for line in lines if line.startswith("1 tests skipped; missing oracles: ")]
+    assert len(summary) == 1 and "blobpad-absent-oracle (from nowhere)" in summary[0], lines
+
+
 def _demo_observation(out: str) -> dict[str, Any]:
     start = out.index("\n{\n") + 1
     end = out.index("\n}\n", start) + 2
