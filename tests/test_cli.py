@@ -769,6 +769,29 @@ def test_oracles_are_found_in_the_environment_and_a_missing_one_is_said_once(tmp
     assert len(summary) == 1 and "blobpad-absent-oracle (from nowhere)" in summary[0], lines
 
 
+def test_readme_says_what_a_fresh_machine_needs_and_where_the_store_lives(tmp_path):
+    root = pathlib.Path(__file__).resolve().parent.parent
+    readme = " ".join((root / "README.md").read_text().split())
+    assert "`python3-venv`" in readme and "apt-get install zstd" in readme  # what only Debian provides
+    ci = (root / ".ci" / "run").read_text()
+    assert "python3-venv" in ci and "zstd" in ci and 'pip install -e ".[test]" && pytest' in ci
+    assert 'pip install -e ".[test]" && pytest' in readme  # .ci/run runs the README's command
+    assert "`$BLOBPAD_DIR`" in readme and "~/.local/share/blobpad" in readme
+    assert "mode 0700" in readme and "mode 0600" in readme
+    # and what it says is what happens: the default store, its directory and files private whatever the umask
+    home = tmp_path / "data"
+    proc = subprocess.run([sys.executable, "-c", "import os, sys; os.umask(0o022); from blobpad.cli import main; "
+                           "sys.exit(main(['put', '-']))"], input=b"x\n", capture_output=True,
+                          env=_env(BLOBPAD_DIR=str(home)), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert stat_mode(home) == 0o700
+    assert {f.name: stat_mode(f) for f in home.iterdir()} == {"data.mdb": 0o600, "lock.mdb": 0o600, "blobpad.lock": 0o600}
+
+
+def stat_mode(path: pathlib.Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
 def _demo_observation(out: str) -> dict[str, Any]:
     start = out.index("\n{\n") + 1
     end = out.index("\n}\n", start) + 2
