@@ -129,6 +129,11 @@ HINT_MAP_CEILING_FULL = Hint(
     "open it with a larger max_map_size, then delete entries",
     "open it from Python with a larger max_map_size (blobpad.open(path, max_map_size=...)), then delete entries",
 )
+#: A notepad text too large for a notepad.
+HINT_NOTEPAD_SIZE = Hint(
+    "keep working notes short and store large data as entries with put()",
+    "keep working notes short and store large data as entries with 'blobpad put'",
+)
 #: compact() while another process has the store open.
 HINT_COMPACT_ALONE = Hint(
     "close the other processes (agents, MCP servers) and call compact() again",

@@ -123,7 +123,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backend import ReadTxn, WriteTxn
-from .errors import HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_str
+from .errors import HINT_NOTEPAD_SIZE, HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_str
 from .store import _GC_HOOKS, _SESSION_HOOKS, _VERIFY_HOOKS
 
 if TYPE_CHECKING:
@@ -634,7 +634,7 @@ def _check_text(label: str, value: object) -> bytes:
     if len(raw) > MAX_CONTENT_BYTES:
         raise InvalidArgument(
             f"{label} is {len(raw)} bytes; a notepad accepts at most {MAX_CONTENT_BYTES} bytes (1 MiB) per call "
-            "and per space: keep working notes short and store large data as entries with put()"
+            "and per space", hint=HINT_NOTEPAD_SIZE,
         )
     return raw
 

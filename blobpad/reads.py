@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import re2
 
-from .errors import HINT_FIXED, CorruptData, InvalidArgument, NotFound
+from .errors import HINT_FIXED, HINT_VERIFY, CorruptData, InvalidArgument, NotFound
 
 _Bytes = bytes | bytearray
 _T = TypeVar("_T")
@@ -578,7 +578,7 @@ class _View:
         """The compressed chunk i, read in this view's transaction."""
         frame = self.txn.get("chunks", self.m.keys[i])
         if frame is None:
-            raise CorruptData(f"chunk {self.m.keys[i].hex()} is missing; run verify() to find the damaged entries")
+            raise CorruptData(f"chunk {self.m.keys[i].hex()} is missing", hint=HINT_VERIFY)
         return frame
 
     def cached(self, i: int) -> bytes | None:

@@ -551,6 +551,24 @@ def test_errors_are_one_line_with_the_right_exit_code(loaded, tmp_path):
     assert_error(bp("ls", db=afile), 2)
 
 
+def test_every_hint_has_command_line_words():
+    import blobpad.errors as errors
+
+    hints = {name: value for name, value in vars(errors).items() if isinstance(value, errors.Hint)}
+    assert len(hints) >= 8
+    for name, hint in hints.items():
+        assert hint.cli != hint.library, name
+        assert not re.search(r"\w\(\)|fixed=True|ttl=None", hint.cli), (name, hint.cli)  # no library call to type
+        err = errors.NotFound("what went wrong", hint=hint)
+        assert str(err) == f"what went wrong; {hint.library}" and err.render("cli") == f"what went wrong; {hint.cli}"
+
+
+def test_a_notepad_too_large_is_refused_in_the_cli_words(tmp_path):
+    proc = bp("notes", "--session", "s", "set", "-", db=tmp_path / "db", input=b"x" * (1 << 20 | 1))
+    message = assert_error(proc, 2, "1 MiB", "'blobpad put'")
+    assert "put()" not in message
+
+
 def test_compact_refuses_while_another_process_has_the_store(tmp_path):
     db = tmp_path / "db"
     ok(bp("put", "-", db=db, input=b"x\n"))
