@@ -242,7 +242,8 @@ class Toolbox:
             ``toolbox.turn`` when the runtime moves to the next turn.
         profile: a name from :data:`PROFILES` (default ``"blobpad"``), or several joined
             with ``+`` (``"blobpad+seed002"``: offloaded reads and a notepad); the first
-            one decides the default scope.
+            one decides the default scope.  A session has one notepad: combined with
+            seed001 or seed004, seed002's ``read_notepad`` shows all of it (:meth:`notepad_view`).
         scope: ``"turn"`` (only the current turn's entries) or ``"session"`` (all of
             the session's); default: the profile's (turn for blobpad and seed000,
             session for the others).
