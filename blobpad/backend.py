@@ -729,7 +729,13 @@ class LmdbBackend:
                 f"{self.path} is not an LMDB store ({exc}); point blobpad at an empty or blobpad directory"
             ) from exc
         except lmdb.Error as exc:
-            raise translate(exc, self.path) from None
+            error = translate(exc, self.path)
+            if type(error) is BlobpadError:  # not space, permission or readers: the file's header is damaged
+                error = CorruptData(
+                    f"the store file {data} cannot be opened: its header is damaged or it is not a blobpad store ({exc})",
+                    hint=HINT_VERIFY,
+                )
+            raise error from None
         try:
             self._check_file_size(env, data)
         except BaseException:
@@ -785,6 +791,11 @@ class LmdbBackend:
         size, needed = short()
         if size >= needed:
             return
+        if (env.info()["last_pgno"] + 1) * psize > max(4 * size, 1 << 30):
+            raise CorruptData(
+                f"{data} holds {size} bytes but its header claims {(env.info()['last_pgno'] + 1) * psize}: "
+                "the header is damaged", hint=HINT_VERIFY,
+            )
         try:
             with env.begin(write=True):  # LMDB's writer lock: nobody else extends the file now
                 size, needed = short()
