@@ -314,6 +314,10 @@ def _shown_key(space: str, key: bytes) -> str:
     return key[:48].hex() + ("..." if len(key) > 48 else "")
 
 
+class _EngineFailure(BlobpadError):
+    """An LMDB error none of the known kinds explains (at open: a damaged header)."""
+
+
 def translate(exc: lmdb.Error, path: str) -> BlobpadError:
     """The blobpad error that says what an LMDB error means for the store at ``path``."""
     if isinstance(
@@ -322,7 +326,7 @@ def translate(exc: lmdb.Error, path: str) -> BlobpadError:
          lmdb.BadTxnError, lmdb.PageFullError, lmdb.IncompatibleError),
     ):
         return CorruptData(f"the store file {path}/data.mdb is damaged: {exc}", hint=HINT_VERIFY)
-    if isinstance(exc, lmdb.ReadersFullError):
+    if isinstance(exc, lmdb.ReadersFullError) or "MDB_READERS_FULL" in str(exc):
         return BlobpadError(
             f"too many concurrent readers of the store at {path} (every reader slot is taken); "
             "retry when fewer reads run at once, or open the store with a larger max_readers"
@@ -334,7 +338,7 @@ def translate(exc: lmdb.Error, path: str) -> BlobpadError:
     code = getattr(exc, "errno", None)
     if code in (errno.EACCES, errno.EPERM, errno.EROFS) or "Permission denied" in str(exc):
         return BlobpadError(f"permission denied on the store at {path}: {exc}; open a store you own, or fix its permissions")
-    return BlobpadError(f"the storage engine failed on the store at {path}: {exc}")
+    return _EngineFailure(f"the storage engine failed on the store at {path}: {exc}")
 
 
 class _LmdbTxn:
@@ -691,9 +695,9 @@ class LmdbBackend:
         a full disk, touching a slot on a page that has no block yet kills the process
         with SIGBUS.  Allocating the whole file first (``posix_fallocate``, which never
         changes bytes already there, so other processes' slots are safe) turns a full
-        disk into StoreFull here instead.  The size covers LMDB's reader table for
-        ``max_readers`` (64 bytes a slot plus its header); LMDB adopts a larger file as
-        it is.  File systems without fallocate are left as they are.
+        disk into StoreFull here instead.  The size is LMDB's own for ``max_readers``
+        (a 192-byte header holding the first slot, then 64 bytes a slot), so LMDB
+        keeps it as it is.  File systems without fallocate are left as they are.
         """
         lock = os.path.join(self.path, "lock.mdb")
         try:
@@ -701,7 +705,7 @@ class LmdbBackend:
         except OSError as exc:
             raise _os_error(exc, self.path, f"cannot open {lock}") from None
         try:
-            want = max(os.fstat(fd).st_size, self._options["max_readers"] * 64 + 256)
+            want = max(os.fstat(fd).st_size, (self._options["max_readers"] - 1) * 64 + 192)  # LMDB's own size
             os.posix_fallocate(fd, 0, want)
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
@@ -730,7 +734,12 @@ class LmdbBackend:
             ) from exc
         except lmdb.Error as exc:
             error = translate(exc, self.path)
-            if type(error) is BlobpadError:  # not space, permission or readers: the file's header is damaged
+            if "already open in this process" in str(exc):
+                error = BlobpadError(
+                    f"the store at {self.path} is already open in this process through the lmdb module directly; "
+                    "close that environment first (blobpad shares one environment per store with every blobpad.open)"
+                )
+            elif isinstance(error, _EngineFailure):  # not space, permission or readers: the file's header is damaged
                 error = CorruptData(
                     f"the store file {data} cannot be opened: its header is damaged or it is not a blobpad store ({exc})",
                     hint=HINT_VERIFY,

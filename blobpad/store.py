@@ -410,11 +410,15 @@ class Store(ReadsMixin):
         self._manifests: OrderedDict[bytes, Manifest] = OrderedDict()
         self._manifest_lock = threading.Lock()
         _STORES.add(self)
-        settings = self._backend.write(lambda txn: self._init_settings(txn, chunk_params, max_bytes))
-        self._seed: int = settings["seed"]
-        self.chunk_params = ChunkParams(settings["min_size"], settings["avg_extra"], settings["max_size"])
-        self.max_bytes: int | None = settings.get("max_bytes") or None
-        self._recover()
+        try:
+            settings = self._backend.write(lambda txn: self._init_settings(txn, chunk_params, max_bytes))
+            self._seed: int = settings["seed"]
+            self.chunk_params = ChunkParams(settings["min_size"], settings["avg_extra"], settings["max_size"])
+            self.max_bytes: int | None = settings.get("max_bytes") or None
+            self._recover()
+        except BaseException:
+            self.close()  # a failed open holds nothing: the store can be repaired or opened again
+            raise
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -525,22 +529,33 @@ class Store(ReadsMixin):
     @staticmethod
     def _counters(txn: ReadTxn) -> dict[str, int]:
         """The store's counters; damaged ones are recounted from the records (and rewritten by the next write)."""
+        return Store._stored_counters(txn) or _recount(txn)
+
+    @staticmethod
+    def _stored_counters(txn: ReadTxn) -> dict[str, int] | None:
+        """The counters record, or None when it is damaged."""
         try:
             raw = txn.get("meta", b"counters")
         except CorruptData:
-            return _recount(txn)
+            return None
         if raw is None:
             return dict.fromkeys(_COUNTERS, 0) | {"unique_bytes": 0}
-        counters = json.loads(raw)
+        try:
+            counters = json.loads(raw)
+        except ValueError:
+            return None
         if not isinstance(counters, dict) or any(type(counters.get(k)) is not int for k in _COUNTERS):
-            return _recount(txn)
+            return None
         return counters
 
     @staticmethod
     def _bump(txn: WriteTxn, **deltas: int) -> None:
-        c = Store._counters(txn)
-        for k, v in deltas.items():
-            c[k] = c.get(k, 0) + v
+        c = Store._stored_counters(txn)
+        if c is None:  # damaged: recount; the records already hold this transaction's changes
+            c = _recount(txn)
+        else:
+            for k, v in deltas.items():
+                c[k] = c.get(k, 0) + v
         txn.put("meta", b"counters", json.dumps(c).encode())
 
     # -- put --------------------------------------------------------------------------

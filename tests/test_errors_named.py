@@ -1,0 +1,143 @@
+"""Only blobpad's own errors escape, each naming what happened (issue 12, item 5)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import lmdb
+import pytest
+
+import blobpad
+from blobpad import BlobpadError, CorruptData, StoreFull
+from blobpad.backend import seal
+
+
+def _put_raw(path, space: str, key: bytes, value: bytes) -> None:
+    env = lmdb.open(str(path), max_dbs=32)
+    try:
+        with env.begin(write=True) as txn:
+            txn.put(key, value, db=env.open_db(space.encode(), txn=txn, create=False))
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("value", [b"{not json", b'{"format": 2}', b"[]", b'{"format": 2, "seed": "x"}'])
+def test_damaged_settings_are_corrupt_data_at_open(tmp_path, value):
+    path = tmp_path / "s"
+    blobpad.open(path).close()
+    _put_raw(path, "meta", b"settings", value)  # not even sealed
+    with pytest.raises(CorruptData, match="settings"):
+        blobpad.open(path)
+    _put_raw(path, "meta", b"settings", seal("meta", b"settings", value))  # sealed, but the wrong shape
+    with pytest.raises(CorruptData, match="settings"):
+        blobpad.open(path)
+
+
+@pytest.mark.parametrize("value", [b"{not json", b"[1, 2]", b'{"entries": "x"}', b"\xff\xfe"])
+def test_damaged_counters_are_recounted(tmp_path, value):
+    for sealed in (False, True):
+        path = tmp_path / f"s{sealed}"
+        with blobpad.open(path) as s:
+            s.put("a" * 5000, ttl=None)
+            s.put("b" * 7000, ttl=None)
+            want = s.stats()
+        _put_raw(path, "meta", b"counters", seal("meta", b"counters", value) if sealed else value)
+        with blobpad.open(path) as s:
+            got = s.stats()
+            assert (got.entries, got.logical_bytes, got.chunks) == (want.entries, want.logical_bytes, want.chunks)
+            assert not s.verify().ok  # verify names the damaged record
+            s.put("c" * 100)  # writes go on, and rewrite sound counters
+            got = s.stats()
+            assert (got.entries, got.chunks, got.logical_bytes) == (want.entries + 1, want.chunks + 1, want.logical_bytes + 100)
+            assert s.verify().ok
+
+
+@pytest.mark.parametrize("clock", [lambda: math.nan, lambda: math.inf, lambda: -5.0, lambda: 1e300, lambda: "now", lambda: None])
+def test_a_broken_clock_is_a_clear_error(tmp_path, clock):
+    with pytest.raises(BlobpadError, match="clock"):
+        with blobpad.open(tmp_path / "s", clock=clock) as s:
+            s.put("x")
+
+
+def test_the_same_store_through_another_path_shares_one_environment(tmp_path):
+    real = tmp_path / "real"
+    with blobpad.open(real) as a:
+        eid = a.put("shared", ttl=None).id
+        os.symlink(real, tmp_path / "link")
+        other = tmp_path / "bind"
+        other.mkdir()
+        bound = subprocess.run(["mount", "--bind", str(real), str(other)], capture_output=True).returncode == 0
+        try:
+            paths = [tmp_path / "link", tmp_path / "." / "real"] + ([other] if bound else [])
+            for path in paths:
+                with blobpad.open(path) as b:
+                    assert b.get(eid) == "shared"
+                    b.put(f"from {path}", ttl=None)
+            assert len(a.entries()) == 1 + len(paths)
+        finally:
+            if bound:
+                subprocess.run(["umount", str(other)], check=False)
+
+
+def test_too_many_readers_is_a_clear_error(tmp_path):
+    path = tmp_path / "s"
+    with blobpad.open(path, max_readers=2) as s:
+        eid = s.put("x\n" * 10, ttl=None).id
+    holder = subprocess.Popen(  # another process holding every reader slot
+        [sys.executable, "-c", HOLD_READERS, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(BlobpadError, match="readers") as err:
+            with blobpad.open(path, max_readers=2) as s:
+                s.get(eid)
+        assert not isinstance(err.value, CorruptData)
+    finally:
+        holder.communicate("", timeout=30)
+
+
+HOLD_READERS = """
+import sys, lmdb
+env = lmdb.open(sys.argv[1], max_dbs=32, max_readers=2)
+held = [env.begin(), env.begin()]
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_compact_on_a_full_disk_is_store_full_and_leaves_no_copy(tmp_path):
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        with blobpad.open(mnt / "s") as s:
+            keep = s.put(os.urandom(1 << 20).hex()[: 1 << 20], ttl=None).id
+            with open(mnt / "filler", "wb") as fh:
+                try:
+                    while True:
+                        fh.write(b"\0" * 65536)
+                        fh.flush()
+                except OSError:
+                    pass
+            with pytest.raises(StoreFull):
+                s.compact()
+            assert not [n for n in os.listdir(mnt / "s") if n.startswith(".compact-")]
+            assert len(s.get(keep)) == 1 << 20
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_copies_left_by_a_killed_compact_are_removed_at_open(tmp_path):
+    path = tmp_path / "s"
+    blobpad.open(path).close()
+    for pid in (123456, 99):
+        stale = path / f".compact-{pid}"
+        stale.mkdir()
+        (stale / "data.mdb").write_bytes(b"\0" * 4096)
+    with blobpad.open(path) as s:
+        s.put("x")
+    assert not [n for n in os.listdir(path) if n.startswith(".compact-")]
