@@ -57,9 +57,8 @@ def test_damaged_counters_are_recounted(tmp_path, value):
 
 @pytest.mark.parametrize("clock", [lambda: math.nan, lambda: math.inf, lambda: -5.0, lambda: 1e300, lambda: "now", lambda: None])
 def test_a_broken_clock_is_a_clear_error(tmp_path, clock):
-    with pytest.raises(BlobpadError, match="clock"):
-        with blobpad.open(tmp_path / "s", clock=clock) as s:
-            s.put("x")
+    with pytest.raises(BlobpadError, match="clock"), blobpad.open(tmp_path / "s", clock=clock) as s:
+        s.put("x")
 
 
 def test_the_same_store_through_another_path_shares_one_environment(tmp_path):
@@ -91,9 +90,8 @@ def test_too_many_readers_is_a_clear_error(tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "holding"
-        with pytest.raises(BlobpadError, match="readers") as err:
-            with blobpad.open(path, max_readers=2) as s:
-                s.get(eid)
+        with pytest.raises(BlobpadError, match="readers") as err, blobpad.open(path, max_readers=2) as s:
+            s.get(eid)
         assert not isinstance(err.value, CorruptData)
     finally:
         holder.communicate("", timeout=30)
