@@ -257,15 +257,18 @@ class _Deadline:
             self.expired = True
             raise _TimedOut()
 
-    def timed(self, find: _Find, buf: _Bytes, pos: int, end: int) -> tuple[tuple[int, int], float]:
-        """``find`` over ``buf[pos:end]`` (the whole buffer as context), the window adapted
-        to how long it took; returns the first span and the seconds spent."""
+    def timed(self, find: _Find, buf: _Bytes, pos: int, end: int) -> tuple[int, int]:
+        """``find`` over ``buf[pos:end]`` (the whole buffer as context) if the budget is not
+        spent (else _TimedOut), the window adapted to how long it took; the first span."""
         t0 = time.monotonic()
+        if t0 >= self.end or self.expired:
+            self.expired = True
+            raise _TimedOut()
         span = find(_UNANCHORED, buf, pos, end)[0]
-        spent = time.monotonic() - t0
         scanned = (span[1] if span[0] >= 0 else end) - pos
-        self.pace(scanned, spent)
-        return span, spent
+        if scanned >= _MIN_WINDOW:  # shorter searches say little about the speed, and are cheap
+            self.pace(scanned, time.monotonic() - t0)
+        return span
 
     def pace(self, scanned: int, spent: float) -> None:
         if scanned < _MIN_WINDOW:
@@ -293,17 +296,15 @@ def _long_line(find: _Find, buf: _Bytes, start: int, end: int, dl: _Deadline, *,
     only if the windows took less than 1/_MARGIN of the time left, else _TimedOut.
     Returns ``(-1, -1)`` when the line does not match.
     """
-    probes = 0.0
+    t0 = time.monotonic()
     p = start
     while p < end:
-        dl.check()
         q = end if end - p <= dl.window else _char_start(buf, p + dl.window, p + 1)
-        span, spent = dl.timed(find, buf, p, q)
-        probes += spent
+        span = dl.timed(find, buf, p, q)
         if span[0] >= 0 and not exact:
             return span
         p = q
-    if dl.left() < _MARGIN * probes:
+    if dl.left() < _MARGIN * (time.monotonic() - t0):
         dl.expired = True
         raise _TimedOut()
     dl.check()
@@ -317,7 +318,6 @@ def _bounded_find(find: _Find, buf: _Bytes, pos: int, size: int, dl: _Deadline) 
     with ``pos``: the lines before it were searched."""
     try:
         while pos < size:
-            dl.check()
             w = dl.window
             if size - pos <= w:
                 wend = size
@@ -332,7 +332,7 @@ def _bounded_find(find: _Find, buf: _Bytes, pos: int, size: int, dl: _Deadline) 
                     pos = le + 1
                     continue
                 wend = nl  # whole lines; the context after them is their newline
-            span, _ = dl.timed(find, buf, pos, wend)
+            span = dl.timed(find, buf, pos, wend)
             if span[0] >= 0:
                 return span
             pos = wend + 1
@@ -1191,11 +1191,10 @@ def _line_spans(
         else:
             p = _next_char(buf, s, end)
         if dl is not None:
-            dl.check()
             if end - p > dl.window and dl.left() < _MARGIN * _SLICE * (end - p) / dl.window:
                 dl.expired = True
                 raise _TimedOut()
-            s, e = dl.timed(find, buf, p, end)[0]
+            s, e = dl.timed(find, buf, p, end)
         else:
             s, e = find(_UNANCHORED, buf, p, end)[0]
         if s < 0:
