@@ -597,16 +597,15 @@ class _View:
         return t
 
     def bytes_between(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end``; the chunks are not kept in this view (a 1 GB read
+        holds its pieces and the joined result, not a third copy in the view)."""
         m = self.m
         if start >= end or not len(m):
             return b""
         i = m.chunk_of(m.bytes_at, start)
-        parts = []
-        while i < len(m) and m.bytes_at[i] < end:
-            base = m.bytes_at[i]
-            parts.append(self.raw(i)[max(0, start - base) : end - base])
-            i += 1
-        return b"".join(parts)
+        if m.bytes_at[i + 1] >= end:  # within one chunk, kept for the reads that follow
+            return self.raw(i)[start - m.bytes_at[i] : end - m.bytes_at[i]]
+        return b"".join(self.pieces(start, end))
 
     def chars_between(self, start: int, end: int) -> str:
         m = self.m
