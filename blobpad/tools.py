@@ -1082,7 +1082,9 @@ def _blobpad_tools(tb: Toolbox) -> list[ToolSpec]:
             "count = number of lines matching pattern. "
             f"Each result is capped at about {cap} characters and lines longer than {tb.line_chars} characters are "
             "cut; whatever is cut is marked, with the exact arguments to read on (the result's 'next' field). "
-            "Binary entries are read in bytes and returned base64-encoded. "
+            + (f"A grep or count that takes over {tb.search_timeout:g} s (a pattern RE2 matches slowly) stops and "
+               "answers timed_out=true with what it found in the lines it searched. " if tb.search_timeout else "")
+            + "Binary entries are read in bytes and returned base64-encoded. "
             "Pass only the arguments of the chosen mode. "
             "Start with grep or head to find what you need instead of reading everything."
         ),
