@@ -406,11 +406,13 @@ class _LineCounter:
     """
 
     def __init__(self, pattern: str, *, ignore_case: bool, fixed: bool) -> None:
-        self._find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
+        single = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp
+        self._find = single.Match
         self.deadline: _Deadline | None = None
         raw = _encode_pattern(pattern)
         self._batch: _Find | None = None
-        if fixed or (b"\\Q" not in raw and b"\\C" not in raw):
+        too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
+        if not too_big and (fixed or (b"\\Q" not in raw and b"\\C" not in raw)):
             body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
             line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
             try:
