@@ -67,6 +67,7 @@ import errno
 import os
 import shutil
 import stat
+import struct
 import threading
 import warnings
 
@@ -314,6 +315,87 @@ def _shown_key(space: str, key: bytes) -> str:
     return key[:48].hex() + ("..." if len(key) > 48 else "")
 
 
+#: The longest value (checksum included) a record of each keyspace can have; a longer
+#: one is damage (its length field), refused before a byte of it is read.  Chunks and
+#: chunk lists follow the store's chunk sizes: LmdbBackend.limit_values sets them.
+VALUE_LIMITS: dict[str, int] = {
+    "meta": 1 << 20,
+    "entries": 1 << 20,
+    "manifests": 1 << 30,
+    "chunks": 1 << 30,
+    "refs": 64,
+    "by_seq": 64,
+    "by_scope": 64,
+    "expiry": 64,
+    "names": 64,
+    "digests": 64,
+    "pending": 1 << 28,
+    "notes": 4 << 20,
+}
+#: LMDB's longest key
+MAX_KEY = 511
+
+
+def _copy_key(space: str, view: Any) -> bytes:
+    if len(view) > MAX_KEY:
+        raise CorruptData(f"a {_SPACE_WORDS.get(space, space)} key claims {len(view)} bytes: the store file is damaged",
+                          hint=HINT_VERIFY)
+    return bytes(view)
+
+
+def _copy_value(space: str, key: bytes, view: Any, limit: int) -> bytes:
+    if len(view) > min(limit, VALUE_LIMITS[space]):
+        raise CorruptData(
+            f"the {_SPACE_WORDS.get(space, space)} record {_shown_key(space, key)} claims {len(view)} bytes: "
+            "the store file is damaged", hint=HINT_VERIFY,
+        )
+    return bytes(view)
+
+
+_META = struct.Struct("<QHHHHIIQQ")  # a meta page: pgno, pad, flags, lower, upper, magic, version, address, mapsize
+_DB = struct.Struct("<IHHQQQQQ")  # a tree's record: pad (page size for the free tree), flags, depth, counts, root
+_P_META, _MDB_MAGIC, _INTEGERKEY, _NO_PAGE = 0x08, 0xBEEFC0DE, 0x08, (1 << 64) - 1
+
+
+def _check_header(data: str) -> None:
+    """Check the two meta pages of ``data.mdb`` before LMDB reads them.
+
+    LMDB trusts its meta pages: a damaged flag there fails one of its assertions
+    (the process aborts), a damaged transaction id makes it take the older meta and
+    so an older state of the store.  The pages LMDB writes in turn hold
+    consecutive transaction ids, their own page numbers, its magic and version, the
+    page size and the flags of the two built-in trees; anything else is damage.
+    """
+    try:
+        with open(data, "rb") as fh:
+            head = fh.read(2 * 65536)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _os_error(exc, os.path.dirname(data), f"cannot read {data}") from None
+    if len(head) < 2 * 4096:
+        return  # empty or foreign: LMDB's own open says so
+    psize = _DB.unpack_from(head, 40)[0]
+    damaged = not (512 <= psize <= 65536 and psize & (psize - 1) == 0 and len(head) >= 2 * psize)
+    txnids = []
+    for page in range(2):
+        if damaged:
+            break
+        at = page * psize
+        pgno, _pad, flags, _lower, _upper, magic, version, _addr, mapsize = _META.unpack_from(head, at)
+        free = _DB.unpack_from(head, at + 40)
+        main = _DB.unpack_from(head, at + 40 + _DB.size)
+        last_pg, txnid = struct.unpack_from("<QQ", head, at + 40 + 2 * _DB.size)
+        damaged = not (
+            pgno == page and flags == _P_META and magic == _MDB_MAGIC and version == 1 and free[0] == psize
+            and free[1] == _INTEGERKEY and main[1] == 0 and free[2] <= 32 and main[2] <= 32
+            and all(db[7] == _NO_PAGE or 2 <= db[7] <= last_pg for db in (free, main)) and mapsize >= psize
+        )
+        txnids.append(txnid)
+    if damaged or (abs(txnids[0] - txnids[1]) != 1 and txnids != [0, 0]):  # [0, 0]: created, never written
+        raise CorruptData(f"the header (meta pages) of {data} is damaged", hint=HINT_VERIFY)
+
+
 class _EngineFailure(BlobpadError):
     """An LMDB error none of the known kinds explains (at open: a damaged header)."""
 
@@ -348,16 +430,18 @@ class _LmdbTxn:
     :func:`seal`); every LMDB error is translated into a blobpad error here.
     """
 
-    __slots__ = ("_txn", "_dbs", "_path")
+    __slots__ = ("_txn", "_dbs", "_path", "_limit")
 
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, lmdb._Database], path: str) -> None:
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, lmdb._Database], path: str, limit: int) -> None:
         self._txn = txn
         self._dbs = dbs
         self._path = path
+        self._limit = limit  # no value can be longer than the pages in use (see LmdbBackend.read)
 
     def get(self, space: str, key: bytes) -> bytes | None:
         try:
-            stored = self._txn.get(key, db=self._dbs[space])
+            view = self._txn.get(key, db=self._dbs[space])
+            stored = None if view is None else _copy_value(space, key, view, self._limit)
         except lmdb.Error as exc:
             raise translate(exc, self._path) from None
         return None if stored is None else unseal(space, key, stored)
@@ -372,7 +456,8 @@ class _LmdbTxn:
     def get_unchecked(self, space: str, key: bytes) -> bytes | None:
         """The stored bytes under ``key`` as they are, checksum included (format detection only)."""
         try:
-            return self._txn.get(key, db=self._dbs[space])
+            view = self._txn.get(key, db=self._dbs[space])
+            return None if view is None else _copy_value(space, key, view, self._limit)
         except lmdb.Error as exc:
             raise translate(exc, self._path) from None
 
@@ -404,14 +489,17 @@ class _LmdbTxn:
             raise translate(exc, self._path) from None
 
     def _raw_scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        # Views into the map (buffers=True) are copied only after their lengths are
+        # checked (_copy_key, _copy_value), and before the caller can write.
         with self._txn.cursor(self._dbs[space]) as cur:
             if not reverse:
-                if not cur.set_range(start):
-                    return
-                for key, value in cur:
+                found = cur.set_range(start)
+                while found:
+                    key = _copy_key(space, cur.key())
                     if stop is not None and key >= stop:
                         return
-                    yield key, value
+                    yield key, _copy_value(space, key, cur.value(), self._limit)
+                    found = cur.next()
             else:
                 if stop is None:
                     found = cur.last()
@@ -419,10 +507,10 @@ class _LmdbTxn:
                     found = cur.set_range(stop)
                     found = cur.prev() if found else cur.last()
                 while found:
-                    key = cur.key()
+                    key = _copy_key(space, cur.key())
                     if key < start:
                         return
-                    yield key, cur.value()
+                    yield key, _copy_value(space, key, cur.value(), self._limit)
                     found = cur.prev()
 
     def put(self, space: str, key: bytes, value: bytes) -> None:
@@ -649,6 +737,7 @@ class LmdbBackend:
         self._lockfile: int | None = None
         self._registry_key: tuple[int, int] | None = None  # set by acquire_lmdb
         self._file_behind = False  # the map grew since data.mdb was last extended to it
+        self._psize = 4096  # LMDB's page size, read at open
         self._open()
 
     # -- environment lifecycle ------------------------------------------------------
@@ -664,6 +753,7 @@ class LmdbBackend:
         self._hold_open_lock()
         try:
             self._remove_stale_copies()
+            _check_header(data)
             self._back_lock_file()
             self._open_env(data)
             make_private(self.path)  # the files LMDB just created (the umask applies), or an older store's
@@ -755,8 +845,12 @@ class LmdbBackend:
             self._env = env
             self._pid = os.getpid()
             self._dbs = {}
+            self._psize = env.stat()["psize"]
             for name in SPACES:
                 self._dbs[name] = self._retry_resized(env, lambda n=name: env.open_db(n.encode(), create=True))
+            with env.begin() as txn:  # a damaged tree record could make LMDB treat a keyspace as another kind
+                if any(any(db.flags(txn).values()) for db in self._dbs.values()):
+                    raise CorruptData(f"the keyspace records of {data} are damaged", hint=HINT_VERIFY)
             self._check_file_size(env, data, whole_map=True)
         except lmdb.Error as exc:
             env.close()
@@ -932,7 +1026,7 @@ class LmdbBackend:
         try:
             for _attempt in range(8):
                 try:
-                    txn = env.begin(buffers=False)
+                    txn = env.begin(buffers=True)
                     break
                 except lmdb.MapResizedError:
                     self._lock.release_shared()
@@ -941,7 +1035,7 @@ class LmdbBackend:
                     finally:
                         self._lock.acquire_shared()
             else:  # pragma: no cover - another process resizing in a tight loop
-                txn = env.begin(buffers=False)
+                txn = env.begin(buffers=True)
         except lmdb.Error as exc:
             self._lock.release_shared()
             raise translate(exc, self.path) from None
@@ -950,7 +1044,8 @@ class LmdbBackend:
             raise
         try:
             try:
-                yield _LmdbTxn(txn, self._dbs, self.path)
+                info = env.info()  # a value lies inside the pages in use: a longer length is damage
+                yield _LmdbTxn(txn, self._dbs, self.path, (info["last_pgno"] + 1) * self._psize)
             except lmdb.Error as exc:
                 raise translate(exc, self.path) from None
             finally:
@@ -970,12 +1065,15 @@ class LmdbBackend:
             while True:
                 self._lock.acquire_shared()
                 seen = -1
+                committed = False
                 try:
                     seen = env.info()["map_size"]
-                    with env.begin(write=True) as txn:
+                    with env.begin(write=True, buffers=True) as txn:
                         if self._file_behind:  # the map grew: back it with the file (see _check_file_size)
                             self._extend_file(txn)
-                        return fn(_LmdbTxn(txn, self._dbs, self.path))
+                        result = fn(_LmdbTxn(txn, self._dbs, self.path, seen))  # values written now: up to the map
+                    committed = True
+                    short_of_slack = self._short_of_slack(env)
                 except lmdb.MapFullError:
                     pass
                 except lmdb.MapResizedError:
@@ -984,6 +1082,11 @@ class LmdbBackend:
                     raise translate(exc, self.path) from None
                 finally:
                     self._lock.release_shared()
+                if committed:
+                    if short_of_slack:
+                        with contextlib.suppress(StoreFull):
+                            self._grow(seen)
+                    return result
                 if seen < 0:
                     self._adopt_size()
                 else:
@@ -991,6 +1094,18 @@ class LmdbBackend:
         finally:
             if past_ceiling:
                 self._back_to_ceiling()
+
+    def _short_of_slack(self, env: lmdb.Environment) -> bool:
+        """Whether the data fills over half the map (called holding the shared side).
+
+        The file is backed up to the end of the map, so a read that damage sends
+        past the data (a node offset up to 64 KiB off its page, a length field up to
+        the keyspace's limit) reads zero pages instead of leaving the map; growing
+        the map (up to ``max_map_size``) once the data fills half of it keeps as much
+        map free as there is data, so such reads stay inside it.
+        """
+        info = env.info()
+        return (info["last_pgno"] + 1) * self._psize * 2 > info["map_size"] and info["map_size"] < self.max_map_size
 
     # -- maintenance ----------------------------------------------------------------
 
