@@ -12,7 +12,7 @@ is ``Store.lines``, ``grep`` is ``Store.grep``/``Store.count``, ``ls`` is
   error's advice in the command line's words (:meth:`blobpad.BlobpadError.render`);
 * sizes are shown in binary units (KiB, MiB, GiB: 1 MiB is 1,048,576 bytes) and given
   in bytes in JSON (``size_bytes``, the same name in ``put``, ``stat`` and ``ls --json``);
-* exit codes: 0 success, 1 not found / no match / ``verify`` found damage,
+* exit codes: 0 success, 1 not found / no match / ``verify`` or ``gc`` found damage,
   2 usage errors, bad input and every other failure, 3 ``grep`` ran out of its
   ``--timeout`` (5 s by default; what it printed covers the lines it searched, and
   stderr says which), 130 on Ctrl-C;
@@ -605,7 +605,11 @@ def _cmd_rm(args: argparse.Namespace) -> int:
 
 def _cmd_gc(args: argparse.Namespace) -> int:
     with _open(args) as store:
-        _print_json(store.gc().to_dict())
+        report = store.gc()
+    _print_json(report.to_dict())
+    if report.problems:
+        _fail("gc met damage it could not repair; run 'blobpad verify' and delete the entries it names")
+        return NOT_FOUND
     return OK
 
 

@@ -134,9 +134,12 @@ class GcReport:
     bytes: int
     aborted_puts: int = 0
     notepads: int = 0
+    #: damage gc() met and could not repair (empty when the store is sound): run
+    #: verify() for the whole picture and delete the entries it names
+    problems: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if k == "problems" else v for k, v in ((k, getattr(self, k)) for k in self.__dataclass_fields__)}
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,16 @@ def _recount(txn: ReadTxn) -> dict[str, int]:
         break
     return {"entries": entries, "chunks": chunks, "logical_bytes": logical, "stored_bytes": stored, "seq": seq,
             "unique_bytes": unique}
+
+
+def _get_or_damaged(txn: ReadTxn, space: str, key: bytes) -> tuple[bool, bytes | None]:
+    """(whether a record is stored under ``key``, its value or None when damaged): for
+    the paths that must go on past damage (delete, gc, repair)."""
+    try:
+        value = txn.get(space, key)
+    except CorruptData:
+        return True, None
+    return value is not None, value
 
 
 def _check_turn(turn: object) -> None:
@@ -920,10 +933,10 @@ class Store(ReadsMixin):
         raw_id = parse_id(entry_id)
 
         def txn_fn(txn: WriteTxn) -> bool:
-            raw = txn.get("entries", raw_id)
-            if raw is None:
+            present, raw = _get_or_damaged(txn, "entries", raw_id)
+            if not present:
                 return False
-            e = _decode_entry(raw)  # None when damaged: deleting it is what CorruptData advises
+            e = _decode_entry(raw) if raw is not None else None  # None when damaged: deleting it is the advice
             if e is not None and e.expires_at is not None and e.expires_at <= self.now():
                 self._delete_in(txn, raw_id)
                 return False
@@ -955,11 +968,11 @@ class Store(ReadsMixin):
         found by scanning the indexes, and the chunks of a chunk list that is missing
         or does not decode are left for the next gc() to recount (``_repair_refs``).
         """
-        raw = txn.get("entries", raw_id)
-        if raw is None:
+        present, raw = _get_or_damaged(txn, "entries", raw_id)
+        if not present:
             return 0, 0
-        e = _decode_entry(raw)
-        blob = txn.get("manifests", raw_id)
+        e = _decode_entry(raw) if raw is not None else None
+        blob = _get_or_damaged(txn, "manifests", raw_id)[1]
         keys: list[bytes] | None = None
         size = 0
         if blob is not None:
@@ -979,7 +992,7 @@ class Store(ReadsMixin):
                 txn.delete("by_scope", scope_key(e.session, e.turn) + seq_key(e.seq))
             txn.delete("expiry", expiry_key(_expiry_us(e.expires_at), raw_id))
             txn.delete("digests", _digest_key(e.size_bytes, e.sha256, raw_id))
-            if e.name is not None and txn.get("names", name_key(e.session, e.name)) == raw_id:
+            if e.name is not None and _get_or_damaged(txn, "names", name_key(e.session, e.name)) == (True, raw_id):
                 txn.delete("names", name_key(e.session, e.name))
         txn.delete("manifests", raw_id)
         freed = (0, 0)
@@ -995,7 +1008,7 @@ class Store(ReadsMixin):
     def _release(self, txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
         chunks = stored = unique = 0
         for key in keys:
-            rec = txn.get("refs", key)
+            rec = _get_or_damaged(txn, "refs", key)[1]
             ref = None if rec is None else _unpack_ref(rec)
             if ref is None:  # missing or damaged: gc() recounts the references
                 txn.put("meta", _REPAIR, b"1")
@@ -1020,39 +1033,50 @@ class Store(ReadsMixin):
         now = self.now()
         now_us = _expiry_us(now)
         total_entries = total_chunks = total_bytes = 0
+        problems: list[str] = []
         while True:  # in bounded transactions, so a big gc never holds the writer for long
 
-            def txn_fn(txn: WriteTxn) -> tuple[int, int, int]:
+            def txn_fn(txn: WriteTxn) -> tuple[int, int, int, list[str]]:
                 n = chunks = freed = 0
-                for key, _ in txn.scan("expiry", b"", expiry_key(now_us + 1, b"")):
-                    raw = txn.get("entries", key[8:])
+                damaged_keys: list[bytes] = []
+                for key, _ in txn.scan("expiry", b"", expiry_key(now_us + 1, b""), on_damage=damaged_keys.append):
+                    raw = _get_or_damaged(txn, "entries", key[8:])[1]
                     e = _decode_entry(raw) if raw is not None else None
                     if e is not None and e.expires_at is not None and e.expires_at > now:
                         continue  # expires later within this microsecond: reads still see it
                     c, b = self._delete_in(txn, key[8:])
-                    if not c and not b and txn.get("entries", key[8:]) is None:
+                    if not c and not b and not _get_or_damaged(txn, "entries", key[8:])[0]:
                         txn.delete("expiry", key)
                     n += 1
                     chunks += c
                     freed += b
                     if n >= 500:
                         break
-                return n, chunks, freed
+                for key in damaged_keys:  # an index record that names nothing it can be trusted for
+                    txn.delete("expiry", key)
+                return n, chunks, freed, [f"removed a damaged expiry index record {k.hex()}" for k in damaged_keys]
 
-            n, c, b = self._backend.write(txn_fn, frees=True)
+            n, c, b, found = self._backend.write(txn_fn, frees=True)
+            problems.extend(found)
             total_entries += n
             total_chunks += c
             total_bytes += b
             if n < 500:
                 break
         with self._backend.read() as txn:
-            repair = txn.get("meta", _REPAIR) is not None
+            repair = _get_or_damaged(txn, "meta", _REPAIR)[0]
         if repair:
             c, b = self._backend.write(self._repair_refs, frees=True)
             total_chunks += c
             total_bytes += b
+            with self._backend.read() as txn:
+                if _get_or_damaged(txn, "meta", _REPAIR)[0]:
+                    problems.append(
+                        "chunk references cannot be recounted while a damaged chunk list or entry remains; "
+                        "delete the entries verify() names, then run gc() again"
+                    )
         notepads = sum(hook(self) for hook in _GC_HOOKS)
-        return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads)
+        return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads, tuple(problems))
 
     def _repair_refs(self, txn: WriteTxn) -> tuple[int, int]:
         """Recount the references of every chunk, when the store is flagged for it.
@@ -1076,11 +1100,11 @@ class Store(ReadsMixin):
         fixes: list[tuple[bytes, bytes | None]] = []
         chunks = stored = unique = freed_chunks = freed_bytes = 0
         recorded = set()
-        for key, rec in txn.scan("refs"):
+        for key, rec in txn.scan("refs", on_damage=lambda k: None):  # a damaged one: rebuilt below, as a missing one
             recorded.add(key)
             want = expected.get(key, 0)
             ref = _unpack_ref(rec)
-            frame = txn.get("chunks", key) if ref is None else None
+            frame = _get_or_damaged(txn, "chunks", key)[1] if ref is None else None
             if ref is None and frame is not None:  # damaged: rebuilt from the frame and the chunk lists
                 ref = (0, len(frame), raw_len.get(key, _content_size(frame)))
             if not want or ref is None:
@@ -1094,7 +1118,7 @@ class Store(ReadsMixin):
             unique += rlen
             if want != count:  # a rebuilt record (count 0) is always rewritten
                 fixes.append((key, _REF.pack(want, slen, rlen)))
-        for key, frame in txn.scan("chunks"):  # chunks whose record is missing
+        for key, frame in txn.scan("chunks", on_damage=lambda k: None):  # chunks whose record is missing
             if key in recorded:
                 continue
             if key in expected:
@@ -1114,7 +1138,7 @@ class Store(ReadsMixin):
             else:
                 txn.put("refs", key, new)
         entries = logical = 0
-        for raw_id, raw in txn.scan("entries"):
+        for raw_id, raw in txn.scan("entries", on_damage=lambda k: None):
             entries += 1
             e = _decode_entry(raw)
             logical += e.size_bytes if e is not None else sizes.get(raw_id, 0)
@@ -1721,13 +1745,16 @@ def _census(txn: ReadTxn) -> tuple[dict[bytes, int], dict[bytes, int], dict[byte
     expected: dict[bytes, int] = {}
     raw_len: dict[bytes, int] = {}
     sizes: dict[bytes, int] = {}
-    for raw_id, blob in txn.scan("manifests"):
+    damaged: list[bytes] = []
+    for raw_id, blob in txn.scan("manifests", on_damage=damaged.append):
         try:
             m = Manifest.unpack(blob)
         except ValueError:
             return None
         sizes[raw_id] = m.bytes_at[-1]
         _count_keys(m, expected, raw_len)
+    if damaged:
+        return None
     _count_pending(txn, expected)
     return expected, raw_len, sizes
 
@@ -1767,10 +1794,13 @@ def _decode_entry(raw: bytes) -> Entry | None:
 def _purge_index(txn: WriteTxn, raw_id: bytes) -> None:
     """Remove every index key of ``raw_id`` by scanning (its record is damaged: its keys are unknown)."""
     doomed: list[tuple[str, bytes]] = []
-    for space in ("by_seq", "by_scope", "names"):
-        doomed.extend((space, key) for key, value in txn.scan(space) if value == raw_id)
-    doomed.extend(("expiry", key) for key, _ in txn.scan("expiry") if key[8:] == raw_id)
-    doomed.extend(("digests", key) for key, _ in txn.scan("digests") if key[40:] == raw_id)
+    for space in ("by_seq", "by_scope", "names"):  # a damaged index record names nothing: it goes too
+        doomed.extend((space, key) for key, value in txn.scan(space, on_damage=lambda k, sp=space: doomed.append((sp, k)))
+                      if value == raw_id)
+    doomed.extend(("expiry", key) for key, _ in txn.scan("expiry", on_damage=lambda k: doomed.append(("expiry", k)))
+                  if key[8:] == raw_id)
+    doomed.extend(("digests", key) for key, _ in txn.scan("digests", on_damage=lambda k: doomed.append(("digests", k)))
+                  if key[40:] == raw_id)
     for space, key in doomed:
         txn.delete(space, key)
 

@@ -501,7 +501,7 @@ def test_expired_entries_are_not_found_and_gc_frees_them(store_factory):
     assert report.entries == 1 and report.chunks > 0
     assert [e.id for e in s.entries()] == [forever.id]
     t[0] = 9e9
-    assert s.gc().to_dict() == {"entries": 0, "chunks": 0, "bytes": 0, "aborted_puts": 0, "notepads": 0}
+    assert s.gc().to_dict() == {"entries": 0, "chunks": 0, "bytes": 0, "aborted_puts": 0, "notepads": 0, "problems": []}
     assert s.get(forever.id) == _log(6000, 3)
     assert s.verify().ok
 
