@@ -846,6 +846,7 @@ class LmdbBackend:
             self._pid = os.getpid()
             self._dbs = {}
             self._psize = env.stat()["psize"]
+            self._check_keyspaces(env, data)
             for name in SPACES:
                 self._dbs[name] = self._retry_resized(env, lambda n=name: env.open_db(n.encode(), create=True))
             with env.begin() as txn:  # a damaged tree record could make LMDB treat a keyspace as another kind
@@ -860,6 +861,24 @@ class LmdbBackend:
             env.close()
             self._env = None
             raise
+
+    @staticmethod
+    def _check_keyspaces(env: lmdb.Environment, data: str) -> None:
+        """A store holds all of blobpad's keyspaces or none (a new store): never some.
+
+        LMDB finds a keyspace by its name in the main tree; a damaged name or page
+        hides it, and opening it would quietly create an empty one (an empty notepad,
+        lost entries, a fresh seed).  So the names are checked first.
+        """
+        with env.begin() as txn:
+            names = {bytes(key) for key, _ in txn.cursor()}
+        expected = {name.encode() for name in SPACES}
+        if names and names != expected:
+            missing = sorted(n.decode() for n in expected - names)
+            raise CorruptData(
+                f"the keyspace table of {data} is damaged (missing: {', '.join(missing) or 'none'}; "
+                f"{len(names - expected)} unknown)", hint=HINT_VERIFY,
+            )
 
     @staticmethod
     def _check_file_size(env: lmdb.Environment, data: str, *, whole_map: bool = False) -> None:

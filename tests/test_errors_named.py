@@ -181,3 +181,19 @@ def test_damaged_records_are_named_deletable_and_gc_says_what_it_cannot_repair(t
         s.delete(b)
         assert not s.gc().problems
         assert s.verify().ok and [e.id for e in s.entries()] == [c]
+
+
+@pytest.mark.parametrize("space", ["notes", "entries", "meta", "refs"])
+def test_a_keyspace_lost_from_the_table_is_corrupt_data_not_an_empty_one(tmp_path, space):
+    """Found by the byte-flip sweep: a damaged keyspace name made LMDB create an empty keyspace
+    in its place (the notepad read "" and verify() was ok)."""
+    path = tmp_path / "s"
+    with blobpad.open(path) as s:
+        s.put("x" * 1000, ttl=None)
+        s.notepad("a").write("plan")
+    env = lmdb.open(str(path), max_dbs=32)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(space.encode(), txn=txn, create=False), delete=True)
+    env.close()
+    with pytest.raises(CorruptData, match=space):
+        blobpad.open(path)
