@@ -316,29 +316,36 @@ def _bounded_find(find: _Find, buf: _Bytes, pos: int, size: int, dl: _Deadline) 
     that each search whole lines of about one window, checking the deadline between
     them; a line longer than the window goes to :func:`_long_line`.  Raises _TimedOut
     with ``pos``: the lines before it were searched."""
+    start = pos
     try:
-        while pos < size:
-            w = dl.window
-            if size - pos <= w:
-                wend = size
-            else:
-                nl = buf.rfind(b"\n", pos, pos + w)
-                if nl < 0:  # the line at pos is longer than the window
-                    le = buf.find(b"\n", pos + w, size)
-                    le = size if le < 0 else le
-                    span = _long_line(find, buf, pos, le, dl, exact=True)
-                    if span[0] >= 0:
-                        return span
-                    pos = le + 1
-                    continue
-                wend = nl  # whole lines; the context after them is their newline
-            span = dl.timed(find, buf, pos, wend)
+        for start, end, long in _line_runs(buf, pos, size, dl):
+            # whole lines end before their newline: the context after them is that newline
+            span = _long_line(find, buf, start, end, dl, exact=True) if long else dl.timed(find, buf, start, end)
             if span[0] >= 0:
                 return span
-            pos = wend + 1
     except _TimedOut:
-        raise _TimedOut(pos=pos) from None
+        raise _TimedOut(pos=start) from None
     return (-1, -1)
+
+
+def _line_runs(buf: _Bytes, pos: int, size: int, dl: _Deadline) -> Iterator[tuple[int, int, bool]]:
+    """Cut ``buf[pos:size]`` (``pos`` at a line start) for searching under a budget: runs
+    of whole lines of about one window, ``(start, end of the last line before its
+    newline (or size), False)``, or one line longer than the window, ``(start, its end,
+    True)``."""
+    while pos < size:
+        w = dl.window
+        if size - pos <= w:
+            yield pos, size, False
+            return
+        nl = buf.rfind(b"\n", pos, pos + w)
+        if nl < 0:  # the line at pos is longer than the window
+            le = buf.find(b"\n", pos + w, size)
+            nl = size if le < 0 else le
+            yield pos, nl, True
+        else:
+            yield pos, nl, False
+        pos = nl + 1
 
 
 def _options(ignore_case: bool, literal: bool) -> Any:
@@ -438,24 +445,15 @@ class _LineCounter:
         if dl is None:
             return self._count(buf, pos, size, utf8)
         n = 0
-        while pos < size:
+        for start, end, long in _line_runs(buf, pos, size, dl):
             dl.check()
-            w = dl.window
-            if size - pos <= w:
-                wend = size
-            else:
-                nl = buf.rfind(b"\n", pos, pos + w)
-                if nl < 0:  # the line at pos is longer than the window
-                    le = buf.find(b"\n", pos + w, size)
-                    le = size if le < 0 else le
-                    n += _long_line(self._find, buf, pos, le, dl, exact=False)[0] >= 0
-                    pos = le + 1
-                    continue
-                wend = nl + 1
+            if long:
+                n += _long_line(self._find, buf, start, end, dl, exact=False)[0] >= 0
+                continue
+            stop = end + 1 if end < size else end  # counting takes the lines with their newline
             t0 = time.monotonic()
-            n += self._count(buf, pos, wend, utf8)
-            dl.pace(wend - pos, time.monotonic() - t0)
-            pos = wend
+            n += self._count(buf, start, stop, utf8)
+            dl.pace(stop - start, time.monotonic() - t0)
         return n
 
     def _count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:

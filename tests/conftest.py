@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,28 @@ def rg():
     if not path:
         pytest.skip(f"ripgrep (rg) is not installed: it comes from {ORACLES['rg']}")
     return path
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A small tmpfs (8 MiB) mounted for the test, unmounted after it; ``small_fs.fill()``
+    fills it to the last byte.  Mounting needs root, as CI runs; elsewhere the test skips."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"mounting a small tmpfs needs root: {done.stderr.strip()}")
+    yield _SmallFs(mnt)
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+class _SmallFs(type(Path())):  # a Path with fill()
+    def fill(self) -> None:
+        """Write zeros until the file system is full."""
+        with open(self / "filler", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+            except OSError:
+                pass

@@ -15,28 +15,6 @@ import textwrap
 import pytest
 
 
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 4 MiB tmpfs, unmounted after the test."""
-    mnt = tmp_path / "fs"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mounting a small tmpfs needs root: {done.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
-def _fill(mnt) -> None:
-    with open(mnt / "filler", "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-                fh.flush()
-        except OSError:
-            pass
-
-
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode >= 0, f"killed by signal {-proc.returncode}: {proc.stderr[-2000:]}"
@@ -44,7 +22,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_creating_a_store_on_a_full_disk_is_store_full(small_fs):
-    _fill(small_fs)
+    small_fs.fill()
     proc = _run(
         """
         import sys, blobpad
@@ -74,7 +52,7 @@ def test_many_readers_on_a_full_disk_never_fault(small_fs, sparse_lock):
         size = lock.stat().st_size
         os.truncate(lock, 0)
         os.truncate(lock, size)
-    _fill(small_fs)
+    small_fs.fill()
     proc = _run(
         """
         import sys, threading, blobpad
