@@ -46,7 +46,7 @@ def patterns(mb: int) -> None:
                         what = f"count {int(r)}"
                     dt = time.perf_counter() - t
                     print(f"library {kind:5} {pat!r:20} {dt:6.2f} s  {what}, timed_out={r.timed_out}, "
-                          f"searched_lines={r.searched_lines:,}")
+                          f"searched_lines={r.searched_lines}")
                 t = time.perf_counter()
                 answer = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": pat})
                 print(f"Toolbox grep  {pat!r:20} {time.perf_counter() - t:6.2f} s  ok={answer['ok']}, "
