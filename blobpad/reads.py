@@ -56,8 +56,10 @@ __all__ = [
 MAX_PATTERN = 4096
 #: longest line kept whole in grep results; longer ones become a window around the match
 LINE_WINDOW = 2000
-#: the largest stretch of a single line searched at once (longer lines are searched in pieces)
-_MAX_SEGMENT = 64 << 20
+#: the largest stretch of a single line searched at once (longer lines are searched in
+#: pieces that overlap by _OVERLAP bytes: a match up to that long across a cut is found)
+_MAX_SEGMENT = 8 << 20
+_OVERLAP = 64 << 10
 #: most match spans kept per line: a pattern such as ``.`` matches every character
 MAX_SPANS = 1000
 #: matching lines that one batched RE2 call passes over while counting (see _LineCounter)
@@ -916,10 +918,16 @@ class ReadsMixin:
         searched: int | None = None
         with self._view(entry_id) as v:
             try:
-                for number, seg, start, end, first in _matching_lines(v, find, dl):
+                for number, seg, start, end, first, base in _matching_lines(v, find, dl):
                     if len(matches) >= max_matches:
                         truncated = True
                         break
+                    if end - start > _BULK_LINES or start == 0 or end == len(seg):  # maybe a very long line
+                        bs, be = v.line_start(number), v.line_end(number)
+                        if be - bs > _BULK_LINES:  # read a window of it, never the whole line
+                            matches.append(_long_match(v, find, number, bs, be, base + first[0], base + first[1],
+                                                       line_window))
+                            continue
                     try:
                         spans = _line_spans(find, seg, start, end, first, dl)
                     except _TimedOut:
@@ -1045,8 +1053,9 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
     this thread the lines that straddle chunk boundaries, stitched together.
 
     A line is gathered in a bytearray (no quadratic concatenation) of at most
-    ``_MAX_SEGMENT`` bytes: a longer line is searched in pieces of that size and is
-    not searched any more once a piece matched.
+    ``_MAX_SEGMENT`` bytes: a longer line is searched in pieces of that size, each
+    starting with the last ``_OVERLAP`` bytes of the one before, and is not searched
+    any more once a piece matched.
 
     When the counter's deadline passes (_TimedOut, from a worker or from this thread),
     the count so far covers the lines that end before the chunk being stitched (and
@@ -1065,7 +1074,7 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
                     if carry and len(carry) + len(head) > _MAX_SEGMENT:
                         matched = counter.count(carry, 0, len(carry), utf8) > 0
                         total += matched
-                        carry = bytearray()
+                        carry = bytearray(carry[-_OVERLAP:])  # a match across the cut is found in the next piece
                     if not matched:
                         carry += head
                 done += 1
@@ -1091,45 +1100,62 @@ def _clip(text: str, window: int) -> str:
     return text if len(text) <= window else text[:window]
 
 
-def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int]]:
-    """Yield (buffer, end, number of the first line): ``buffer[:end]`` is whole lines.
+def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int, bool]]:
+    """Yield (buffer, end, number of the first line, byte offset of the buffer in the
+    entry, whether the buffer starts inside a line an earlier buffer began):
+    ``buffer[:end]`` is whole lines, or a piece of a very long line.
 
     Chunks end on newlines except inside very long lines; those are gathered in a
     bytearray (so a line of many chunks costs its length, not its length squared) up
-    to ``_MAX_SEGMENT`` bytes, past which a line is searched in pieces.  Chunks are
-    decompressed ``depth`` ahead.  Line numbers come from the manifest's newline
-    counts: a buffer yielded at chunk i starts after the last newline before chunk i.
+    to ``_MAX_SEGMENT`` bytes, past which a line is searched in pieces, each starting
+    with the last ``_OVERLAP`` bytes of the one before.  Chunks are decompressed
+    ``depth`` ahead.  Line numbers come from the manifest's newline counts: a buffer
+    yielded at chunk i starts after the last newline before chunk i.
     """
-    lines_at = v.m.lines_at
+    lines_at, bytes_at = v.m.lines_at, v.m.bytes_at
     carry = bytearray()
+    base = 0  # where carry starts in the entry
+    inside = False  # carry starts inside a line an earlier piece began
     for i, raw in enumerate(_chunks_ahead(v, depth)):
         cut = raw.rfind(b"\n") + 1
-        if cut == 0 and len(carry) + len(raw) < _MAX_SEGMENT:
-            carry += raw
-            continue
         if cut == 0:
-            cut = len(raw)
+            carry += raw
+            if len(carry) >= _MAX_SEGMENT:  # a piece of a very long line
+                yield carry, len(carry), lines_at[i] + 1, base, inside
+                base += len(carry) - _OVERLAP
+                carry = bytearray(carry[-_OVERLAP:])
+                inside = True
+            continue
         if carry:
             carry += memoryview(raw)[:cut]
-            yield carry, len(carry), lines_at[i] + 1
+            yield carry, len(carry), lines_at[i] + 1, base, inside
         else:
-            yield raw, cut, lines_at[i] + 1
+            yield raw, cut, lines_at[i] + 1, bytes_at[i], False
         carry = bytearray(memoryview(raw)[cut:])
+        base, inside = bytes_at[i] + cut, False
     if carry:
-        yield carry, len(carry), lines_at[-1] + 1
+        yield carry, len(carry), lines_at[-1] + 1, base, inside
 
 
 def _matching_lines(
     v: _View, find: _Find, dl: _Deadline | None = None
-) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int]]]:
-    """Yield (line number, buffer, line start, line end, first match) for each matching
-    line, in order; the offsets are into the buffer, the line excludes its newline.
+) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int]]:
+    """Yield (line number, buffer, line start, line end, first match, buffer's offset
+    in the entry) for each matching line, in order and once; the offsets are into the
+    buffer, the line excludes its newline (a line longer than a buffer: its part there).
 
     Under a budget ``dl``, raises _TimedOut with the number of the first line not searched."""
-    for seg, size, first_line in _segments(v):
+    reported = 0  # the last line yielded: a very long line's later pieces skip it
+    for seg, size, first_line, base, inside in _segments(v):
         pos = 0
         line_no = first_line
         counted = 0  # newlines of seg[:counted] are included in line_no
+        if inside and first_line == reported:  # that line matched in an earlier piece
+            nl = seg.find(b"\n", 0, size)
+            if nl < 0:
+                continue
+            pos = counted = nl + 1
+            line_no += 1
         while pos < size:
             if dl is None:
                 s, e = find(_UNANCHORED, seg, pos, size)[0]
@@ -1147,7 +1173,8 @@ def _matching_lines(
                 end = size
             line_no += seg.count(b"\n", counted, start)
             counted = start
-            yield line_no, seg, start, end, (s, min(e, end))
+            reported = line_no
+            yield line_no, seg, start, end, (s, min(e, end)), base
             pos = end + 1
 
 
@@ -1234,6 +1261,35 @@ def _make_match(v: _View, number: int, line: bytes, spans: list[tuple[int, int]]
     lo = max(0, hi - window)
     kept = [(cs - lo, min(ce, hi) - lo) for cs, ce in chars if lo <= cs < hi]
     return GrepMatch(number, text[lo:hi], kept, offset=lo, line_chars=len(text))
+
+
+def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: int, window: int) -> GrepMatch:
+    """The match at bytes ``b0`` to ``b1`` of line ``k`` (bytes ``bs`` to ``be``), a line
+    too long to hold: a window of ``window`` characters around it, read through the view
+    (a few chunks in memory, whatever the line's length), with the matches inside it."""
+    if v.text:
+        first = v.char_of(bs)
+        col, col_end, total = v.char_of(b0) - first, v.char_of(b1) - first, v.char_of(be) - first
+    else:  # characters as decode("utf-8", "replace") makes them, counted piece by piece
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        col = sum(len(decoder.decode(p)) for p in v.pieces(bs, b0))
+        col_end = col + sum(len(decoder.decode(p)) for p in v.pieces(b0, b1))
+        total = col_end + sum(len(decoder.decode(p)) for p in v.pieces(b1, be)) + len(decoder.decode(b"", final=True))
+    lo = max(0, col - window // 4)
+    hi = min(total, lo + window)
+    lo = max(0, hi - window)
+    text = v.line_window(k, bs, be, lo, hi - lo).text
+    spans = [(col - lo, min(col_end, hi) - lo)]
+    raw = text.encode("utf-8", "surrogateescape")
+    p = len(text[: col_end - lo].encode("utf-8", "surrogateescape"))  # the other matches inside the window
+    while len(spans) < MAX_SPANS and p < len(raw):
+        s, e = find(_UNANCHORED, raw, p, len(raw))[0]
+        if s < 0:
+            break
+        cs = len(raw[:s].decode("utf-8", "replace"))
+        spans.append((cs, cs + len(raw[s:e].decode("utf-8", "replace"))))
+        p = e if e > s else _next_char(raw, s, len(raw))
+    return GrepMatch(k, text, spans, offset=lo, line_chars=total)
 
 
 class _ViewContext:

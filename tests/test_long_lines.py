@@ -1,0 +1,88 @@
+"""Lines longer than grep holds at once (issue 12, item 4): searched in overlapping
+pieces, reported once, with their true offset and length, in bounded memory.
+
+The piece size is lowered for the test (``reads._MAX_SEGMENT``, a module constant), so
+that lines of a few hundred KB are "very long"; the needles are put at every byte
+around each cut between pieces (the cuts fall on chunk boundaries, known from
+:func:`blobpad.chunking.cut_chunks`), and every answer is checked against Python.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import blobpad
+from blobpad import reads
+from blobpad.chunking import cut_chunks
+
+PARAMS = blobpad.ChunkParams(min_size=1024, avg_extra=1024, max_size=4096)
+SEGMENT, OVERLAP, BULK = 16 << 10, 1024, 4 << 10
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    monkeypatch.setattr(reads, "_MAX_SEGMENT", SEGMENT)
+    monkeypatch.setattr(reads, "_OVERLAP", OVERLAP)
+    monkeypatch.setattr(reads, "_BULK_LINES", BULK)
+
+
+def _piece_cuts(content: bytes) -> list[int]:
+    """Where the pieces of the content's very long lines end (as _segments cuts them)."""
+    cuts, carry, pos = [], 0, 0
+    for chunk in cut_chunks([content], PARAMS):
+        pos += len(chunk)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            carry = len(chunk) - nl - 1
+            continue
+        carry += len(chunk)
+        if carry >= SEGMENT:
+            cuts.append(pos)
+            carry = OVERLAP
+    return cuts
+
+
+def _line(length: int, at: int, needle: str = "NEEDLE") -> str:
+    return "a" * at + needle + "b" * (length - at - len(needle))
+
+
+@pytest.mark.parametrize("multibyte", [False, True], ids=["ascii", "multibyte"])
+def test_a_match_at_every_byte_around_each_cut_is_found_once_where_it_is(tmp_path, small_pieces, multibyte):
+    filler = "é" if multibyte else "a"
+    base = "x\n" + filler * (5 * SEGMENT // len(filler.encode())) + "\nNEEDLE last\n"
+    cuts = _piece_cuts(base.encode())  # the needle replaces filler bytes: the cuts stay where they are
+    assert len(cuts) >= 3
+    with blobpad.open(tmp_path / "s", chunk_params=PARAMS) as s:
+        for cut in cuts[:3]:
+            for at in range(cut - 8, cut + 2):  # byte offsets in the content: the needle ends before, across, after the cut
+                if multibyte and at % 2:
+                    continue  # keep the needle on a character boundary (the line starts at byte 2)
+                raw = base.encode()
+                text = (raw[:at] + b"NEEDLE" + raw[at + 6 :]).decode()
+                e = s.put(text)
+                line = text.split("\n")[1]
+                g = s.grep(e.id, "NEEDLE", line_window=40)
+                assert [m.line for m in g] == [2, 3], (cut, at)
+                m = g.matches[0]
+                assert m.line_chars == len(line) and m.clipped
+                assert line[m.offset : m.offset + len(m.text)] == m.text
+                assert m.text[m.spans[0][0] : m.spans[0][1]] == "NEEDLE"
+                assert m.offset + m.spans[0][0] == line.find("NEEDLE")
+                assert int(s.count(e.id, "NEEDLE")) == 2
+                assert int(s.count(e.id, "NEEDLE", timeout=30)) == 2
+                s.delete(e.id)
+
+
+def test_a_long_line_matching_in_every_piece_is_reported_once(tmp_path, small_pieces):
+    line = ("x" * 1000 + "NEEDLE") * 100  # about 600 KB: many pieces, a match in each
+    text = "first\n" + line + "\n" + "NEEDLE\n" + line + "\n"
+    with blobpad.open(tmp_path / "s", chunk_params=PARAMS) as s:
+        e = s.put(text)
+        g = s.grep(e.id, "NEEDLE", max_matches=10, line_window=100)
+        assert [m.line for m in g] == [2, 3, 4]
+        for m in (g.matches[0], g.matches[2]):
+            assert m.offset + m.spans[0][0] == 1000 and m.line_chars == len(line)
+            spans = [(m.offset + a, m.offset + b) for a, b in m.spans]
+            assert all(line[a:b] == "NEEDLE" for a, b in spans)  # every match inside the window, in place
+        assert int(s.count(e.id, "NEEDLE")) == 3
+        assert int(s.count(e.id, "x+NEEDLEx")) == 2
