@@ -847,8 +847,7 @@ class LmdbBackend:
             self._dbs = {}
             self._psize = env.stat()["psize"]
             self._check_keyspaces(env, data)
-            for name in SPACES:
-                self._dbs[name] = self._retry_resized(env, lambda n=name: env.open_db(n.encode(), create=True))
+            self._dbs = self._retry_resized(env, lambda: self._open_keyspaces(env))
             with env.begin() as txn:  # a damaged tree record could make LMDB treat a keyspace as another kind
                 if any(any(db.flags(txn).values()) for db in self._dbs.values()):
                     raise CorruptData(f"the keyspace records of {data} are damaged", hint=HINT_VERIFY)
@@ -861,6 +860,13 @@ class LmdbBackend:
             env.close()
             self._env = None
             raise
+
+    @staticmethod
+    def _open_keyspaces(env: lmdb.Environment) -> dict[str, lmdb._Database]:
+        """Open (creating them in a new store) every keyspace, in one transaction: another
+        process opening the store at the same time sees all of them or none."""
+        with env.begin(write=True) as txn:
+            return {name: env.open_db(name.encode(), txn=txn, create=True) for name in SPACES}
 
     @staticmethod
     def _check_keyspaces(env: lmdb.Environment, data: str) -> None:
