@@ -14,6 +14,7 @@ import pickle
 import re
 
 import pytest
+from oracles import sed_lines as _lines
 
 import blobpad
 from blobpad import CountResult, InvalidArgument, Offloader, Toolbox, resolve_refs, sample
@@ -36,13 +37,6 @@ SHORT = 0.2
 @functools.cache
 def _log(size: int, seed: int = 3) -> str:
     return sample.log_text(size, seed)
-
-
-def _lines(text: str) -> list[str]:
-    if not text:
-        return []
-    parts = text.split("\n")
-    return parts[:-1] if text.endswith("\n") else parts
 
 
 def _hits(text: str, pattern: str) -> list[int]:

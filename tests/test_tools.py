@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import sed_lines as _lines
 
 import blobpad
 from blobpad import PROFILES, Offloader, Toolbox, sample
@@ -31,13 +32,6 @@ UNKNOWN_ID = "0123456789abcdef"
 @functools.cache
 def _log(size: int, seed: int = 0) -> str:
     return sample.log_text(size, seed)
-
-
-def _lines(text: str) -> list[str]:
-    if not text:
-        return []
-    parts = text.split("\n")
-    return parts[:-1] if text.endswith("\n") else parts
 
 
 def _grep_oracle(text: str, pattern: str, flags: int = 0, context: int = 0, sep: str = ":") -> str:
