@@ -316,8 +316,8 @@ def _shown_key(space: str, key: bytes) -> str:
 
 
 #: The longest value (checksum included) a record of each keyspace can have; a longer
-#: one is damage (its length field), refused before a byte of it is read.  Chunks and
-#: chunk lists follow the store's chunk sizes: LmdbBackend.limit_values sets them.
+#: one is damage (its length field), refused before a byte of it is read.  A read
+#: transaction also refuses any length past the pages in use (``LmdbBackend.read``).
 VALUE_LIMITS: dict[str, int] = {
     "meta": 1 << 20,
     "entries": 1 << 20,
@@ -439,11 +439,7 @@ class _LmdbTxn:
         self._limit = limit  # no value can be longer than the pages in use (see LmdbBackend.read)
 
     def get(self, space: str, key: bytes) -> bytes | None:
-        try:
-            view = self._txn.get(key, db=self._dbs[space])
-            stored = None if view is None else _copy_value(space, key, view, self._limit)
-        except lmdb.Error as exc:
-            raise translate(exc, self._path) from None
+        stored = self.get_unchecked(space, key)
         return None if stored is None else unseal(space, key, stored)
 
     def recorded_count(self, space: str) -> int | None:
@@ -454,7 +450,7 @@ class _LmdbTxn:
             raise translate(exc, self._path) from None
 
     def get_unchecked(self, space: str, key: bytes) -> bytes | None:
-        """The stored bytes under ``key`` as they are, checksum included (format detection only)."""
+        """The stored bytes under ``key``, checksum included and not checked (``get`` checks it)."""
         try:
             view = self._txn.get(key, db=self._dbs[space])
             return None if view is None else _copy_value(space, key, view, self._limit)
@@ -844,7 +840,6 @@ class LmdbBackend:
             env.reader_check()  # clear slots left by processes that died
             self._env = env
             self._pid = os.getpid()
-            self._dbs = {}
             self._psize = env.stat()["psize"]
             self._check_keyspaces(env, data)
             self._dbs = self._retry_resized(env, lambda: self._open_keyspaces(env))
@@ -852,13 +847,11 @@ class LmdbBackend:
                 if any(any(db.flags(txn).values()) for db in self._dbs.values()):
                     raise CorruptData(f"the keyspace records of {data} are damaged", hint=HINT_VERIFY)
             self._check_file_size(env, data, whole_map=True)
-        except lmdb.Error as exc:
+        except BaseException as exc:
             env.close()
             self._env = None
-            raise translate(exc, self.path) from None
-        except BaseException:
-            env.close()
-            self._env = None
+            if isinstance(exc, lmdb.Error):
+                raise translate(exc, self.path) from None
             raise
 
     @staticmethod
@@ -986,7 +979,7 @@ class LmdbBackend:
         assert self._env is not None
         return self._env
 
-    def _extend_file(self, _txn: lmdb.Transaction) -> None:
+    def _extend_file(self) -> None:
         """Extend data.mdb (sparse) to the map size; called inside a write transaction (the writer lock)."""
         assert self._env is not None
         data = os.path.join(self.path, "data.mdb")
@@ -1095,7 +1088,7 @@ class LmdbBackend:
                     seen = env.info()["map_size"]
                     with env.begin(write=True, buffers=True) as txn:
                         if self._file_behind:  # the map grew: back it with the file (see _check_file_size)
-                            self._extend_file(txn)
+                            self._extend_file()
                         result = fn(_LmdbTxn(txn, self._dbs, self.path, seen))  # values written now: up to the map
                     committed = True
                     short_of_slack = self._short_of_slack(env)

@@ -269,6 +269,20 @@ def _recount(txn: ReadTxn) -> dict[str, int]:
             "unique_bytes": unique}
 
 
+def _due(
+    txn: ReadTxn, now: float, on_damage: Callable[[bytes], None] | None = None
+) -> Iterator[tuple[bytes, Entry | None]]:
+    """The expiry index from its front up to ``now``, with each record's entry (None when
+    missing or damaged), as gc() removes them; an entry that expires later within the
+    same microsecond is left out (reads still see it)."""
+    for key, _ in txn.scan("expiry", b"", expiry_key(_expiry_us(now) + 1, b""), on_damage=on_damage):
+        raw = _get_or_damaged(txn, "entries", key[8:])[1]
+        e = _decode_entry(raw) if raw is not None else None
+        if e is not None and e.expires_at is not None and e.expires_at > now:
+            continue
+        yield key, e
+
+
 def _get_or_damaged(txn: ReadTxn, space: str, key: bytes) -> tuple[bool, bytes | None]:
     """(whether a record is stored under ``key``, its value or None when damaged): for
     the paths that must go on past damage (delete, gc, repair)."""
@@ -1031,7 +1045,6 @@ class Store(ReadsMixin):
         roll back puts whose process died, and remove expired notepads; report what was freed."""
         aborted = self._recover()
         now = self.now()
-        now_us = _expiry_us(now)
         total_entries = total_chunks = total_bytes = 0
         problems: list[str] = []
         while True:  # in bounded transactions, so a big gc never holds the writer for long
@@ -1039,11 +1052,7 @@ class Store(ReadsMixin):
             def txn_fn(txn: WriteTxn) -> tuple[int, int, int, list[str]]:
                 n = chunks = freed = 0
                 damaged_keys: list[bytes] = []
-                for key, _ in txn.scan("expiry", b"", expiry_key(now_us + 1, b""), on_damage=damaged_keys.append):
-                    raw = _get_or_damaged(txn, "entries", key[8:])[1]
-                    e = _decode_entry(raw) if raw is not None else None
-                    if e is not None and e.expires_at is not None and e.expires_at > now:
-                        continue  # expires later within this microsecond: reads still see it
+                for key, _ in _due(txn, now, damaged_keys.append):
                     c, b = self._delete_in(txn, key[8:])
                     if not c and not b and not _get_or_damaged(txn, "entries", key[8:])[0]:
                         txn.delete("expiry", key)
@@ -1199,11 +1208,8 @@ class Store(ReadsMixin):
         with self._backend.read() as txn:
             c = self._counters(txn)
             cap = self._cap(txn)
-            # the expired entries gc() has not removed yet: the front of the expiry index, as gc() walks it
-            for key, _ in txn.scan("expiry", b"", expiry_key(_expiry_us(now) + 1, b"")):
-                raw = txn.get("entries", key[8:])
-                e = _decode_entry(raw) if raw is not None else None
-                if e is not None and e.expires_at is not None and e.expires_at <= now:
+            for _, e in _due(txn, now):  # the expired entries gc() has not removed yet
+                if e is not None and e.expires_at is not None:
                     expired += 1
                     expired_bytes += e.size_bytes
         return Stats(
