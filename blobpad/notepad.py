@@ -410,8 +410,10 @@ def _scan_first(txn: ReadTxn, prefix: bytes) -> bool:
     return any(True for _ in txn.scan(_SPACE, prefix, _prefix_end(prefix)))
 
 
-def _scan_prefix(txn: ReadTxn, prefix: bytes) -> list[tuple[bytes, bytes]]:
-    return list(txn.scan(_SPACE, prefix, _prefix_end(prefix)))
+def _scan_prefix(
+    txn: ReadTxn, prefix: bytes, on_damage: Callable[[bytes], None] | None = None
+) -> list[tuple[bytes, bytes]]:
+    return list(txn.scan(_SPACE, prefix, _prefix_end(prefix), on_damage=on_damage))
 
 
 # -- blobs, heads and versions inside a transaction -------------------------------------
@@ -466,20 +468,31 @@ def _expired(txn: ReadTxn, session: str, now: float) -> bool:
 
 
 def _delete_notepad(txn: WriteTxn, session: str) -> int:
-    """Delete every space, version and blob reference of ``session``'s notepad; return spaces deleted."""
-    for key, value in _scan_prefix(txn, _log_prefix(session)):
+    """Delete every space, version and blob reference of ``session``'s notepad; return spaces deleted.
+
+    Damaged records are deleted too (deleting is what CorruptData advises); the text a
+    damaged version referred to cannot be released, and verify() reports it."""
+    damaged: list[bytes] = []
+    for key, value in _scan_prefix(txn, _log_prefix(session), damaged.append):
         _blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
         txn.delete(_SPACE, key)
-    heads = _scan_prefix(txn, b"H" + _part(session))
+    heads = _scan_prefix(txn, b"H" + _part(session), damaged.append)
     for key, _ in heads:
         txn.delete(_SPACE, key)
-    meta = txn.get(_SPACE, _meta_key(session))
+    try:
+        meta = txn.get(_SPACE, _meta_key(session))
+    except CorruptData:  # its expiry index record is unknown: found by scanning the index
+        tail = _part(session)
+        stale = [k for k, _ in txn.scan(_SPACE, b"E", b"F", on_damage=damaged.append) if k[1 + _VER.size :] == tail]
+        meta, damaged = None, [*damaged, *stale, _meta_key(session)]
     if meta is not None:
         expires_at = json.loads(meta).get("expires_at")
         if expires_at is not None:
             txn.delete(_SPACE, _expiry_key(expires_at, session))
         txn.delete(_SPACE, _meta_key(session))
-    return len(heads)
+    for key in damaged:
+        txn.delete(_SPACE, key)
+    return len(heads) + sum(key[:1] == b"H" for key in damaged)
 
 
 def _session_hook(txn: WriteTxn, session: str) -> None:
@@ -511,13 +524,20 @@ def purge_expired(store: Store) -> int:
 
     def txn_fn(txn: WriteTxn) -> int:
         sessions = []
-        for key, _ in txn.scan(_SPACE, b"E", stop):
+        damaged: list[bytes] = []
+        for key, _ in txn.scan(_SPACE, b"E", stop, on_damage=damaged.append):
             (length,) = struct.unpack_from(">I", key, 1 + _VER.size)
             start = 1 + _VER.size + 4
             sessions.append(key[start:start + length].decode("utf-8"))
+        for key in damaged:  # an expiry index record that names nothing it can be trusted for
+            txn.delete(_SPACE, key)
         purged = 0
         for session in sessions:
-            if _expired(txn, session, now):
+            try:
+                due = _expired(txn, session, now)
+            except CorruptData:  # its expiry record is damaged: the index said it is due
+                due = True
+            if due:
                 _delete_notepad(txn, session)
                 purged += 1
         return purged

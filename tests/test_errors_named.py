@@ -184,3 +184,29 @@ def test_a_keyspace_lost_from_the_table_is_corrupt_data_not_an_empty_one(tmp_pat
     env.close()
     with pytest.raises(CorruptData, match=space):
         blobpad.open(path)
+
+
+def test_a_damaged_notepad_is_named_and_deletable(tmp_path):
+    path = tmp_path / "s"
+    with blobpad.open(path) as s:
+        pad = s.notepad("a", ttl=60)
+        pad.write("plan one")
+        pad.write("plan two")
+        s.notepad("b").write("other session")
+    env = lmdb.open(str(path), max_dbs=32)
+    with env.begin() as txn:  # session "a"'s versions and expiry record
+        keys = [bytes(k) for k, _ in txn.cursor(db=env.open_db(b"notes", txn=txn, create=False))
+                if k[:1] in (b"L", b"M") and k[1:6] == b"\x00\x00\x00\x01a"]
+    env.close()
+    assert len(keys) == 3
+    for key in keys:
+        _flip_stored(path, "notes", key)
+    with blobpad.open(path) as s:
+        with pytest.raises(CorruptData):
+            s.notepad("a").read()
+        assert not s.verify().ok
+        s.delete_session("a")  # damaged notepad records are deletable
+        assert s.notepad("a").read() == "" and s.notepad("b").read() == "other session"
+        s.gc()
+        problems = s.verify().problems
+        assert all("notepad text" in p for p in problems), problems  # only the texts the damaged versions held
