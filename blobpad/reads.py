@@ -918,11 +918,11 @@ class ReadsMixin:
         searched: int | None = None
         with self._view(entry_id) as v:
             try:
-                for number, seg, start, end, first, base in _matching_lines(v, find, dl):
+                for number, seg, start, end, first, base, whole in _matching_lines(v, find, dl):
                     if len(matches) >= max_matches:
                         truncated = True
                         break
-                    if end - start > _BULK_LINES or start == 0 or end == len(seg):  # maybe a very long line
+                    if end - start > _BULK_LINES or not whole:  # a very long line, or a piece of one
                         bs, be = v.line_start(number), v.line_end(number)
                         if be - bs > _BULK_LINES:  # read a window of it, never the whole line
                             matches.append(_long_match(v, find, number, bs, be, base + first[0], base + first[1],
@@ -952,8 +952,9 @@ class ReadsMixin:
         """Count the lines matching ``pattern`` (like ``grep -c`` / ``rg -c``).
 
         Chunks are decompressed and counted on the store's worker threads (zstd and
-        RE2 both release the GIL).  A line longer than 64 MB is searched in 64 MB
-        pieces, so a match across the cut between two pieces is not seen.
+        RE2 both release the GIL).  A line longer than 8 MiB is searched in 8 MiB
+        pieces that overlap by 64 KiB, so a match longer than that across a cut
+        between two pieces is not seen.
 
         Returns a :class:`CountResult`, an ``int``.  ``timeout`` is a time budget in
         seconds, as for :meth:`grep` (None: no limit): when it runs out, the result has
@@ -1064,6 +1065,7 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
     utf8 = v.text
     total = 0
     carry = bytearray()  # the start of the line that continues in the next chunk
+    first = 0  # where to search carry from: 1 when it starts inside a line (its first byte is context)
     matched = False  # that line already matched (and was counted) in an earlier piece
     task = partial(_count_chunk, counter, utf8)
     done = 0  # chunks stitched: every line ending before chunk `done` is counted
@@ -1072,9 +1074,10 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
             if n < 0:  # no newline: all of this chunk lies inside one line
                 if not matched:
                     if carry and len(carry) + len(head) > _MAX_SEGMENT:
-                        matched = counter.count(carry, 0, len(carry), utf8) > 0
+                        # the last byte is context only; the next piece starts with this one's end
+                        matched = counter.count(carry, first, len(carry) - 1, utf8) > 0
                         total += matched
-                        carry = bytearray(carry[-_OVERLAP:])  # a match across the cut is found in the next piece
+                        carry, first = bytearray(carry[-_OVERLAP:]), 1
                     if not matched:
                         carry += head
                 done += 1
@@ -1082,22 +1085,18 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
             if not matched:
                 if carry:
                     carry += head
-                    total += counter.count(carry, 0, len(carry), utf8)
+                    total += counter.count(carry, first, len(carry), utf8)
                 else:
                     total += counter.count(head, 0, len(head), utf8)
             total += n
-            carry = bytearray(tail)
+            carry, first = bytearray(tail), 0
             matched = False
             done += 1
         if carry and not matched:
-            total += counter.count(carry, 0, len(carry), utf8)
+            total += counter.count(carry, first, len(carry), utf8)
     except _TimedOut:
         return CountResult(total, timed_out=True, searched_lines=v.m.lines_at[done] + matched)
     return CountResult(total)
-
-
-def _clip(text: str, window: int) -> str:
-    return text if len(text) <= window else text[:window]
 
 
 def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int, bool]]:
@@ -1108,7 +1107,10 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int,
     Chunks end on newlines except inside very long lines; those are gathered in a
     bytearray (so a line of many chunks costs its length, not its length squared) up
     to ``_MAX_SEGMENT`` bytes, past which a line is searched in pieces, each starting
-    with the last ``_OVERLAP`` bytes of the one before.  Chunks are decompressed
+    with the last ``_OVERLAP`` bytes of the one before.  The bytes on either side of
+    the part of a piece to search stay in the buffer as context (``end`` stops one
+    short of a cut; a piece that starts inside a line is searched from its second
+    byte), so ``^``, ``$`` and ``\b`` never match at a cut.  Chunks are decompressed
     ``depth`` ahead.  Line numbers come from the manifest's newline counts: a buffer
     yielded at chunk i starts after the last newline before chunk i.
     """
@@ -1120,8 +1122,8 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int,
         cut = raw.rfind(b"\n") + 1
         if cut == 0:
             carry += raw
-            if len(carry) >= _MAX_SEGMENT:  # a piece of a very long line
-                yield carry, len(carry), lines_at[i] + 1, base, inside
+            if len(carry) >= _MAX_SEGMENT:  # a piece of a very long line: its last byte is context only
+                yield carry, len(carry) - 1, lines_at[i] + 1, base, inside
                 base += len(carry) - _OVERLAP
                 carry = bytearray(carry[-_OVERLAP:])
                 inside = True
@@ -1139,10 +1141,11 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int,
 
 def _matching_lines(
     v: _View, find: _Find, dl: _Deadline | None = None
-) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int]]:
+) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int, bool]]:
     """Yield (line number, buffer, line start, line end, first match, buffer's offset
-    in the entry) for each matching line, in order and once; the offsets are into the
-    buffer, the line excludes its newline (a line longer than a buffer: its part there).
+    in the entry, whether the whole line is in the buffer) for each matching line, in
+    order and once; the offsets are into the buffer, the line excludes its newline (a
+    line longer than a buffer: its part there).
 
     Under a budget ``dl``, raises _TimedOut with the number of the first line not searched."""
     reported = 0  # the last line yielded: a very long line's later pieces skip it
@@ -1156,6 +1159,8 @@ def _matching_lines(
                 continue
             pos = counted = nl + 1
             line_no += 1
+        elif inside:
+            pos = 1  # its first byte is context: it was searched in the piece before
         while pos < size:
             if dl is None:
                 s, e = find(_UNANCHORED, seg, pos, size)[0]
@@ -1174,7 +1179,8 @@ def _matching_lines(
             line_no += seg.count(b"\n", counted, start)
             counted = start
             reported = line_no
-            yield line_no, seg, start, end, (s, min(e, end)), base
+            whole = not (inside and start == 0) and (end < size or size == len(seg))
+            yield line_no, seg, start, end, (s, min(e, end)), base, whole
             pos = end + 1
 
 
@@ -1281,13 +1287,18 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
     text = v.line_window(k, bs, be, lo, hi - lo).text
     spans = [(col - lo, min(col_end, hi) - lo)]
     raw = text.encode("utf-8", "surrogateescape")
-    p = len(text[: col_end - lo].encode("utf-8", "surrogateescape"))  # the other matches inside the window
+    # the other matches inside the window, their character offsets counted as they come
+    p = b = len(text[: col_end - lo].encode("utf-8", "surrogateescape"))
+    c = col_end - lo
     while len(spans) < MAX_SPANS and p < len(raw):
         s, e = find(_UNANCHORED, raw, p, len(raw))[0]
         if s < 0:
             break
-        cs = len(raw[:s].decode("utf-8", "replace"))
-        spans.append((cs, cs + len(raw[s:e].decode("utf-8", "replace"))))
+        c += len(raw[b:s].decode("utf-8", "replace"))
+        cs = c
+        c += len(raw[s:e].decode("utf-8", "replace"))
+        b = e
+        spans.append((cs, c))
         p = e if e > s else _next_char(raw, s, len(raw))
     return GrepMatch(k, text, spans, offset=lo, line_chars=total)
 

@@ -86,3 +86,18 @@ def test_a_long_line_matching_in_every_piece_is_reported_once(tmp_path, small_pi
             assert all(line[a:b] == "NEEDLE" for a, b in spans)  # every match inside the window, in place
         assert int(s.count(e.id, "NEEDLE")) == 3
         assert int(s.count(e.id, "x+NEEDLEx")) == 2
+
+
+@pytest.mark.parametrize("pattern", ["^b", "b$", r"\bb", r"b\b", "^a", "a$", "ba$", "^ab", "b{3}a$"])
+def test_anchors_and_word_boundaries_never_match_at_a_cut(tmp_path, small_pieces, pattern):
+    """Found in review: each piece was searched as if it were the whole line, so ``^``,
+    ``$`` and ``\\b`` matched where a piece was cut."""
+    import re
+
+    text = "a" + "b" * (6 * SEGMENT) + "a\nbb\nab\n"
+    want = [i + 1 for i, line in enumerate(text.split("\n")[:-1]) if re.search(pattern, line)]
+    with blobpad.open(tmp_path / "s", chunk_params=PARAMS) as s:
+        e = s.put(text)
+        assert [m.line for m in s.grep(e.id, pattern, max_matches=10)] == want
+        assert int(s.count(e.id, pattern)) == len(want)
+        assert int(s.count(e.id, pattern, timeout=30)) == len(want)
