@@ -26,6 +26,7 @@ import logging
 import os
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -320,8 +321,9 @@ class Toolbox:
                 search_timeout, (int, float)) or not 0 < search_timeout < float("inf")):
             raise InvalidArgument(f"search_timeout must be a positive number of seconds or None, not {search_timeout!r}")
         self.search_timeout = search_timeout
-        self._searches: dict[tuple[Any, ...], Any] = {}
-        self._search_t0 = 0.0
+        # per tool call, per thread (an MCP server runs calls in threads at once): the
+        # searches already run and when the call's search budget started (see _search)
+        self._call = threading.local()
         self.allow_dirs = [os.path.realpath(os.fspath(d)) for d in allow_dirs]
         for d in self.allow_dirs:
             if not os.path.isdir(d):
@@ -538,8 +540,11 @@ class Toolbox:
             if tool is None:
                 return self._error(tool_name, f"unknown tool {_show(name)}; the tools are: {', '.join(self._tools)}")
             args = tool.validate(arguments)
-            self._searches, self._search_t0 = {}, time.monotonic()  # one search budget per call (_search)
-            return self._fit(tool, args)
+            self._call.searches, self._call.t0 = {}, time.monotonic()  # one search budget per call (_search)
+            try:
+                return self._fit(tool, args)
+            finally:
+                self._call.searches = {}  # let go of the results
         except ToolError as exc:
             return self._error(tool_name, str(exc))
         except NotFound:
@@ -691,12 +696,15 @@ def _search(tb: Toolbox, key: tuple[Any, ...], run: Callable[[float | None], Any
     """``run(timeout)``, a grep or count, once per tool call: ``_fit`` runs a handler again
     with a smaller budget, and the search must not run (nor time out) again.  The
     searches of one call share ``tb.search_timeout``."""
-    hit = tb._searches.get(key)
+    call = tb._call
+    if not hasattr(call, "searches"):  # a handler run outside call(): one search, the whole budget
+        call.searches, call.t0 = {}, time.monotonic()
+    hit = call.searches.get(key)
     if hit is None:
         timeout = tb.search_timeout
         if timeout is not None:
-            timeout = max(0.001, timeout - (time.monotonic() - tb._search_t0))
-        hit = tb._searches[key] = run(timeout)
+            timeout = max(0.001, timeout - (time.monotonic() - call.t0))
+        hit = call.searches[key] = run(timeout)
     return hit
 
 
