@@ -725,13 +725,26 @@ class _View:
             for k, text in enumerate(self.decode(self.bytes_between(start, end)).split("\n")):
                 out.append(LineWindow(first + k, text[column : column + width], column, len(text)))
             return out
+        ends = self._newlines(start, end)
         for k in range(first, last + 1):
-            be = end if k == last else self.line_end(k)
+            be = end if k == last else next(ends)
             out.append(self.line_window(k, start, be, column, width))
+            if be - start > _BULK_LINES:  # after a long line: keep a few chunks, not all it spans
+                self._raw.clear()
+                self._text.clear()
             start = be + 1
-            self._raw.clear()  # keep a few chunks, not every chunk of a long run of lines
-            self._text.clear()
         return out
+
+    def _newlines(self, start: int, end: int) -> Iterator[int]:
+        """The offsets of the newlines between bytes ``start`` and ``end``, in order, found
+        one chunk at a time (one search each, where ``line_end`` splits a chunk per line)."""
+        pos = start
+        for piece in self.pieces(start, end):
+            i = piece.find(b"\n")
+            while i >= 0:
+                yield pos + i
+                i = piece.find(b"\n", i + 1)
+            pos += len(piece)
 
     def line_window(self, k: int, bs: int, be: int, column: int, width: int) -> LineWindow:
         """Line ``k``, whose bytes are ``bs`` to ``be``, cut to ``width`` characters from ``column``."""
