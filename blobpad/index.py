@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import InvalidArgument
 
-__all__ = ["Entry", "new_id", "parse_id", "scope_key", "name_key", "expiry_key", "NEVER"]
+__all__ = ["Entry", "new_id", "is_id", "parse_id", "scope_key", "name_key", "expiry_key", "NEVER"]
 
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
 NEVER = (1 << 64) - 1
@@ -37,6 +37,11 @@ def new_id() -> str:
     return secrets.token_hex(8)
 
 
+def is_id(value: object) -> bool:
+    """Whether ``value`` is written like an entry id (16 hex characters, either case)."""
+    return isinstance(value, str) and len(value) == 16 and _HEX.issuperset(value)
+
+
 def parse_id(entry_id: object) -> bytes:
     """Return the 8 raw bytes of an entry id, or raise InvalidArgument.
 
@@ -45,7 +50,7 @@ def parse_id(entry_id: object) -> bytes:
     """
     if not isinstance(entry_id, str):
         raise InvalidArgument(f"an entry id is a string of 16 hex characters, not {type(entry_id).__name__}")
-    if len(entry_id) != 16 or not _HEX.issuperset(entry_id):
+    if not is_id(entry_id):
         shown = entry_id[:40] + ("..." if len(entry_id) > 40 else "")
         raise InvalidArgument(
             f"{shown!r} is not an entry id: ids are 16 lowercase hex characters (upper case is accepted too), "

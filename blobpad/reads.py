@@ -227,13 +227,14 @@ class _TimedOut(Exception):
         self.pos = pos
 
 
-def _check_timeout(timeout: object) -> float | None:
+def check_timeout(timeout: object, label: str = "timeout") -> float | None:
+    """A search budget in seconds: None (no limit) or a positive finite number; else InvalidArgument."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
         isinstance(timeout, int) or math.isfinite(timeout)
     ) or timeout <= 0:
-        raise InvalidArgument(f"timeout must be a positive number of seconds or None, not {timeout!r}"[:200])
+        raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {timeout!r}"[:200])
     return float(min(timeout, 1e9))
 
 
@@ -916,7 +917,7 @@ class ReadsMixin:
         in windows took under a quarter of the time left (so about a third of the
         budget at most), plus reading the context lines of the matches found.
         """
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
         before = _check_int("before", before, minimum=0)
         after = _check_int("after", after, minimum=0)
@@ -974,7 +975,7 @@ class ReadsMixin:
         ``timed_out`` set and counts the matching lines among lines 1 to
         ``searched_lines``.  The overrun is grep's, on each worker thread at once.
         """
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         counter = _LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
         if timeout is not None:
             counter.deadline = _Deadline(timeout)

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import MAX_STR_BYTES, BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_str
-from .index import Entry
+from .index import Entry, is_id
 from .offload import Offloader
-from .reads import SEARCH_TIMEOUT, LineWindow, compile_pattern
+from .reads import SEARCH_TIMEOUT, LineWindow, check_timeout, compile_pattern
 from .store import Store
 
 __all__ = ["Toolbox", "PROFILES", "FLAVORS", "Param", "ToolSpec"]
@@ -317,10 +317,7 @@ class Toolbox:
             raise InvalidArgument(f"max_file_bytes must be a non-negative integer, not {max_file_bytes!r}")
         self.ttl = ttl
         self.max_file_bytes = max_file_bytes
-        if search_timeout is not None and (isinstance(search_timeout, bool) or not isinstance(
-                search_timeout, (int, float)) or not 0 < search_timeout < float("inf")):
-            raise InvalidArgument(f"search_timeout must be a positive number of seconds or None, not {search_timeout!r}")
-        self.search_timeout = search_timeout
+        self.search_timeout = search_timeout if search_timeout is None else check_timeout(search_timeout, "search_timeout")
         # per tool call, per thread (an MCP server runs calls in threads at once): the
         # searches already run and when the call's search budget started (see _search)
         self._call = threading.local()
@@ -481,7 +478,7 @@ class Toolbox:
             pass
         except InvalidArgument as exc:
             raise ToolError(str(exc)) from None
-        if len(name) == 16 and all(c in "0123456789abcdef" for c in name.lower()):  # an id, in either case
+        if is_id(name):  # an id, in either case
             try:
                 return self.entry(name)
             except ToolError:
