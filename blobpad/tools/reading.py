@@ -1,0 +1,214 @@
+"""Reading helpers shared by the entry-reading profiles (blobpad, seed000, seed003):
+slices of characters or bytes, grep's lines, listings, searches run once per call."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgument
+from ..index import Entry
+from ..reads import LineWindow, compile_pattern
+from .spec import ToolError, result_size
+
+if TYPE_CHECKING:
+    from .toolbox import Toolbox
+
+
+def unit_of(entry: Entry) -> str:
+    return "characters" if entry.kind == "text" else "bytes"
+
+
+def slice_result(
+    tb: Toolbox, entry: Entry, start: int, end: int, budget: int, *, mode: str, keep_end: bool = False,
+    next_args: Callable[[int, int], dict[str, Any]] | None = None, id_key: str = "scratchpad_id",
+    id_value: str | None = None,
+) -> dict[str, Any]:
+    """Characters (text) or bytes (binary, base64) ``start:end``, cut to ``budget``."""
+    length = entry.length
+    binary = entry.kind != "text"
+    room = max(1, budget // 4 * 3) if binary else max(1, budget)
+    a, b = start, end
+    truncated = b - a > room
+    if truncated:
+        if keep_end:
+            a = b - room
+        else:
+            b = a + room
+    raw = tb.store.range(entry.id, a, b)
+    content = base64.b64encode(raw).decode("ascii") if isinstance(raw, bytes) else raw
+    result: dict[str, Any] = {"ok": True, id_key: id_value or entry.id, "mode": mode, "kind": entry.kind,
+                              "start": a, "end": b, f"total_{unit_of(entry)}": length}
+    if binary:
+        result["encoding"] = "base64"
+    result["content"] = content
+    result["truncated"] = truncated
+    if truncated:
+        unit = unit_of(entry)
+        if next_args is None:
+            def next_args(s: int, e: int) -> dict[str, Any]:
+                return {"mode": "range", "start": s, "end": e}
+        rest = (start, a) if keep_end else (b, end)
+        nxt = {id_key: id_value or entry.id, **next_args(*rest)}
+        result["next"] = nxt
+        result["notice"] = (f"Output capped: showing {unit} {a}-{b} of the {end - start} requested "
+                            f"({start}-{end}). The other {rest[1] - rest[0]} {unit} ({rest[0]}-{rest[1]}): call "
+                            f"again with {args_text(nxt)}.")
+    return result
+
+
+def args_text(args: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+
+
+def check_pattern(pattern: str, *, ignore_case: bool, fixed: bool, fixed_hint: str) -> None:
+    try:
+        compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
+    except InvalidArgument as exc:
+        raise ToolError(f"{exc.message}; {fixed_hint}" if exc.hint is not None else exc.message) from None
+
+
+def search_once(tb: Toolbox, key: tuple[Any, ...], run: Callable[[float | None], Any]) -> Any:
+    """``run(timeout)``, a grep or count, once per tool call: ``_fit`` runs a handler again
+    with a smaller budget, and the search must not run (nor time out) again.  The
+    searches of one call share ``tb.search_timeout``."""
+    call = tb._call
+    if not hasattr(call, "searches"):  # a handler run outside call(): one search, the whole budget
+        call.searches, call.t0 = {}, time.monotonic()
+    hit = call.searches.get(key)
+    if hit is None:
+        timeout = tb.search_timeout
+        if timeout is not None:
+            timeout = max(0.001, timeout - (time.monotonic() - call.t0))
+        hit = call.searches[key] = run(timeout)
+    return hit
+
+
+def timed_out_notice(tb: Toolbox, entry: Entry, searched: int | None, what: str,
+                      advice: str = "search a literal with fixed_strings=true, or read around a line with "
+                                    "mode='lines'") -> str:
+    """The notice of a search that ran out of time after line ``searched``."""
+    done = searched or 0
+    return (f"Timed out: the search stopped after {tb.search_timeout:g} s at line {done + 1} of {entry.lines}; "
+            f"{what} lines 1-{done} (the later lines were not searched). This pattern is slow to match here: "
+            f"simplify it (a .* before a class and a long repetition such as .{{30}} make RE2 slow), {advice}.")
+
+
+def cap_window(w: LineWindow, cap: int, id_args: dict[str, Any]) -> str:
+    """Line ``w.line`` from ``w.offset`` cut to ``cap`` characters (``w`` holds at least
+    that many), with a notice saying how to read on."""
+    rest = w.line_chars - w.offset
+    if rest <= cap:
+        return w.text
+    nxt = args_text({**id_args, "mode": "lines", "start_line": w.line, "end_line": w.line, "column": w.offset + cap})
+    return f"{w.text[:cap]} [... line {w.line} continues for {rest - cap} more characters; read on with {nxt}]"
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).isoformat(timespec="seconds")
+
+
+def read_range(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int, mode: str) -> dict[str, Any]:
+    length = entry.length
+    start, end = a["start"], a["end"]
+    if start is None:
+        raise ToolError(f"scratchpad_read: mode 'range' needs start (the first {unit_of(entry)[:-1]}, from 0)")
+    if start > length:
+        raise ToolError(f"scratchpad_read: start {start} is past the end; the entry has {length} {unit_of(entry)}")
+    if end is None:
+        end = length
+    if end < start:
+        raise ToolError(f"scratchpad_read: end ({end}) is before start ({start}); end is exclusive and must be >= start")
+    return slice_result(tb, entry, start, min(end, length), budget, mode=mode)
+
+
+def grep_lines(
+    tb: Toolbox, entry: Entry, res_matches: list[Any], context: int, budget: int, id_args: dict[str, Any],
+    separator: bool = True,
+) -> tuple[list[str], int]:
+    """Format grep matches as ``N:text`` (context ``N-text``, groups split by ``--``).
+
+    Returns the lines and how many matches fit in ``budget``.
+    """
+    cap = min(tb.line_chars, max(80, budget - 400))
+    match_lines = {m.line for m in res_matches}
+    out: list[str] = []
+    used = 0
+    last_emitted = 0
+    shown = 0
+
+    def ctx_line(number: int, text: str) -> str:
+        if len(text) > cap:
+            nxt = args_text({**id_args, "mode": "lines", "start_line": number, "end_line": number, "column": cap})
+            return f"{number}-{text[:cap]} [... line {number} continues; read on with {nxt}]"
+        return f"{number}-{text}"
+
+    for m in res_matches:
+        group: list[str] = []
+        first_line = None
+        for number, text in m.before:
+            if number > last_emitted and number not in match_lines:
+                first_line = first_line or number
+                group.append(ctx_line(number, text))
+        text = m.text[:cap]
+        prefix = f"[... {m.offset} characters ...]" if m.offset else ""
+        after_chars = m.line_chars - m.offset - len(text)
+        suffix = ""
+        if after_chars > 0:
+            nxt = args_text({**id_args, "mode": "lines", "start_line": m.line, "end_line": m.line,
+                              "column": m.offset + len(text)})
+            suffix = f" [... line {m.line} continues for {after_chars} more characters; read on with {nxt}]"
+        first_line = first_line or m.line
+        group.append(f"{m.line}:{prefix}{text}{suffix}")
+        end_line = m.line
+        for number, text in m.after:
+            if number in match_lines:
+                break
+            group.append(ctx_line(number, text))
+            end_line = number
+        if separator and context and out and first_line > last_emitted + 1:
+            group.insert(0, "--")
+        size = sum(len(g) + 1 for g in group)
+        if used + size > budget:
+            if out:
+                break
+            group = [g for g in group if g.startswith(f"{m.line}:")]  # the match alone, without its context
+            size = len(group[0]) + 1
+            end_line = m.line
+        out.extend(group)
+        used += size
+        last_emitted = max(last_emitted, end_line)
+        shown += 1
+    return out, shown
+
+
+def list_result(tb: Toolbox, budget: int, skip: int, describe: Callable[[Entry], dict[str, Any]],
+                 next_tool_args: bool = True) -> dict[str, Any]:
+    entries = tb.entries()
+    rows: list[dict[str, Any]] = []
+    used = 0
+    for e in entries[skip:]:
+        row = describe(e)
+        size = result_size(row) + 2
+        if rows and used + size > budget:
+            break
+        rows.append(row)
+        used += size
+    result: dict[str, Any] = {"ok": True, "count": len(entries), "entries": rows}
+    rest = len(entries) - skip - len(rows)
+    if rest > 0:
+        result["truncated"] = True
+        if next_tool_args:
+            result["next"] = {"skip": skip + len(rows)}
+            result["notice"] = f"{rest} more entries not shown; call again with skip={skip + len(rows)}."
+        else:
+            result["notice"] = f"{rest} more entries not shown (output capped); delete the ones you no longer need."
+    else:
+        result["truncated"] = False
+    return result

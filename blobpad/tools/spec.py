@@ -1,0 +1,246 @@
+"""What a tool is: its parameters (:class:`Param`), the tool (:class:`ToolSpec`), the
+error a model must fix (:class:`ToolError`), a profile's record (:class:`Profile`),
+and the cut of a result to the cap (:func:`shrink`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ..notepad import Notepad
+    from .toolbox import Toolbox
+
+log = logging.getLogger("blobpad.tools")
+
+MAX_INT = (1 << 53) - 1          # largest integer a JSON number carries exactly
+
+
+class ToolError(Exception):
+    """A call the model must fix; the message says how."""
+
+
+# -- parameters and their validation ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tool parameter: its JSON Schema and the checks run on the model's value."""
+
+    name: str
+    type: Literal["string", "integer", "boolean", "array"]
+    description: str
+    required: bool = False
+    default: Any = None
+    enum: tuple[str, ...] = ()
+    minimum: int = 0
+    maximum: int = MAX_INT
+    min_length: int = 0
+    max_length: int | None = None
+
+    def schema(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": self.type, "description": self.description}
+        if self.enum:
+            s["enum"] = list(self.enum)
+        if self.type == "integer":
+            s["minimum"] = self.minimum
+            s["maximum"] = self.maximum
+        if self.type == "string":
+            if self.min_length:
+                s["minLength"] = self.min_length
+            if self.max_length is not None:
+                s["maxLength"] = self.max_length
+        if self.type == "array":
+            s["items"] = {"type": "string"}
+        if self.default is not None:
+            s["default"] = self.default
+        return s
+
+    def check(self, value: Any, tool: str) -> Any:
+        label = f"{tool}: argument {self.name!r}"
+        if self.type == "string":
+            if not isinstance(value, str):
+                raise ToolError(f"{label} must be a string, not {typename(value)}")
+            if len(value) < self.min_length:
+                raise ToolError(f"{label} must not be empty")
+            if self.max_length is not None and len(value) > self.max_length:
+                raise ToolError(f"{label} is {len(value)} characters long; the limit is {self.max_length}")
+            if self.enum and value not in self.enum:
+                raise ToolError(f"{label} is {show(value)}; it must be one of: {', '.join(self.enum)}")
+            return value
+        if self.type == "integer":
+            if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INT:
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ToolError(f"{label} must be an integer, not {typename(value)} ({show(value)})")
+            if value < self.minimum:
+                raise ToolError(f"{label} must be at least {self.minimum}, not {show(value)}")
+            if value > self.maximum:
+                raise ToolError(f"{label} must be at most {self.maximum}, not {show(value)}")
+            return value
+        if self.type == "boolean":
+            if not isinstance(value, bool):
+                raise ToolError(f"{label} must be true or false, not {typename(value)} ({show(value)})")
+            return value
+        if not isinstance(value, list):
+            raise ToolError(f"{label} must be an array, not {typename(value)}")
+        return value
+
+
+def typename(value: Any) -> str:
+    return {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "an array",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A short repr of a value from the model (never raises, whatever the value)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    try:
+        text = repr(value)
+    except Exception:
+        return f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+Handler = Callable[["Toolbox", dict[str, Any], int], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool: its name, description, parameters and the function that runs it.
+
+    ``reader`` tools are listed only once the scope holds an entry (seed 000).
+    ``handler(toolbox, arguments, budget)`` returns the result; ``budget`` is the
+    number of characters its bulk content may take.
+    """
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    handler: Handler
+    reader: bool = False
+    read_only: bool = True
+    destructive: bool = False
+
+    def input_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {p.name: p.schema() for p in self.params},
+            "required": [p.name for p in self.params if p.required],
+            "additionalProperties": False,
+        }
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        """Check the model's arguments; return them with defaults filled in."""
+        if arguments is None:
+            arguments = {}
+        if isinstance(arguments, (str, bytes, bytearray)):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                raise ToolError(f"{self.name}: the arguments are not valid JSON ({exc}); pass a JSON object") from None
+            except RecursionError:
+                raise ToolError(f"{self.name}: the arguments are nested too deeply; pass a flat JSON object") from None
+        if not isinstance(arguments, Mapping):
+            raise ToolError(f"{self.name}: the arguments must be a JSON object, not {typename(arguments)}")
+        known = {p.name: p for p in self.params}
+        for key in arguments:
+            if key not in known:
+                names = ", ".join(known) or "none"
+                raise ToolError(f"{self.name} has no argument {show(key)}; its arguments are: {names}")
+        out: dict[str, Any] = {}
+        for p in self.params:
+            value = arguments.get(p.name)
+            if value is None:
+                if p.required:
+                    raise ToolError(f"{self.name}: missing required argument {p.name!r} ({p.description})")
+                out[p.name] = p.default
+            else:
+                out[p.name] = p.check(value, self.name)
+        return out
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One tool profile, all in one record: ``Toolbox(profile=name)`` reads nothing else.
+
+    Parameters:
+        name: what ``Toolbox(profile=...)`` and ``--profile`` take.
+        description: one line for :data:`blobpad.PROFILES` and ``blobpad tools``.
+        tools: the factory of its tools, given the toolbox they are bound to.
+        scope: the default scope when it comes first in a combination:
+            ``"turn"`` or ``"session"``.
+        max_result_chars: its default result cap; a combination takes the largest.
+        offload_policy: the policy of the :class:`blobpad.Offloader` its toolbox makes
+            (``scratchpad_offload``); a combination takes the first that is not the
+            offloader's default (``"seed000"``).
+        notepad: whether its tools keep state in the session's notepad (the toolbox
+            then opens the notepad up front, to fail at once if it is unavailable).
+        owns_notepad_text: whether its tools keep the notepad's free text, the text a
+            shared ``read_notepad`` shows first (seed002).
+        context_block: the block the runtime prepends to the model's next message,
+            from the session's notepad (None: no block).
+        notepad_sections: the sections a shared ``read_notepad`` shows after the free
+            text, from the session's notepad (None: it keeps no such sections).
+        kept_words: how the tools that own the notepad text name what this profile
+            keeps ("notes, plan and refs").
+    """
+
+    name: str
+    description: str
+    tools: Callable[[Toolbox], list[ToolSpec]]
+    scope: Literal["turn", "session"] = "session"
+    max_result_chars: int = 20_000
+    offload_policy: Literal["seed000", "seed003"] = "seed000"
+    notepad: bool = False
+    owns_notepad_text: bool = False
+    context_block: Callable[[Notepad], str] | None = None
+    notepad_sections: Callable[[Notepad], list[str]] | None = None
+    kept_words: str = ""
+
+
+# -- the cap of a result -----------------------------------------------------------------------
+
+
+def result_size(result: Any) -> int:
+    """The size a result is capped by: its length as JSON (non-ASCII kept as is)."""
+    return len(json.dumps(result, ensure_ascii=False))
+
+
+def longest_string(value: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str]:
+    best: tuple[tuple[Any, ...], str] = ((), "")
+    items: Iterable[tuple[Any, Any]] = ()
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    for key, child in items:
+        found = (path + (key,), child) if isinstance(child, str) else longest_string(child, path + (key,))
+        if len(found[1]) > len(best[1]):
+            best = found
+    return best
+
+
+def shrink(result: dict[str, Any], cap: int) -> dict[str, Any]:
+    """Cut the longest strings of ``result`` until it fits in ``cap`` characters of JSON."""
+    result = json.loads(json.dumps(result, ensure_ascii=False))
+    for _ in range(200):
+        size = result_size(result)
+        if size <= cap:
+            return result
+        path, text = longest_string(result)
+        if len(text) < 100:
+            break
+        ratio = (len(json.dumps(text, ensure_ascii=False)) - 2) / len(text)   # JSON characters per character
+        keep = max(0, min(len(text) - 1, int(len(text) - (size - cap + 100) / ratio) - 1))
+        target: Any = result
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = text[:keep] + f"[... {len(text) - keep} characters cut: the result is capped at {cap} ...]"
+        result["truncated"] = True
+    log.error("blobpad: a result could not be cut under %d characters", cap)
+    return {"ok": False, "error": "the result is too large to return; ask for a smaller part"}

@@ -1,0 +1,386 @@
+"""The :class:`Toolbox`: one session's (and turn's) tools for one profile, their
+schemas in each API's shape, and the calls that never raise."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from ..errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_str
+from ..index import Entry, is_id
+from ..offload import Offloader
+from ..reads import SEARCH_TIMEOUT, check_timeout
+from ..store import Store
+from .profiles import REGISTRY
+from .sandbox import offload_tool
+from .spec import Profile, ToolError, ToolSpec, longest_string, result_size, show, shrink
+
+log = logging.getLogger("blobpad.tools")
+
+#: Tool profiles: name -> one-line description.  ``Toolbox(..., profile=name)``.
+PROFILES: dict[str, str] = {name: profile.description for name, profile in REGISTRY.items()}
+
+#: Schema flavors accepted by :meth:`Toolbox.schemas`.
+FLAVORS = ("openai", "openai-responses", "anthropic", "mcp")
+
+_MIN_RESULT = 2000                # smallest max_result_chars accepted
+
+
+class Toolbox:
+    """The scratchpad tools of one session (and turn), for one profile.
+
+    Parameters:
+        store: the store the entries live in.
+        session: the session whose entries the model may see.
+        turn: the current turn; required by turn-scoped profiles.  Assign
+            ``toolbox.turn`` when the runtime moves to the next turn.
+        profile: a name from :data:`PROFILES` (default ``"blobpad"``), or several joined
+            with ``+`` (``"blobpad+seed002"``: offloaded reads and a notepad); the first
+            one decides the default scope.  A session has one notepad: combined with
+            seed001 or seed004, seed002's ``read_notepad`` shows all of it (:meth:`notepad_view`).
+        scope: ``"turn"`` (only the current turn's entries) or ``"session"`` (all of
+            the session's); default: the profile's (turn for blobpad and seed000,
+            session for the others).
+        max_result_chars: cap on the length of every result as JSON (default 20,000;
+            34,000 for seed003, so that its default limit of 30,000 fits).
+        line_chars: longest line shown whole by the line-numbered modes (default 2000,
+            or a quarter of ``max_result_chars`` if that is smaller).
+        always_show: list reader tools even before the scope holds an entry.
+        allow_dirs: directories the ``scratchpad_offload`` tool may read files from;
+            the tool exists only when this is not empty.
+        offloader: the :class:`Offloader` used by ``scratchpad_offload`` (default: one
+            with the profile's policy).
+        ttl: seconds entries written by the model live (default: never, like seed 003).
+        max_file_bytes: largest file ``scratchpad_offload`` accepts (default 1 GiB).
+        search_timeout: time budget in seconds of the searches (grep, count, regex) of
+            one tool call (default :data:`blobpad.reads.SEARCH_TIMEOUT`, 5 s; None: no
+            limit).  A search that runs out answers what it found with
+            ``"timed_out": true`` and a notice; see :meth:`blobpad.Store.grep`.
+        notepad_options: keyword arguments of :class:`blobpad.notepad.Notepad` (budgets,
+            counter, ttl, max_versions) for the notepad profiles.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        session: str,
+        turn: str | int | None = None,
+        profile: str = "blobpad",
+        scope: Literal["turn", "session"] | None = None,
+        max_result_chars: int | None = None,
+        line_chars: int | None = None,
+        always_show: bool = False,
+        allow_dirs: Iterable[str | os.PathLike[str]] = (),
+        offloader: Offloader | None = None,
+        ttl: float | None = None,
+        max_file_bytes: int = 1 << 30,
+        search_timeout: float | None = SEARCH_TIMEOUT,
+        notepad_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        parts = profile.split("+") if isinstance(profile, str) else [profile]
+        for part in parts:
+            if not isinstance(part, str) or part not in REGISTRY:
+                raise InvalidArgument(f"unknown profile {part!r}; the profiles are: {', '.join(PROFILES)} "
+                                      "(combine them with '+', e.g. 'blobpad+seed002')")
+        records: list[Profile] = [REGISTRY[part] for part in parts]
+        check_str("session", session, allow_none=False)
+        if scope is None:
+            scope = records[0].scope
+        if scope not in ("turn", "session"):
+            raise InvalidArgument(f"scope must be 'turn' or 'session', not {scope!r}")
+        if max_result_chars is None:
+            max_result_chars = max(r.max_result_chars for r in records)
+        if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) or max_result_chars < _MIN_RESULT:
+            raise InvalidArgument(f"max_result_chars must be an integer of at least {_MIN_RESULT}, not {max_result_chars!r}")
+        if line_chars is None:
+            line_chars = min(2000, max_result_chars // 4)
+        if isinstance(line_chars, bool) or not isinstance(line_chars, int) or not 80 <= line_chars <= max_result_chars // 2:
+            raise InvalidArgument(f"line_chars must be an integer from 80 to max_result_chars/2, not {line_chars!r}")
+        self.store = store
+        self.session = session
+        self.profile = profile
+        self._parts = parts
+        self._profiles = records
+        self.scope = scope
+        self.max_result_chars = max_result_chars
+        self.line_chars = line_chars
+        self.always_show = bool(always_show)
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
+            raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
+        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 0:
+            raise InvalidArgument(f"max_file_bytes must be a non-negative integer, not {max_file_bytes!r}")
+        self.ttl = ttl
+        self.max_file_bytes = max_file_bytes
+        self.search_timeout = search_timeout if search_timeout is None else check_timeout(search_timeout, "search_timeout")
+        # per tool call, per thread (an MCP server runs calls in threads at once): the
+        # searches already run and when the call's search budget started (see reading.search_once)
+        self._call = threading.local()
+        self.allow_dirs = [os.path.realpath(os.fspath(d)) for d in allow_dirs]
+        for d in self.allow_dirs:
+            if not os.path.isdir(d):
+                raise InvalidArgument(f"allowed directory {d!r} does not exist or is not a directory")
+        if offloader is None:
+            # the first part's policy that is not the offloader's default ("seed000") wins
+            policy = next((r.offload_policy for r in records if r.offload_policy != "seed000"), "seed000")
+            offloader = Offloader(store, policy=policy)
+        self.offloader = offloader
+        self.notepad_options = dict(notepad_options or {})
+        self._pad: Any = None
+        self._turn: str | int | None = None
+        self.turn = turn
+        if any(r.notepad for r in records):
+            _ = self.notepad  # fail now, not at the model's first call, if the notepad is unavailable
+        tools = [t for r in records for t in r.tools(self)]
+        if self.allow_dirs:
+            tools.append(offload_tool(self))
+        self._tools: dict[str, ToolSpec] = {}
+        for t in tools:
+            if t.name in self._tools:
+                raise InvalidArgument(f"profiles {profile!r} both define the tool {t.name!r}; combine other profiles")
+            self._tools[t.name] = t
+
+    # -- notepad ------------------------------------------------------------------------
+
+    @property
+    def notepad(self) -> Any:
+        """The session's :class:`blobpad.notepad.Notepad` (state of the notepad profiles),
+        opened with ``notepad_options``."""
+        if self._pad is None:
+            try:
+                from ..notepad import Notepad
+            except ImportError as exc:
+                raise BlobpadError(f"the notepad profiles need blobpad.notepad.Notepad, which this build lacks ({exc})"
+                                   ) from None
+            self._pad = Notepad(self.store, self.session, **self.notepad_options)
+        return self._pad
+
+    @property
+    def combined_notepad(self) -> bool:
+        """Whether seed002's notepad tools share the session's one notepad with another
+        notepad profile's tool (``seed001+seed002``, ``seed002+seed004``); see :meth:`notepad_view`."""
+        return any(r.owns_notepad_text for r in self._profiles) and any(
+            r.notepad_sections is not None for r in self._profiles)
+
+    def notepad_view(self) -> str:
+        """The session's notepad as ``read_notepad`` returns it.
+
+        One notepad per session, whatever the profiles: alone, seed002's notepad is its
+        text (as the seed says).  Combined with seed001 or seed004, ``read_notepad``
+        shows the whole notepad: the text ``write_notepad``/``update_notepad`` keep,
+        then each non-empty space the other profile's ``session_scratchpad`` keeps, under
+        its heading (``## Notes``, ``## Plan``, ``## Refs`` as ``- ref`` lines, or ``##
+        Scratchpad``); "" while all are empty.  The spaces are changed with
+        ``session_scratchpad``, the text with ``write_notepad``/``update_notepad``.
+        """
+        pad = self.notepad
+        text = pad.read("notepad")
+        if not self.combined_notepad:
+            return text
+        sections = [text]
+        for r in self._profiles:
+            if r.notepad_sections is not None:
+                sections += r.notepad_sections(pad)
+        shown = [s for s in sections if s]
+        return "\n\n".join([s.rstrip("\n") for s in shown[:-1]] + shown[-1:])
+
+    def context_block(self) -> str:
+        """What the runtime prepends to the model's next message for the notepad profiles.
+
+        seed001: the non-empty spaces (notes, plan, refs); seed002: the ``## Session
+        Notepad`` section (or its empty-state hint); seed004: the ``[Session
+        Scratchpad ...]`` block.  "" for profiles without a notepad or when empty.
+        A combined profile (:attr:`combined_notepad`) has one notepad, so one block:
+        the ``## Session Notepad`` section holding :meth:`notepad_view`.
+        """
+        if self.combined_notepad:
+            from ..notepad import EMPTY_NOTEPAD_HINT, NOTEPAD_HEADING
+
+            return f"{NOTEPAD_HEADING}\n{self.notepad_view() or EMPTY_NOTEPAD_HINT}"
+        blocks = [r.context_block(self.notepad) for r in self._profiles if r.context_block is not None]
+        return "\n\n".join(b for b in blocks if b)
+
+    # -- scope --------------------------------------------------------------------------
+
+    @property
+    def turn(self) -> str | int | None:
+        """The current turn; assign a new value when the runtime starts the next turn."""
+        return self._turn
+
+    @turn.setter
+    def turn(self, value: str | int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            raise InvalidArgument(f"turn must be a string, an integer or None, not {type(value).__name__}")
+        if isinstance(value, str):
+            check_str("turn", value)
+        if value is None and self.scope == "turn":
+            raise InvalidArgument("a turn-scoped toolbox needs a turn; pass turn=..., or scope='session'")
+        self._turn = value
+
+    def in_scope(self, entry: Entry) -> bool:
+        """Whether the model may see ``entry`` through this toolbox."""
+        if entry.session != self.session:
+            return False
+        if self.scope == "turn":
+            return type(entry.turn) is type(self._turn) and entry.turn == self._turn
+        return True
+
+    def entries(self) -> list[Entry]:
+        """The live entries this toolbox can see, in creation order."""
+        if self.scope == "turn":
+            return self.store.entries(session=self.session, turn=self._turn)
+        return self.store.entries(session=self.session)
+
+    def _has_entries(self) -> bool:
+        if self.scope == "turn":
+            return bool(self.store.entries(session=self.session, turn=self._turn, limit=1))
+        return bool(self.store.entries(session=self.session, limit=1))
+
+    def _not_found(self, what: str) -> ToolError:
+        where = "this turn" if self.scope == "turn" else "this session"
+        hint = " or call scratchpad_list to see them" if "scratchpad_list" in self._tools else ""
+        return ToolError(
+            f"no scratchpad entry {what} in {where}: it is unknown, has expired, or belongs to another "
+            f"{self.scope}. Use a scratchpad_id shown in an observation of {where}{hint}."
+        )
+
+    def entry(self, entry_id: str) -> Entry:
+        """The entry ``entry_id`` if this toolbox may see it; else the not-found ToolError."""
+        entry_id = entry_id.strip().lower()
+        try:
+            e = self.store.stat(entry_id)
+        except NotFound:
+            raise self._not_found(repr(entry_id)) from None
+        except InvalidArgument as exc:
+            raise ToolError(str(exc)) from None
+        if not self.in_scope(e):
+            raise self._not_found(repr(entry_id))
+        return e
+
+    def named(self, name: str) -> Entry:
+        """The entry called ``name`` (or, failing that, with that id) in scope."""
+        try:
+            e = self.store.find(name, session=self.session)
+            if self.in_scope(e):
+                return e
+        except NotFound:
+            pass
+        except InvalidArgument as exc:
+            raise ToolError(str(exc)) from None
+        if is_id(name):  # an id, in either case
+            try:
+                return self.entry(name)
+            except ToolError:
+                pass
+        raise ToolError(f"no scratchpad entry named {show(name, 200)} in this session; "
+                        "call scratchpad_list to see the names")
+
+    # -- schemas ------------------------------------------------------------------------
+
+    def tool_names(self) -> list[str]:
+        """Names of the tools :meth:`schemas` lists right now."""
+        show = self.always_show or self._has_entries()
+        return [t.name for t in self._tools.values() if show or not t.reader]
+
+    def schemas(self, flavor: str = "openai") -> list[dict[str, Any]]:
+        """The tool definitions for an API: ``"openai"`` (Chat Completions ``tools``),
+        ``"openai-responses"`` (Responses API), ``"anthropic"`` (Messages ``tools``) or
+        ``"mcp"`` (``Tool`` objects of ``tools/list``).
+
+        Reader tools appear only once the scope holds an entry (unless
+        ``always_show``), so a model without offloaded observations sees no noise.
+        """
+        if flavor not in FLAVORS:
+            raise InvalidArgument(f"unknown schema flavor {flavor!r}; use one of {', '.join(FLAVORS)}")
+        out = []
+        for name in self.tool_names():
+            t = self._tools[name]
+            schema = t.input_schema()
+            if flavor == "openai":
+                out.append({"type": "function", "function": {"name": t.name, "description": t.description,
+                                                             "parameters": schema}})
+            elif flavor == "openai-responses":
+                out.append({"type": "function", "name": t.name, "description": t.description, "parameters": schema})
+            elif flavor == "anthropic":
+                out.append({"name": t.name, "description": t.description, "input_schema": schema})
+            else:
+                annotations = {"readOnlyHint": t.read_only}
+                if not t.read_only:
+                    annotations["destructiveHint"] = t.destructive
+                out.append({"name": t.name, "description": t.description, "inputSchema": schema,
+                            "annotations": annotations})
+        return out
+
+    # -- calls --------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> dict[str, Any]:
+        """Run the tool ``name`` with the model's ``arguments`` (a dict or a JSON string).
+
+        Never raises: returns ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``
+        whose message says how to fix the call.  Hidden tools can be called too.
+        """
+        tool_name = "?"
+        try:
+            tool_name = name if isinstance(name, str) else show(name)
+            tool = self._tools.get(name) if isinstance(name, str) else None
+            if tool is None:
+                return self._error(tool_name, f"unknown tool {show(name)}; the tools are: {', '.join(self._tools)}")
+            args = tool.validate(arguments)
+            self._call.searches, self._call.t0 = {}, time.monotonic()  # one search budget per call (_search)
+            try:
+                return self._fit(tool, args)
+            finally:
+                self._call.searches = {}  # let go of the results
+        except ToolError as exc:
+            return self._error(tool_name, str(exc))
+        except NotFound:
+            # An entry vanished (expired, deleted) between the scope check and the read.
+            return self._error(tool_name, str(self._not_found("with that id or name")))
+        except (InvalidArgument, StoreFull) as exc:
+            return self._error(tool_name, str(exc))
+        except CorruptData:
+            log.exception("blobpad tool %s: damaged data", tool_name)
+            return self._error(tool_name, "this entry is damaged in the store and cannot be read; "
+                                          "run the tool that produced it again")
+        except BlobpadError as exc:
+            return self._error(tool_name, f"the scratchpad is unavailable: {exc}")
+        except Exception:  # never let a traceback or foreign data reach the model
+            log.exception("blobpad tool %s failed", tool_name)
+            return self._error(tool_name, f"internal error in {tool_name}; nothing was changed by this failure. "
+                                          "Try again with other arguments, or continue without it.")
+
+    def _error(self, tool: str, message: str) -> dict[str, Any]:
+        limit = self.max_result_chars // 2
+        if len(message) > limit:
+            message = message[:limit] + "..."
+        return {"ok": False, "tool": tool[:200], "error": message}
+
+    def _fit(self, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+        """Run the handler with a content budget that keeps the result under the cap.
+
+        A read-only tool is run again with a smaller budget while its result is too
+        large; a tool that changes something runs once, and its result is cut.
+        """
+        cap = self.max_result_chars
+        budget = cap - 1000
+        for _ in range(12):
+            result = tool.handler(self, args, budget)
+            if not isinstance(result.get("ok"), bool):
+                result = {"ok": True, **result}
+            if result["ok"] is False and not result.get("error"):
+                result["error"] = str(result.get("message") or "the operation was rejected")
+            size = result_size(result)
+            if size <= cap:
+                return result
+            if not tool.read_only or budget == 64:
+                break
+            # shrink what was shown in proportion: content that escapes to several JSON
+            # characters each (quotes, backslashes, control characters) needs more than
+            # the excess cut, and a page shorter than the budget is cut from its own length
+            shown = min(budget, len(longest_string(result)[1]))
+            budget = max(64, min(budget - 64, shown * cap // size))
+        return shrink(result, cap)
