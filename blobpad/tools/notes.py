@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .toolbox import Toolbox
+from .spec import ToolContext
 
 
 def note_result(result: Any) -> dict[str, Any]:
     return dict(result.to_dict() if hasattr(result, "to_dict") else result)
 
 
-def budget_words(tb: Toolbox, space: str) -> str:
+def budget_words(tb: ToolContext, space: str) -> str:
     """A space's budget as the notepad of ``tb`` enforces it: "4,000 characters", "about 2,000 tokens"."""
     budget = tb.notepad.budgets[space]
     if budget.limit is None:

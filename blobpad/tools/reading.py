@@ -6,17 +6,13 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import InvalidArgument
 from ..index import Entry
 from ..reads import LineWindow, compile_pattern
-from .spec import ToolError, result_size
-
-if TYPE_CHECKING:
-    from .toolbox import Toolbox
+from .spec import ToolContext, ToolError, result_size
 
 
 def unit_of(entry: Entry) -> str:
@@ -24,7 +20,7 @@ def unit_of(entry: Entry) -> str:
 
 
 def slice_result(
-    tb: Toolbox, entry: Entry, start: int, end: int, budget: int, *, mode: str, keep_end: bool = False,
+    tb: ToolContext, entry: Entry, start: int, end: int, budget: int, *, mode: str, keep_end: bool = False,
     next_args: Callable[[int, int], dict[str, Any]] | None = None, id_key: str = "scratchpad_id",
     id_value: str | None = None,
 ) -> dict[str, Any]:
@@ -72,23 +68,7 @@ def check_pattern(pattern: str, *, ignore_case: bool, fixed: bool, fixed_hint: s
         raise ToolError(f"{exc.message}; {fixed_hint}" if exc.hint is not None else exc.message) from None
 
 
-def search_once(tb: Toolbox, key: tuple[Any, ...], run: Callable[[float | None], Any]) -> Any:
-    """``run(timeout)``, a grep or count, once per tool call: ``_fit`` runs a handler again
-    with a smaller budget, and the search must not run (nor time out) again.  The
-    searches of one call share ``tb.search_timeout``."""
-    call = tb._call
-    if not hasattr(call, "searches"):  # a handler run outside call(): one search, the whole budget
-        call.searches, call.t0 = {}, time.monotonic()
-    hit = call.searches.get(key)
-    if hit is None:
-        timeout = tb.search_timeout
-        if timeout is not None:
-            timeout = max(0.001, timeout - (time.monotonic() - call.t0))
-        hit = call.searches[key] = run(timeout)
-    return hit
-
-
-def timed_out_notice(tb: Toolbox, entry: Entry, searched: int | None, what: str,
+def timed_out_notice(tb: ToolContext, entry: Entry, searched: int | None, what: str,
                       advice: str = "search a literal with fixed_strings=true, or read around a line with "
                                     "mode='lines'") -> str:
     """The notice of a search that ran out of time after line ``searched``."""
@@ -114,7 +94,7 @@ def iso(t: float | None) -> str | None:
     return datetime.datetime.fromtimestamp(t, datetime.UTC).isoformat(timespec="seconds")
 
 
-def read_range(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int, mode: str) -> dict[str, Any]:
+def read_range(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int, mode: str) -> dict[str, Any]:
     length = entry.length
     start, end = a["start"], a["end"]
     if start is None:
@@ -129,7 +109,7 @@ def read_range(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int, mode: 
 
 
 def grep_lines(
-    tb: Toolbox, entry: Entry, res_matches: list[Any], context: int, budget: int, id_args: dict[str, Any],
+    tb: ToolContext, entry: Entry, res_matches: list[Any], context: int, budget: int, id_args: dict[str, Any],
     separator: bool = True,
 ) -> tuple[list[str], int]:
     """Format grep matches as ``N:text`` (context ``N-text``, groups split by ``--``).
@@ -188,7 +168,7 @@ def grep_lines(
     return out, shown
 
 
-def list_result(tb: Toolbox, budget: int, skip: int, describe: Callable[[Entry], dict[str, Any]],
+def list_result(tb: ToolContext, budget: int, skip: int, describe: Callable[[Entry], dict[str, Any]],
                  next_tool_args: bool = True) -> dict[str, Any]:
     entries = tb.entries()
     rows: list[dict[str, Any]] = []

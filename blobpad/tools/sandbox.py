@@ -8,12 +8,9 @@ import os
 import stat
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .spec import Param, ToolError, ToolSpec, show
-
-if TYPE_CHECKING:
-    from .toolbox import Toolbox
+from .spec import Param, ToolContext, ToolError, ToolSpec, show
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
@@ -38,7 +35,7 @@ def _is_store_dir(directory: str) -> bool:
     return has("blobpad.lock") or (has("data.mdb") and has("lock.mdb"))
 
 
-def _store_file_reason(tb: Toolbox, fd: int, st: os.stat_result, opened: str) -> str | None:
+def _store_file_reason(tb: ToolContext, fd: int, st: os.stat_result, opened: str) -> str | None:
     """Why the opened file belongs to a blobpad store, or None.
 
     Whatever path reached it: the file is one of the open store's files (same device
@@ -71,7 +68,7 @@ def _store_file_reason(tb: Toolbox, fd: int, st: os.stat_result, opened: str) ->
     return None
 
 
-def _open_confined(tb: Toolbox, raw_path: str) -> tuple[int, str, int]:
+def _open_confined(tb: ToolContext, raw_path: str) -> tuple[int, str, int]:
     """Open a regular file inside the allowed directories: (fd, real path, size)."""
     roots = tb.allow_dirs
     allowed = ", ".join(roots)
@@ -143,7 +140,7 @@ class _Limited:
         return data
 
 
-def _offload_file(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _offload_file(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     fd, real, size = _open_confined(tb, a["path"])
     with os.fdopen(fd, "rb") as raw:
         fh = _Limited(raw, tb.max_file_bytes)
@@ -157,7 +154,7 @@ def _offload_file(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
     return result
 
 
-def offload_tool(tb: Toolbox) -> ToolSpec:
+def offload_tool(tb: ToolContext) -> ToolSpec:
     dirs = ", ".join(tb.allow_dirs)
     return ToolSpec(
         "scratchpad_offload",

@@ -8,11 +8,13 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from ..index import Entry
     from ..notepad import Notepad
-    from .toolbox import Toolbox
+    from ..offload import Offloader
+    from ..store import Store
 
 log = logging.getLogger("blobpad.tools")
 
@@ -106,7 +108,43 @@ def show(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-Handler = Callable[["Toolbox", dict[str, Any], int], dict[str, Any]]
+class ToolContext(Protocol):
+    """What a tool's handler and a profile's tool factory use of the :class:`~blobpad.tools.Toolbox`
+    they are bound to (the Toolbox is one), so that the profiles never import the Toolbox."""
+
+    store: Store
+    session: str
+    scope: Literal["turn", "session"]
+    max_result_chars: int
+    line_chars: int
+    search_timeout: float | None
+    ttl: float | None
+    allow_dirs: list[str]
+    max_file_bytes: int
+    offloader: Offloader
+    profiles: tuple[Profile, ...]
+
+    @property
+    def turn(self) -> str | int | None: ...
+
+    @property
+    def notepad(self) -> Notepad: ...
+
+    @property
+    def combined_notepad(self) -> bool: ...
+
+    def notepad_view(self) -> str: ...
+
+    def entries(self) -> list[Entry]: ...
+
+    def entry(self, entry_id: str) -> Entry: ...
+
+    def named(self, name: str) -> Entry: ...
+
+    def search(self, key: tuple[Any, ...], run: Callable[[float | None], Any]) -> Any: ...
+
+
+Handler = Callable[[ToolContext, dict[str, Any], int], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -192,7 +230,7 @@ class Profile:
 
     name: str
     description: str
-    tools: Callable[[Toolbox], list[ToolSpec]]
+    tools: Callable[[ToolContext], list[ToolSpec]]
     scope: Literal["turn", "session"] = "session"
     max_result_chars: int = 20_000
     offload_policy: Literal["seed000", "seed003"] = "seed000"

@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from ..errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_str
@@ -105,7 +105,7 @@ class Toolbox:
         self.session = session
         self.profile = profile
         self._parts = parts
-        self._profiles = records
+        self.profiles: tuple[Profile, ...] = tuple(records)  # the records of profile's parts, in order
         self.scope = scope
         self.max_result_chars = max_result_chars
         self.line_chars = line_chars
@@ -118,7 +118,7 @@ class Toolbox:
         self.max_file_bytes = max_file_bytes
         self.search_timeout = search_timeout if search_timeout is None else check_timeout(search_timeout, "search_timeout")
         # per tool call, per thread (an MCP server runs calls in threads at once): the
-        # searches already run and when the call's search budget started (see reading.search_once)
+        # searches already run and when the call's search budget started (see search)
         self._call = threading.local()
         self.allow_dirs = [os.path.realpath(os.fspath(d)) for d in allow_dirs]
         for d in self.allow_dirs:
@@ -163,8 +163,8 @@ class Toolbox:
     def combined_notepad(self) -> bool:
         """Whether seed002's notepad tools share the session's one notepad with another
         notepad profile's tool (``seed001+seed002``, ``seed002+seed004``); see :meth:`notepad_view`."""
-        return any(r.owns_notepad_text for r in self._profiles) and any(
-            r.notepad_sections is not None for r in self._profiles)
+        return any(r.owns_notepad_text for r in self.profiles) and any(
+            r.notepad_sections is not None for r in self.profiles)
 
     def notepad_view(self) -> str:
         """The session's notepad as ``read_notepad`` returns it.
@@ -182,7 +182,7 @@ class Toolbox:
         if not self.combined_notepad:
             return text
         sections = [text]
-        for r in self._profiles:
+        for r in self.profiles:
             if r.notepad_sections is not None:
                 sections += r.notepad_sections(pad)
         shown = [s for s in sections if s]
@@ -201,7 +201,7 @@ class Toolbox:
             from ..notepad import EMPTY_NOTEPAD_HINT, NOTEPAD_HEADING
 
             return f"{NOTEPAD_HEADING}\n{self.notepad_view() or EMPTY_NOTEPAD_HINT}"
-        blocks = [r.context_block(self.notepad) for r in self._profiles if r.context_block is not None]
+        blocks = [r.context_block(self.notepad) for r in self.profiles if r.context_block is not None]
         return "\n\n".join(b for b in blocks if b)
 
     # -- scope --------------------------------------------------------------------------
@@ -279,6 +279,21 @@ class Toolbox:
         raise ToolError(f"no scratchpad entry named {show(name, 200)} in this session; "
                         "call scratchpad_list to see the names")
 
+    def search(self, key: tuple[Any, ...], run: Callable[[float | None], Any]) -> Any:
+        """``run(timeout)``, a grep or count, once per tool call: a read-only tool is run
+        again with a smaller budget when its result is too large, and the search must not
+        run (nor time out) again.  The searches of one call share :attr:`search_timeout`."""
+        call = self._call
+        if not hasattr(call, "searches"):  # a handler run outside call(): one search, the whole budget
+            call.searches, call.t0 = {}, time.monotonic()
+        hit = call.searches.get(key)
+        if hit is None:
+            timeout = self.search_timeout
+            if timeout is not None:
+                timeout = max(0.001, timeout - (time.monotonic() - call.t0))
+            hit = call.searches[key] = run(timeout)
+        return hit
+
     # -- schemas ------------------------------------------------------------------------
 
     def tool_names(self) -> list[str]:
@@ -330,7 +345,7 @@ class Toolbox:
             if tool is None:
                 return self._error(tool_name, f"unknown tool {show(name)}; the tools are: {', '.join(self._tools)}")
             args = tool.validate(arguments)
-            self._call.searches, self._call.t0 = {}, time.monotonic()  # one search budget per call (_search)
+            self._call.searches, self._call.t0 = {}, time.monotonic()  # one search budget per call (search)
             try:
                 return self._fit(tool, args)
             finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...index import Entry
 from ..reading import (
@@ -13,20 +13,16 @@ from ..reading import (
     iso,
     list_result,
     read_range,
-    search_once,
     slice_result,
     timed_out_notice,
 )
-from ..spec import MAX_INT, Param, Profile, ToolError, ToolSpec
-
-if TYPE_CHECKING:
-    from ..toolbox import Toolbox
+from ..spec import MAX_INT, Param, Profile, ToolContext, ToolError, ToolSpec
 
 _LINES_PER_CALL = 200             # default number of lines of mode "lines"
 _LINE_BATCH = 256                 # lines read from the store at a time
 _MAX_SKIP = 10_000                # grep pages: the engine finds skip + max_matches matches each time
 
-def _read_blobpad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _read_blobpad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     _check_mode_args(a)
     entry = tb.entry(a["scratchpad_id"])
     mode = a["mode"]
@@ -46,7 +42,7 @@ def _read_blobpad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
         check_pattern(a["pattern"], ignore_case=a["ignore_case"], fixed=a["fixed_strings"],
                  fixed_hint="pass fixed_strings=true to search for the literal text")
         if mode == "count":
-            n = search_once(tb, ("count", entry.id, a["pattern"], a["ignore_case"], a["fixed_strings"]),
+            n = tb.search(("count", entry.id, a["pattern"], a["ignore_case"], a["fixed_strings"]),
                         lambda t: tb.store.count(entry.id, a["pattern"], ignore_case=a["ignore_case"],
                                                  fixed=a["fixed_strings"], timeout=t))
             counted: dict[str, Any] = {"ok": True, "scratchpad_id": entry.id, "mode": "count",
@@ -69,7 +65,7 @@ def _line_number(n: int, total: int) -> int:
     return n if n > 0 else max(1, total + 1 + n)
 
 
-def _lines(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _lines(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
     total = entry.lines
     first = _line_number(a["start_line"], total)
     column = a["column"]
@@ -128,10 +124,10 @@ def _lines(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[st
     return result
 
 
-def _grep(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
     skip, limit, context = a["skip"], a["max_matches"], a["context"]
     pattern, icase, fixed = a["pattern"], a["ignore_case"], a["fixed_strings"]
-    res = search_once(tb, ("grep", entry.id, pattern, icase, fixed, context, skip + limit),
+    res = tb.search(("grep", entry.id, pattern, icase, fixed, context, skip + limit),
                   lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed, before=context,
                                           after=context, max_matches=skip + limit, line_window=tb.line_chars + 1,
                                           timeout=t))
@@ -142,7 +138,7 @@ def _grep(tb: Toolbox, entry: Entry, a: dict[str, Any], budget: int) -> dict[str
     total: int = len(res.matches)
     counted = None
     if res.truncated:
-        counted = search_once(tb, ("count", entry.id, pattern, icase, fixed),
+        counted = tb.search(("count", entry.id, pattern, icase, fixed),
                           lambda t: tb.store.count(entry.id, pattern, ignore_case=icase, fixed=fixed, timeout=t))
         total = max(int(counted), total)  # a count that timed out counts fewer lines than grep saw
     result: dict[str, Any] = {"ok": True, "scratchpad_id": entry.id, "mode": "grep", "pattern": pattern,
@@ -203,7 +199,7 @@ def _describe_blobpad(e: Entry) -> dict[str, Any]:
     return row
 
 
-def _list_blobpad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _list_blobpad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     return list_result(tb, budget, a["skip"], _describe_blobpad)
 
 
@@ -265,7 +261,7 @@ def _check_mode_args(a: dict[str, Any]) -> None:
             )
 
 
-def _blobpad_tools(tb: Toolbox) -> list[ToolSpec]:
+def _blobpad_tools(tb: ToolContext) -> list[ToolSpec]:
     cap = tb.max_result_chars
     read = ToolSpec(
         "scratchpad_read",

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..reading import read_range, slice_result
-from ..spec import Param, Profile, ToolSpec
+from ..spec import Param, Profile, ToolContext, ToolSpec
 
-if TYPE_CHECKING:
-    from ..toolbox import Toolbox
 
-def _read_seed000(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _read_seed000(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     entry = tb.entry(a["scratchpad_id"])
     mode = a["mode"]
     length = entry.length
@@ -23,7 +21,7 @@ def _read_seed000(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
     return read_range(tb, entry, a, budget, mode)
 
 
-def _seed000_tools(tb: Toolbox) -> list[ToolSpec]:
+def _seed000_tools(tb: ToolContext) -> list[ToolSpec]:
     read = ToolSpec(
         "scratchpad_read",
         ("Reads from the scratchpad an observation previously saved because it was too large for the "

@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..notes import budget_words, note_result
-from ..spec import Param, Profile, ToolError, ToolSpec
+from ..spec import Param, Profile, ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:
     from ...notepad import Notepad
-    from ..toolbox import Toolbox
 
 _SEED001_ACTIONS = ("set_notes", "append_notes", "set_plan", "refs.add", "refs.remove", "refs.set")
 
 
-def _seed001(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _seed001(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     action = a["action"]
     pad = tb.notepad
     if action in ("set_notes", "append_notes", "set_plan"):
@@ -31,7 +30,7 @@ def _seed001(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
     return note_result(pad.refs_set(a["items"]))
 
 
-def _seed001_tools(tb: Toolbox) -> list[ToolSpec]:
+def _seed001_tools(tb: ToolContext) -> list[ToolSpec]:
     notes, plan = budget_words(tb, "notes"), budget_words(tb, "plan")
     refs = tb.notepad.budgets["refs"].limit
     return [ToolSpec(

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..notes import note_result
-from ..spec import Param, Profile, ToolError, ToolSpec, show
+from ..spec import Param, Profile, ToolContext, ToolError, ToolSpec, show
 
 if TYPE_CHECKING:
     from ...notepad import Notepad
-    from ..toolbox import Toolbox
 
-def _read_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _read_notepad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     content = tb.notepad_view()
     offset = a["offset"]
     if offset > len(content):
@@ -27,11 +26,11 @@ def _read_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
     return result
 
 
-def _write_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _write_notepad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     return note_result(tb.notepad.write_notepad(a["content"]))
 
 
-def _update_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _update_notepad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     op = a["operation"]
     if op == "find_replace" and (a["find"] is None or a["replace"] is None):
         raise ToolError("update_notepad: operation 'find_replace' needs find (the exact text) and replace")
@@ -46,17 +45,17 @@ def _update_notepad(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, An
                                                   replace_all=a["replace_all"]))
 
 
-def _shared_words(tb: Toolbox) -> str:
+def _shared_words(tb: ToolContext) -> str:
     """How seed002's tools describe the notepad they share in a combined profile ("" alone)."""
     if not tb.combined_notepad:
         return ""
-    kept = next(r.kept_words for r in tb._profiles if r.kept_words)
+    kept = next(r.kept_words for r in tb.profiles if r.kept_words)
     return (f" This notepad is the session's one notepad: read_notepad also shows the {kept} you keep with "
             "session_scratchpad (under their ## headings), which write_notepad and update_notepad leave as they "
             "are; change those with session_scratchpad.")
 
 
-def _seed002_tools(tb: Toolbox) -> list[ToolSpec]:
+def _seed002_tools(tb: ToolContext) -> list[ToolSpec]:
     return [
         ToolSpec(
             "read_notepad",

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import MAX_STR_BYTES, NotFound
 from ...index import Entry
-from ..reading import check_pattern, grep_lines, iso, list_result, search_once, slice_result, timed_out_notice, unit_of
-from ..spec import Param, Profile, ToolError, ToolSpec
-
-if TYPE_CHECKING:
-    from ..toolbox import Toolbox
+from ..reading import check_pattern, grep_lines, iso, list_result, slice_result, timed_out_notice, unit_of
+from ..spec import Param, Profile, ToolContext, ToolError, ToolSpec
 
 _MAX_NAME = MAX_STR_BYTES         # longest entry name (in characters here; the store counts UTF-8 bytes)
 _EDIT_LIMIT = 64 << 20            # largest entry edited in place, in bytes
@@ -18,7 +15,7 @@ _EDIT_LIMIT = 64 << 20            # largest entry edited in place, in bytes
 _NAME_PARAM = Param("name", "string", "The entry name", required=True, min_length=1, max_length=_MAX_NAME)
 
 
-def _write_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _write_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     name, content = a["name"], a["content"]
     try:
         old: Entry | None = tb.store.find(name, session=tb.session)
@@ -29,13 +26,13 @@ def _write_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any
     return {"ok": True, "name": name, "scratchpad_id": e.id, "size_chars": e.length, "overwritten": old is not None}
 
 
-def _read_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _read_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     entry = tb.named(a["name"])
     name = a["name"]
     if a["regex"] is not None:
         check_pattern(a["regex"], ignore_case=False, fixed=False,
                  fixed_hint="escape special characters with a backslash to match them literally")
-        res = search_once(tb, ("grep", entry.id, a["regex"]),
+        res = tb.search(("grep", entry.id, a["regex"]),
                       lambda t: tb.store.grep(entry.id, a["regex"], max_matches=100, line_window=tb.line_chars + 1,
                                               timeout=t))
         lines, shown = grep_lines(tb, entry, res.matches, 0, budget, {"name": name})
@@ -75,7 +72,7 @@ def _read_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]
     return out
 
 
-def _replace(tb: Toolbox, entry: Entry, name: str, content: str) -> Entry:
+def _replace(tb: ToolContext, entry: Entry, name: str, content: str) -> Entry:
     """Put the new content of an edited entry under its name.
 
     An unnamed entry (an offloaded observation read by its id) becomes a named one
@@ -91,7 +88,7 @@ def _replace(tb: Toolbox, entry: Entry, name: str, content: str) -> Entry:
     return e
 
 
-def _edit_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _edit_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     name = a["name"]
     content, old, new, replace_all = a["content"], a["old_string"], a["new_string"], a["replace_all"]
     if content is not None and (old is not None or new is not None):
@@ -138,17 +135,17 @@ def _describe_seed003(e: Entry) -> dict[str, Any]:
     return row
 
 
-def _list_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _list_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     return list_result(tb, budget, 0, _describe_seed003, next_tool_args=False)
 
 
-def _delete_seed003(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _delete_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     entry = tb.named(a["name"])
     tb.store.delete(entry.id)
     return {"ok": True, "name": a["name"], "deleted": True}
 
 
-def _seed003_tools(tb: Toolbox) -> list[ToolSpec]:
+def _seed003_tools(tb: ToolContext) -> list[ToolSpec]:
     return [
         ToolSpec(
             "scratchpad_write",

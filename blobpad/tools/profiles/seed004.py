@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..notes import budget_words, note_result
-from ..spec import Param, Profile, ToolSpec
+from ..spec import Param, Profile, ToolContext, ToolSpec
 
 if TYPE_CHECKING:
     from ...notepad import Notepad
-    from ..toolbox import Toolbox
 
-def _seed004(tb: Toolbox, a: dict[str, Any], budget: int) -> dict[str, Any]:
+def _seed004(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     return note_result(tb.notepad.scratchpad(a["content"], mode=a["mode"]))
 
 
-def _seed004_tools(tb: Toolbox) -> list[ToolSpec]:
+def _seed004_tools(tb: ToolContext) -> list[ToolSpec]:
     return [ToolSpec(
         "session_scratchpad",
         ("Persist important working state (plans, findings, decisions) that survives context compaction. Content "
