@@ -114,7 +114,6 @@ Constants: :data:`NOTEPAD_HEADING`, :data:`EMPTY_NOTEPAD_HINT`,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import struct
@@ -122,9 +121,28 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .backend import ReadTxn, WriteTxn
+from .engine import ReadTxn, WriteTxn
 from .errors import HINT_NOTEPAD_SIZE, HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_str
-from .store import _GC_HOOKS, _SESSION_HOOKS, _VERIFY_HOOKS
+from .notes import (
+    HEAD,
+    SPACE,
+    VER,
+    blob_get,
+    blob_ref,
+    blob_release,
+    delete_notepad,
+    expired,
+    head_key,
+    log_key,
+    log_prefix,
+    part,
+    prefix_end,
+    read_head,
+    scan_first,
+    scan_prefix,
+    set_expiry,
+)
+from .notes import purge_expired as notes_purge_expired
 
 if TYPE_CHECKING:
     from .store import Store
@@ -347,280 +365,12 @@ class Version:
         return asdict(self)
 
 
-# -- keys -------------------------------------------------------------------------------
-#
-# Keyspace "notes":
-#   B + sha256(content)                        -> refcount (>Q) + content (UTF-8 text or JSON list)
-#   H + part(session) + part(space)            -> version (>Q) + sha256 of the head content
-#   L + part(session) + part(space) + >Q ver   -> JSON {"h": hex sha256, "c": chars, "t": time, "a": action}
-#   M + part(session)                          -> JSON {"expires_at": float} (only with a ttl)
-#   E + >Q expires_at_us + part(session)       -> b"" (the ttl index purge_expired walks)
-# part() is length-prefixed, so no session's keys are a prefix of another session's.
-
-_SPACE = "notes"
-_REFCOUNT = struct.Struct(">Q")
-_HEAD = struct.Struct(">Q32s")
-_VER = struct.Struct(">Q")
-
-
-def _part(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    return struct.pack(">I", len(raw)) + raw
-
-
-def _blob_key(digest: bytes) -> bytes:
-    return b"B" + digest
-
-
-def _head_key(session: str, space: str) -> bytes:
-    return b"H" + _part(session) + _part(space)
-
-
-def _log_prefix(session: str, space: str | None = None) -> bytes:
-    return b"L" + _part(session) + (_part(space) if space is not None else b"")
-
-
-def _log_key(session: str, space: str, version: int) -> bytes:
-    return _log_prefix(session, space) + _VER.pack(version)
-
-
-def _meta_key(session: str) -> bytes:
-    return b"M" + _part(session)
-
-
-def _expiry_key(expires_at: float, session: str) -> bytes:
-    return b"E" + _VER.pack(_micros(expires_at)) + _part(session)
-
-
-def _micros(t: float) -> int:
-    return max(0, min((1 << 64) - 1, int(t * 1_000_000)))
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    # prefixes here end with a length-prefixed string or start with a letter < 0xFF
-    p = bytearray(prefix)
-    while p[-1] == 0xFF:
-        p.pop()
-    p[-1] += 1
-    return bytes(p)
-
-
-def _scan_first(txn: ReadTxn, prefix: bytes) -> bool:
-    """Whether any record starts with ``prefix``."""
-    return any(True for _ in txn.scan(_SPACE, prefix, _prefix_end(prefix)))
-
-
-def _scan_prefix(
-    txn: ReadTxn, prefix: bytes, on_damage: Callable[[bytes], None] | None = None
-) -> list[tuple[bytes, bytes]]:
-    return list(txn.scan(_SPACE, prefix, _prefix_end(prefix), on_damage=on_damage))
-
-
-# -- blobs, heads and versions inside a transaction -------------------------------------
-
-
-def _blob_get(txn: ReadTxn, digest: bytes) -> bytes:
-    raw = txn.get(_SPACE, _blob_key(digest))
-    if raw is None:  # a version always holds a reference to its text: only damage loses it
-        raise CorruptData("a notepad version's text is missing from the store", hint=HINT_VERIFY)
-    return raw[_REFCOUNT.size:]
-
-
-def _blob_ref(txn: WriteTxn, data: bytes, digest: bytes | None = None) -> bytes:
-    """Add one reference to the blob holding ``data``; return its digest."""
-    digest = digest or hashlib.sha256(data).digest()
-    key = _blob_key(digest)
-    raw = txn.get(_SPACE, key)
-    if raw is None:
-        txn.put(_SPACE, key, _REFCOUNT.pack(1) + data)
-    else:
-        (count,) = _REFCOUNT.unpack_from(raw)
-        txn.put(_SPACE, key, _REFCOUNT.pack(count + 1) + raw[_REFCOUNT.size:])
-    return digest
-
-
-def _blob_release(txn: WriteTxn, digest: bytes) -> None:
-    key = _blob_key(digest)
-    raw = txn.get(_SPACE, key)
-    if raw is None:  # pragma: no cover - defensive
-        return
-    (count,) = _REFCOUNT.unpack_from(raw)
-    if count <= 1:
-        txn.delete(_SPACE, key)
-    else:
-        txn.put(_SPACE, key, _REFCOUNT.pack(count - 1) + raw[_REFCOUNT.size:])
-
-
-def _head(txn: ReadTxn, session: str, space: str) -> tuple[int, bytes] | None:
-    raw = txn.get(_SPACE, _head_key(session, space))
-    if raw is None:
-        return None
-    version, digest = _HEAD.unpack(raw)
-    return version, digest
-
-
-def _expired(txn: ReadTxn, session: str, now: float) -> bool:
-    raw = txn.get(_SPACE, _meta_key(session))
-    if raw is None:
-        return False
-    expires_at = json.loads(raw).get("expires_at")
-    return expires_at is not None and expires_at <= now
-
-
-def _delete_notepad(txn: WriteTxn, session: str) -> int:
-    """Delete every space, version and blob reference of ``session``'s notepad; return spaces deleted.
-
-    Damaged records are deleted too (deleting is what CorruptData advises); the text a
-    damaged version referred to cannot be released, and verify() reports it."""
-    damaged: list[bytes] = []
-    for key, value in _scan_prefix(txn, _log_prefix(session), damaged.append):
-        _blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
-        txn.delete(_SPACE, key)
-    heads = _scan_prefix(txn, b"H" + _part(session), damaged.append)
-    for key, _ in heads:
-        txn.delete(_SPACE, key)
-    try:
-        meta = txn.get(_SPACE, _meta_key(session))
-    except CorruptData:  # its expiry index record is unknown: found by scanning the index
-        tail = _part(session)
-        stale = [k for k, _ in txn.scan(_SPACE, b"E", b"F", on_damage=damaged.append) if k[1 + _VER.size :] == tail]
-        meta, damaged = None, [*damaged, *stale, _meta_key(session)]
-    if meta is not None:
-        expires_at = json.loads(meta).get("expires_at")
-        if expires_at is not None:
-            txn.delete(_SPACE, _expiry_key(expires_at, session))
-        txn.delete(_SPACE, _meta_key(session))
-    for key in damaged:
-        txn.delete(_SPACE, key)
-    return len(heads) + sum(key[:1] == b"H" for key in damaged)
-
-
-def _session_hook(txn: WriteTxn, session: str) -> None:
-    _delete_notepad(txn, session)
-
-
-if _session_hook not in _SESSION_HOOKS:
-    _SESSION_HOOKS.append(_session_hook)
-
-
-def _set_expiry(txn: WriteTxn, session: str, expires_at: float | None) -> None:
-    old = txn.get(_SPACE, _meta_key(session))
-    if old is not None:
-        old_at = json.loads(old).get("expires_at")
-        if old_at is not None:
-            txn.delete(_SPACE, _expiry_key(old_at, session))
-    if expires_at is None:
-        if old is not None:
-            txn.delete(_SPACE, _meta_key(session))
-        return
-    txn.put(_SPACE, _meta_key(session), json.dumps({"expires_at": expires_at}).encode())
-    txn.put(_SPACE, _expiry_key(expires_at, session), b"")
-
-
 def purge_expired(store: Store) -> int:
-    """Delete every notepad whose ttl has run out; return how many were deleted."""
-    now = store.now()
-    stop = b"E" + _VER.pack(_micros(now) + 1)
+    """Delete every notepad of ``store`` whose ttl has run out; return how many were deleted.
 
-    def txn_fn(txn: WriteTxn) -> int:
-        sessions = []
-        damaged: list[bytes] = []
-        for key, _ in txn.scan(_SPACE, b"E", stop, on_damage=damaged.append):
-            (length,) = struct.unpack_from(">I", key, 1 + _VER.size)
-            start = 1 + _VER.size + 4
-            sessions.append(key[start:start + length].decode("utf-8"))
-        for key in damaged:  # an expiry index record that names nothing it can be trusted for
-            txn.delete(_SPACE, key)
-        purged = 0
-        for session in sessions:
-            try:
-                due = _expired(txn, session, now)
-            except CorruptData:  # its expiry record is damaged: the index said it is due
-                due = True
-            if due:
-                _delete_notepad(txn, session)
-                purged += 1
-        return purged
-
-    return store._backend.write(txn_fn, frees=True)
-
-
-if purge_expired not in _GC_HOOKS:  # Store.gc() removes expired notepads too
-    _GC_HOOKS.append(purge_expired)
-
-
-def _parts(key: bytes, pos: int, n: int) -> tuple[list[str], int]:
-    """Decode ``n`` length-prefixed strings of a key from ``pos``; return them and the end."""
-    out = []
-    for _ in range(n):
-        (length,) = struct.unpack_from(">I", key, pos)
-        pos += 4
-        if pos + length > len(key):
-            raise ValueError("a key part runs past the key")
-        out.append(key[pos : pos + length].decode("utf-8"))
-        pos += length
-    return out, pos
-
-
-def verify_notepads(txn: ReadTxn, records: dict[bytes, bytes]) -> list[str]:
-    """Cross-check every notepad record (verify()): texts, versions, heads and expiry, both ways."""
-    problems: list[str] = []
-    blobs: dict[bytes, int] = {}
-    uses: dict[bytes, int] = {}
-    heads: dict[tuple[str, str], tuple[int, bytes]] = {}
-    logs: dict[tuple[str, str], dict[int, bytes]] = {}
-    metas: dict[str, Any] = {}
-    expiry: set[tuple[int, str]] = set()
-    for key, value in records.items():
-        try:
-            kind = key[:1]
-            if kind == b"B":
-                (count,) = _REFCOUNT.unpack_from(value)
-                if hashlib.sha256(value[_REFCOUNT.size :]).digest() != key[1:]:
-                    raise ValueError("its text does not match its hash")
-                blobs[key[1:]] = count
-            elif kind == b"H":
-                (session, space), end = _parts(key, 1, 2)
-                if end != len(key):
-                    raise ValueError("trailing bytes")
-                heads[(session, space)] = _HEAD.unpack(value)
-            elif kind == b"L":
-                (session, space), end = _parts(key, 1, 2)
-                (version,) = _VER.unpack(key[end:])
-                digest = bytes.fromhex(json.loads(value)["h"])
-                logs.setdefault((session, space), {})[version] = digest
-                uses[digest] = uses.get(digest, 0) + 1
-            elif kind == b"M":
-                (session,), end = _parts(key, 1, 1)
-                metas[session] = json.loads(value).get("expires_at")
-            elif kind == b"E":
-                (session,), end = _parts(key, 1 + _VER.size, 1)
-                expiry.add((_VER.unpack_from(key, 1)[0], session))
-            else:
-                raise ValueError("unknown kind of record")
-        except (ValueError, KeyError, TypeError, AttributeError, struct.error) as exc:
-            problems.append(f"notepad record {key[:40].hex()}: damaged ({exc})")
-    for (session, space), (version, digest) in heads.items():
-        if logs.get((session, space), {}).get(version) != digest:
-            problems.append(f"notepad of session {session!r}: space {space!r} version {version} is missing or differs")
-    for (session, space), versions in logs.items():
-        head = heads.get((session, space))
-        if head is None or max(versions) > head[0]:
-            problems.append(f"notepad of session {session!r}: space {space!r} has versions but no current head")
-    for digest, count in uses.items():
-        if digest not in blobs:
-            problems.append(f"notepad text {digest.hex()[:16]}: missing, but {count} versions use it")
-    for digest, count in blobs.items():
-        if uses.get(digest, 0) != count:
-            problems.append(f"notepad text {digest.hex()[:16]}: counted {count} uses, but {uses.get(digest, 0)} versions use it")
-    want = {(_micros(at), session) for session, at in metas.items() if at is not None}
-    for _at, session in want ^ expiry:
-        problems.append(f"notepad of session {session!r}: its expiry record and its expiry index disagree")
-    return problems
-
-
-if verify_notepads not in _VERIFY_HOOKS:
-    _VERIFY_HOOKS.append(verify_notepads)
+    ``Store.gc()`` does it too (see :func:`blobpad.notes.purge_expired`).
+    """
+    return store.engine.write(lambda txn: notes_purge_expired(txn, store.now()), frees=True)
 
 
 # -- argument checks --------------------------------------------------------------------
@@ -837,19 +587,19 @@ class Notepad:
 
     def _current(self, txn: ReadTxn, space: str, budget: Budget, now: float) -> tuple[int, str | list[str]]:
         empty: str | list[str] = [] if budget.unit == "items" else ""
-        if _expired(txn, self.session, now):
+        if expired(txn, self.session, now):
             return 0, empty
-        head = _head(txn, self.session, space)
+        head = read_head(txn, self.session, space)
         if head is None:
-            if _scan_first(txn, _log_prefix(self.session, space)):
+            if scan_first(txn, log_prefix(self.session, space)):
                 raise CorruptData(f"the notepad's {space} has versions but its current-version record is missing",
                                   hint=HINT_VERIFY)
             return 0, empty
-        log = txn.get(_SPACE, _log_key(self.session, space, head[0]))
+        log = txn.get(SPACE, log_key(self.session, space, head[0]))
         if log is None or json.loads(log).get("h") != head[1].hex():
             raise CorruptData(f"the notepad's {space}: its current version {head[0]} is missing or differs",
                               hint=HINT_VERIFY)
-        return head[0], self._decode(budget, _blob_get(txn, head[1]))
+        return head[0], self._decode(budget, blob_get(txn, head[1]))
 
     def _texts(self, space: str, budget: Budget, **values: Any) -> dict[str, Any]:
         unit, units = _UNIT_WORDS[budget.unit]
@@ -879,8 +629,8 @@ class Notepad:
         max_versions = self.max_versions
 
         def txn_fn(txn: WriteTxn) -> tuple[int, bool, str | list[str], _Outcome]:
-            if _expired(txn, session, now):
-                _delete_notepad(txn, session)
+            if expired(txn, session, now):
+                delete_notepad(txn, session)
             version, current = self._current(txn, space, budget, now)
             outcome = decide(current, txn)
             if outcome.new is None or outcome.new == current:
@@ -891,20 +641,20 @@ class Notepad:
                     f"{action}: {space} would be {len(data)} bytes; a space holds at most {MAX_CONTENT_BYTES} bytes "
                     f"(1 MiB): rewrite it shorter with {_SETTERS.get(space, 'write')}"
                 )
-            digest = _blob_ref(txn, data)
+            digest = blob_ref(txn, data)
             version += 1
             record = {"h": digest.hex(), "c": len(outcome.new), "t": now, "a": action}
-            txn.put(_SPACE, _log_key(session, space, version), json.dumps(record).encode())
-            txn.put(_SPACE, _head_key(session, space), _HEAD.pack(version, digest))
+            txn.put(SPACE, log_key(session, space, version), json.dumps(record).encode())
+            txn.put(SPACE, head_key(session, space), HEAD.pack(version, digest))
             if version > max_versions:
-                start = _log_prefix(session, space)
-                for key, value in list(txn.scan(_SPACE, start, _log_key(session, space, version - max_versions + 1))):
-                    _blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
-                    txn.delete(_SPACE, key)
-            _set_expiry(txn, session, expires_at)
+                start = log_prefix(session, space)
+                for key, value in list(txn.scan(SPACE, start, log_key(session, space, version - max_versions + 1))):
+                    blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
+                    txn.delete(SPACE, key)
+            set_expiry(txn, session, expires_at)
             return version, True, outcome.new, outcome
 
-        version, changed, value, outcome = self.store._backend.write(txn_fn)
+        version, changed, value, outcome = self.store.engine.write(txn_fn)
         used = self._count(budget, value)
         kind = outcome.message_kind
         rejected = kind == "rejected"
@@ -936,17 +686,17 @@ class Notepad:
 
     def _read_value(self, space: str, budget: Budget, version: int | None) -> str | list[str]:
         now = self.store.now()
-        with self.store._backend.read() as txn:
+        with self.store.engine.read() as txn:
             if version is None:
                 return self._current(txn, space, budget, now)[1]
             _check_version(version)
-            raw = None if _expired(txn, self.session, now) else txn.get(_SPACE, _log_key(self.session, space, version))
+            raw = None if expired(txn, self.session, now) else txn.get(SPACE, log_key(self.session, space, version))
             if raw is None:
                 raise self._no_version(txn, space, version)
-            return self._decode(budget, _blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
+            return self._decode(budget, blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
 
     def _no_version(self, txn: ReadTxn, space: str, version: int) -> NotFound:
-        kept = [int.from_bytes(k[-_VER.size:], "big") for k, _ in _scan_prefix(txn, _log_prefix(self.session, space))]
+        kept = [int.from_bytes(k[-VER.size:], "big") for k, _ in scan_prefix(txn, log_prefix(self.session, space))]
         if not kept:
             return NotFound(f"{space} of this session has no versions; nothing to read or revert")
         return NotFound(
@@ -964,15 +714,15 @@ class Notepad:
         """The non-empty spaces of this notepad and their current versions."""
         now = self.store.now()
         out: dict[str, int] = {}
-        with self.store._backend.read() as txn:
-            if _expired(txn, self.session, now):
+        with self.store.engine.read() as txn:
+            if expired(txn, self.session, now):
                 return out
-            prefix = b"H" + _part(self.session)
-            for key, value in _scan_prefix(txn, prefix):
+            prefix = b"H" + part(self.session)
+            for key, value in scan_prefix(txn, prefix):
                 (length,) = struct.unpack_from(">I", key, len(prefix))
                 name = key[len(prefix) + 4:len(prefix) + 4 + length].decode("utf-8")
-                version, digest = _HEAD.unpack(value)
-                data = _blob_get(txn, digest)
+                version, digest = HEAD.unpack(value)
+                data = blob_get(txn, digest)
                 if data not in (b"", b"[]"):
                     out[name] = version
         return out
@@ -1204,7 +954,7 @@ class Notepad:
         budgets = [(name, self._budget(name)) for name in names]
         now = self.store.now()
         sections: list[str] = []
-        with self.store._backend.read() as txn:
+        with self.store.engine.read() as txn:
             for name, budget in budgets:
                 value = self._current(txn, name, budget, now)[1]
                 title = _SECTION_TITLES.get(name, name)
@@ -1253,7 +1003,7 @@ class Notepad:
         """The current version of a space (0 when never written)."""
         budget = self._budget(space)
         now = self.store.now()
-        with self.store._backend.read() as txn:
+        with self.store.engine.read() as txn:
             return self._current(txn, space, budget, now)[0]
 
     def history(self, space: str = "notepad", *, limit: int = 50) -> list[Version]:
@@ -1261,15 +1011,15 @@ class Notepad:
         self._budget(space)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_HISTORY:
             raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {_brief(limit)}")
-        prefix = _log_prefix(self.session, space)
+        prefix = log_prefix(self.session, space)
         now = self.store.now()
         out: list[Version] = []
-        with self.store._backend.read() as txn:
-            if _expired(txn, self.session, now):
+        with self.store.engine.read() as txn:
+            if expired(txn, self.session, now):
                 return out
-            for key, value in txn.scan(_SPACE, prefix, _prefix_end(prefix), reverse=True):
+            for key, value in txn.scan(SPACE, prefix, prefix_end(prefix), reverse=True):
                 rec = json.loads(value)
-                out.append(Version(int.from_bytes(key[-_VER.size:], "big"), rec["h"], rec["c"], rec["t"], rec["a"]))
+                out.append(Version(int.from_bytes(key[-VER.size:], "big"), rec["h"], rec["c"], rec["t"], rec["a"]))
                 if len(out) >= limit:
                     break
         return out
@@ -1285,10 +1035,10 @@ class Notepad:
         session = self.session
 
         def decide(_current: str | list[str], txn: ReadTxn) -> _Outcome:
-            raw = txn.get(_SPACE, _log_key(session, space, version))
+            raw = txn.get(SPACE, log_key(session, space, version))
             if raw is None:
                 raise self._no_version(txn, space, version)
-            old = self._decode(budget, _blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
+            old = self._decode(budget, blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
             if isinstance(old, list) or budget.limit is None:
                 return _Outcome(old)
             original = self._count(budget, old)
@@ -1316,31 +1066,31 @@ class Notepad:
         action = "fork" if copy_notepad else "spawn"
 
         def txn_fn(txn: WriteTxn) -> None:
-            if _expired(txn, child, now):
-                _delete_notepad(txn, child)
-            if _scan_prefix(txn, b"H" + _part(child)):
+            if expired(txn, child, now):
+                delete_notepad(txn, child)
+            if scan_prefix(txn, b"H" + part(child)):
                 raise InvalidArgument(
                     f"session {_show(child, 60)} already has a notepad; give the sub-session a new id "
                     "(or delete_session() the old one first)"
                 )
-            if not copy_notepad or _expired(txn, parent, now):
+            if not copy_notepad or expired(txn, parent, now):
                 return
-            prefix = b"H" + _part(parent)
+            prefix = b"H" + part(parent)
             copied = False
-            for key, value in _scan_prefix(txn, prefix):
+            for key, value in scan_prefix(txn, prefix):
                 space_part = key[len(prefix):]
-                _, digest = _HEAD.unpack(value)
-                data = _blob_get(txn, digest)
-                _blob_ref(txn, data, digest)
-                log = json.loads(txn.get(_SPACE, b"L" + _part(parent) + space_part + value[:_VER.size]) or b"{}")
+                _, digest = HEAD.unpack(value)
+                data = blob_get(txn, digest)
+                blob_ref(txn, data, digest)
+                log = json.loads(txn.get(SPACE, b"L" + part(parent) + space_part + value[:VER.size]) or b"{}")
                 record = {"h": digest.hex(), "c": log.get("c", 0), "t": now, "a": action}
-                txn.put(_SPACE, b"L" + _part(child) + space_part + _VER.pack(1), json.dumps(record).encode())
-                txn.put(_SPACE, b"H" + _part(child) + space_part, _HEAD.pack(1, digest))
+                txn.put(SPACE, b"L" + part(child) + space_part + VER.pack(1), json.dumps(record).encode())
+                txn.put(SPACE, b"H" + part(child) + space_part, HEAD.pack(1, digest))
                 copied = True
             if copied:
-                _set_expiry(txn, child, expires_at)
+                set_expiry(txn, child, expires_at)
 
-        self.store._backend.write(txn_fn)
+        self.store.engine.write(txn_fn)
         return pad
 
     def fork(self, child: str) -> Notepad:
@@ -1350,7 +1100,7 @@ class Notepad:
     def delete(self) -> int:
         """Delete this notepad: every space and version; return how many spaces there were."""
         session = self.session
-        return self.store._backend.write(lambda txn: _delete_notepad(txn, session), frees=True)
+        return self.store.engine.write(lambda txn: delete_notepad(txn, session), frees=True)
 
 
 # -- seed 001's opt-in nudges -----------------------------------------------------------

@@ -42,8 +42,8 @@ _T = TypeVar("_T")
 _Find = Callable[..., list[tuple[int, int]]]
 
 if TYPE_CHECKING:
-    from .backend import ReadTxn
     from .chunking import Manifest
+    from .engine import ReadTxn
     from .index import Entry
     from .store import Store
 
@@ -1323,7 +1323,7 @@ class _ViewContext:
         self.entry_id = entry_id
 
     def __enter__(self) -> _View:
-        self._cm = self.store._backend.read()
+        self._cm = self.store.engine.read()
         txn = self._cm.__enter__()
         try:
             return _View(self.store, txn, self.entry_id)
@@ -1381,7 +1381,7 @@ class EntryStream(io.RawIOBase):
         out = memoryview(buffer).cast("B")
         want = len(out)
         n = 0
-        with self._store._backend.read() as txn:
+        with self._store.engine.read() as txn:
             try:
                 raw_id, _ = self._store._load(txn, self._entry.id)
             except NotFound:

@@ -8,12 +8,16 @@ with the stored bytes before it is shared, so a hash collision (accidental, or
 crafted by someone who learnt the seed) can never make one entry read another's
 bytes: the new chunk gets the next free key variant instead.
 
-Durability: each batch is a committed transaction that also records which chunk
-references it added under the put's id in the ``pending`` keyspace.  The entry
-becomes visible only in the final transaction, which removes those records.  A put
-that fails rolls its batches back; one whose process was killed is rolled back by
-the next ``open`` or ``gc`` in any process, so nothing half-written is ever visible
-and no reference leaks.
+Atomicity: a put whose content fits in one batch (16 MiB) commits exactly one write
+transaction: its chunks, their references, the entry with its manifest and indexes,
+and the counters, all or nothing.  A larger put writes each batch but the last in a
+transaction of its own that also records which chunk references it added under the
+put's id in the ``pending`` keyspace; the entry becomes visible only in the final
+transaction, which holds the last batch and removes those records.  A put that fails
+rolls its batches back; one whose process was killed is rolled back by the next
+``open`` or ``gc`` in any process, so nothing half-written is ever visible and no
+reference leaks.  How durable a returned put is depends on the engine's ``sync``
+setting (see "Durability" in the README).
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ from typing import IO, Any
 import xxhash
 import zstandard
 
-from .backend import SPACES, ReadTxn, WriteTxn, acquire_lmdb
+from . import notes
 from .chunking import KEY_SIZE, ChunkParams, Manifest, cut_spans, span_stats
+from .engine import SPACES, Checked, ReadTxn, WriteTxn, open_engine
+from .engine import prefix_end as _prefix_end
 from .errors import (
     HINT_MAX_BYTES,
-    HINT_TTL_NEVER,
     HINT_UNKNOWN_ID,
     HINT_UNKNOWN_NAME,
     HINT_VERIFY,
@@ -57,6 +62,7 @@ from .errors import (
     StoreFull,
     check_int,
     check_str,
+    check_ttl,
     describe,
 )
 from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
@@ -67,10 +73,10 @@ __all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open"]
 FORMAT = 2  # 2: every record sealed with a checksum (backend.seal)
 _BLOCK = 8 << 20          # bytes read from a file or stream at a time
 _BATCH = 16 << 20         # raw bytes per write transaction of a put
+_WHOLE_DEDUP = 256 << 10  # larger content of a size already stored is hashed and looked for whole first
 _REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw length
 _COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
 _MAX_META = 64 << 10      # largest caller meta, as JSON
-_MAX_TTL = 100 * 365 * 86400  # longest finite ttl, in seconds
 _MAX_CLOCK = 253402300800.0  # 10000-01-01: a clock past it is broken
 _MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address space
 
@@ -190,15 +196,6 @@ def _token_alive(token: str) -> bool:
     except (PermissionError, ValueError):
         return True
     return start == "?" or _start_time(pid) in ("?", start)
-
-
-def _default_path() -> str:
-    env = os.environ.get("BLOBPAD_DIR")
-    if env:
-        return env
-    import platformdirs
-
-    return platformdirs.user_data_dir("blobpad", appauthor=False)
 
 
 def _check_meta(meta: object) -> dict[str, Any]:
@@ -372,25 +369,31 @@ class _Codec(threading.local):
 
 
 class Store(ReadsMixin):
-    """A blobpad store: one LMDB environment holding observations and notepads.
+    """A blobpad store: observations and notepads, on one storage engine.
 
-    Open it with :func:`blobpad.open`.  A Store is a context manager, may be shared by
-    the threads of a process, and several processes may open the same path at once.
+    Open it with :func:`blobpad.open`.  A Store is a context manager and may be shared
+    by the threads of a process; on the LMDB engine several processes may open the
+    same path at once.
 
     Parameters:
-        path: directory of the store (created if missing).
+        path: the store's target: a directory (the LMDB engine, created if missing)
+            or a URL such as ``memory://`` (see :mod:`blobpad.engine`); default
+            ``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the user data directory.
         cache_bytes: size of the LRU cache of decompressed chunks (0 turns it off).
         max_bytes: cap on the stored (compressed) bytes; when a put would exceed it,
             the entries closest to expiry are evicted first.  The cap is saved in the
             store and applies to every process; 0 removes it, None keeps the saved one.
-        map_size: initial LMDB map size; it doubles on demand up to ``max_map_size``.
-        max_map_size: ceiling of the map; past it puts raise StoreFull.
-        max_readers: LMDB reader slots shared by all processes.
-        sync: fsync every commit (an acknowledged put survives a power cut).
         level: zstd compression level of new chunks.
         workers: threads used to compress and verify chunks (default: CPU count, at most 4).
         clock: function returning the current Unix time; tests inject their own.
         chunk_params: chunk sizes of a new store; an existing store keeps its own.
+        engine_options: options of the engine.  The LMDB engine's are ``map_size``
+            (initial map, default 64 MiB; it doubles on demand), ``max_map_size``
+            (ceiling of the map, default 1 TiB; past it puts raise StoreFull),
+            ``max_readers`` (reader slots shared by all processes, default 1024) and
+            ``sync`` (default True: see "Durability" in the README; an acknowledged
+            put survives a power cut, with False only a killed process).  The memory
+            engine takes none.
     """
 
     def __init__(
@@ -399,33 +402,23 @@ class Store(ReadsMixin):
         *,
         cache_bytes: int = 64 << 20,
         max_bytes: int | None = None,
-        map_size: int = 64 << 20,
-        max_map_size: int = 1 << 40,
-        max_readers: int = 1024,
-        sync: bool = True,
         level: int = 1,
         workers: int | None = None,
         clock: Callable[[], float] = time.time,
         chunk_params: ChunkParams | None = None,
+        **engine_options: Any,
     ) -> None:
-        for label, value in (("cache_bytes", cache_bytes), ("map_size", map_size), ("max_map_size", max_map_size)):
-            check_int(label, value, minimum=0, maximum=_MAX_MAP)
+        check_int("cache_bytes", cache_bytes, minimum=0, maximum=_MAX_MAP)
         check_int("max_bytes", max_bytes, minimum=0, allow_none=True)
         check_int("level", level, minimum=-7, maximum=22)
-        check_int("max_readers", max_readers, minimum=1, maximum=1 << 16)
         check_int("workers", workers, minimum=1, maximum=256, allow_none=True)
-        if not isinstance(sync, bool):
-            raise InvalidArgument(f"sync must be True or False, not {type(sync).__name__}")
         if not callable(clock):
             raise InvalidArgument(f"clock must be a function returning Unix time, not {type(clock).__name__}")
         if chunk_params is not None and not isinstance(chunk_params, ChunkParams):
             raise InvalidArgument(f"chunk_params must be a blobpad.ChunkParams, not {type(chunk_params).__name__}")
-        if path is not None and not isinstance(path, (str, os.PathLike)):
-            raise InvalidArgument(f"path must be a str or os.PathLike, not {type(path).__name__}")
-        self.path = os.fspath(path) if path is not None else _default_path()
-        self._backend = acquire_lmdb(
-            self.path, map_size=max(map_size, 1 << 20), max_map_size=max_map_size, max_readers=max_readers, sync=sync
-        )
+        self._backend: Checked = Checked(open_engine(path, **engine_options))
+        #: the store's target: the directory of an LMDB store, the URL of another
+        self.path: str = self._backend.engine.target
         self._clock = clock
         self._level = level
         self._workers = workers or min(4, os.cpu_count() or 1)
@@ -505,8 +498,18 @@ class Store(ReadsMixin):
                 self._pool.shutdown(wait=True)
             self._pool = None
         backend, self._backend = self._backend, _ClosedBackend()
-        backend.close()
+        if isinstance(backend, Checked):
+            backend.engine.close()
         self._cache.clear()
+
+    @property
+    def engine(self) -> Checked:
+        """The store's engine seen through the integrity checks (``read()``, ``write(fn)``, ``capabilities``).
+
+        Layers built on the store (the notepad) keep their records through it; see
+        :mod:`blobpad.engine.base` for the contract.
+        """
+        return self._backend
 
     def __enter__(self) -> Store:
         return self
@@ -626,15 +629,7 @@ class Store(ReadsMixin):
             session = ""
         _check_turn(turn)
         check_int("step", step, minimum=0, allow_none=True)
-        if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
-                raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {type(ttl).__name__}")
-            if isinstance(ttl, int) and abs(ttl) > _MAX_TTL:
-                ttl = float("inf") if ttl > 0 else float("-inf")
-            if math.isnan(ttl) or ttl <= 0:
-                raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {describe(ttl)}")
-            if ttl > _MAX_TTL:
-                raise InvalidArgument("ttl is over 100 years", hint=HINT_TTL_NEVER)
+        check_ttl(ttl)
         if kind not in (None, "text", "binary"):
             raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {describe(kind)}")
         meta = _check_meta(meta)
@@ -645,15 +640,19 @@ class Store(ReadsMixin):
         fields = dict(session=session, turn=turn, ttl=ttl, name=name, step=step, tool=tool, meta=meta, created=created)
         try:
             known_sha = None
-            if source.size is not None and self._has_size(source.size):
+            if source.size is not None and source.size > _WHOLE_DEDUP and self._has_size(source.size):
                 # Something of this very size is stored: hash first, and if the whole
                 # content is already there, share its chunks without cutting anything.
+                # (Smaller content is deduplicated chunk by chunk, in its one transaction.)
                 known_sha = source.sha256()
-                entry = self._put_duplicate(raw_id, source.size, known_sha, kind, fields)
-                if entry is None and kind is None and self._has_binary_twin(source.size, known_sha) and not source.is_utf8():
-                    entry = self._put_duplicate(raw_id, source.size, known_sha, "binary", fields)
-                if entry is not None:
-                    return entry
+                twins = self._twin_kinds(source.size, known_sha)
+                share = kind or "text"
+                if share not in twins and kind is None and "binary" in twins and not source.is_utf8():
+                    share = "binary"
+                if share in twins:
+                    entry = self._put_duplicate(raw_id, source.size, known_sha, share, fields)
+                    if entry is not None:
+                        return entry
             writer = _PutWriter(self, raw_id, known_sha)
             try:
                 writer.run(source.blocks())
@@ -671,13 +670,13 @@ class Store(ReadsMixin):
             return any(True for _ in txn.scan("digests", prefix, _prefix_end(prefix)))
 
     def _put_duplicate(
-        self, raw_id: bytes, size: int, sha: str, kind: str | None, fields: dict[str, Any]
+        self, raw_id: bytes, size: int, sha: str, kind: str, fields: dict[str, Any]
     ) -> Entry | None:
-        """Store a new entry sharing the chunks of an identical one; None if there is none.
+        """Store a new entry sharing the chunks of an identical one of ``kind``, in one
+        write transaction; None if there is none (any more) or it is damaged.
 
         Identity is decided by size and SHA-256 (collision-resistant), never by the
-        seeded chunk hashes alone.  With ``kind`` None only a text twin is reused (the
-        twin may have been forced to binary; the caller checks that case itself).
+        seeded chunk hashes alone.
         """
         prefix = size.to_bytes(8, "big") + bytes.fromhex(sha)
 
@@ -692,7 +691,7 @@ class Store(ReadsMixin):
                     keys = Manifest.unpack(blob).keys
                 except Exception:  # a damaged twin is never shared; verify() reports it
                     continue
-                if twin.kind != (kind or "text"):
+                if twin.kind != kind:
                     continue
                 uses = Counter(keys)  # a chunk may occur several times in one entry
                 refs = {k: _unpack_ref(txn.get("refs", k) or b"") for k in uses}
@@ -709,17 +708,19 @@ class Store(ReadsMixin):
 
         return self._backend.write(txn_fn)
 
-    def _has_binary_twin(self, size: int, sha: str) -> bool:
+    def _twin_kinds(self, size: int, sha: str) -> set[str]:
+        """The kinds ("text", "binary") of the sound entries holding exactly this content."""
         prefix = size.to_bytes(8, "big") + bytes.fromhex(sha)
+        kinds: set[str] = set()
         with self._backend.read() as txn:
             for key, _ in txn.scan("digests", prefix, _prefix_end(prefix)):
                 raw = txn.get("entries", key[40:])
                 try:
-                    if raw is not None and Entry.decode(raw).kind == "binary":
-                        return True
+                    if raw is not None:
+                        kinds.add(Entry.decode(raw).kind)
                 except Exception:  # damaged: never shared
                     continue
-        return False
+        return kinds
 
     @staticmethod
     def _source(data: object) -> _Source:
@@ -753,31 +754,48 @@ class Store(ReadsMixin):
         )
 
     def _finish_put(self, writer: _PutWriter, raw_id: bytes, *, kind: str | None, **fields: Any) -> Entry:
+        """The put's final write transaction, its only one when the content fits in one batch.
+
+        It places the last batch of chunks (:meth:`_PutWriter.place_tail`), clears the
+        pending-put records of earlier batches if there were any, makes the entry
+        visible with its manifest and indexes, updates the counters once, and evicts
+        for ``max_bytes``: all or nothing.
+        """
         size = writer.size
         is_text = writer.is_text if kind is None else kind == "text"
         if kind == "text" and not writer.is_text:
             raise InvalidArgument("kind='text' but the content is not valid UTF-8; use kind='binary' or omit kind")
-        manifest = Manifest.build(writer.keys, writer.sizes, writer.char_counts if is_text else writer.sizes, writer.newlines)
-        lines = manifest.lines_at[-1] + (1 if size and not writer.ends_with_newline else 0)
-        packed = manifest.pack()
+        lines = sum(writer.newlines) + (1 if size and not writer.ends_with_newline else 0)
+        chars = writer.char_counts if is_text else writer.sizes
 
-        def txn_fn(txn: WriteTxn) -> Entry:
-            writer.clear_pending(txn)
+        def txn_fn(txn: WriteTxn) -> tuple[Entry, list[bytes], int]:
+            keys, counts = writer.place_tail(txn)
+            if writer.batches:
+                writer.clear_pending(txn)
+            manifest = Manifest.build(writer.keys + keys, writer.sizes, chars, writer.newlines)
             entry = self._commit_entry(
-                txn, raw_id, packed, len(manifest), kind="text" if is_text else "binary", size=size,
-                chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, **fields,
+                txn, raw_id, manifest.pack(), len(manifest), kind="text" if is_text else "binary", size=size,
+                chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, counts=counts, **fields,
             )
             self._evict_for(txn, raw_id)  # only now: a put that fails evicts nothing
-            return entry
+            return entry, keys, counts.get("stored_bytes", 0)
 
-        return self._backend.write(txn_fn)
+        entry, keys, added = self._backend.write(txn_fn)
+        writer.keys.extend(keys)
+        writer.new_stored += added
+        return entry
 
     def _commit_entry(
         self, txn: WriteTxn, raw_id: bytes, packed: bytes, n_chunks: int, *, kind: str, size: int,
         chars: int | None, lines: int, sha256: str, session: str, turn: str | int | None, ttl: float | None,
         name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], created: float,
+        counts: dict[str, int] | None = None,
     ) -> Entry:
-        """Make an entry visible: its record, manifest and every index, in ``txn``."""
+        """Make an entry visible: its record, manifest and every index, in ``txn``.
+
+        ``counts`` are more counter changes of the same transaction (the chunks it
+        created), written with the entry's in one update of the counters.
+        """
         seq = self._counters(txn)["seq"] + 1
         expires = None if ttl is None else created + ttl
         entry = Entry(
@@ -799,7 +817,7 @@ class Store(ReadsMixin):
         txn.put("digests", _digest_key(size, sha256, raw_id), b"")
         if name is not None:
             txn.put("names", name_key(session, name), raw_id)
-        self._bump(txn, entries=1, logical_bytes=size, seq=1)
+        self._bump(txn, **(counts or {}), entries=1, logical_bytes=size, seq=1)
         return entry
 
     # -- lookup -----------------------------------------------------------------------
@@ -969,8 +987,7 @@ class Store(ReadsMixin):
             ids = [raw_id for _, raw_id in txn.scan("by_scope", prefix, _prefix_end(prefix))]
             for raw_id in ids:
                 self._delete_in(txn, raw_id)
-            for hook in _SESSION_HOOKS:
-                hook(txn, session)
+            notes.delete_notepad(txn, session)
             return len(ids)
 
         return self._backend.write(txn_fn, frees=True)
@@ -1084,7 +1101,7 @@ class Store(ReadsMixin):
                         "chunk references cannot be recounted while a damaged chunk list or entry remains; "
                         "delete the entries verify() names, then run gc() again"
                     )
-        notepads = sum(hook(self) for hook in _GC_HOOKS)
+        notepads = self._backend.write(lambda txn: notes.purge_expired(txn, now), frees=True)
         return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads, tuple(problems))
 
     def _repair_refs(self, txn: WriteTxn) -> tuple[int, int]:
@@ -1215,16 +1232,25 @@ class Store(ReadsMixin):
         return Stats(
             entries=c["entries"] - expired, chunks=c["chunks"], logical_bytes=c["logical_bytes"] - expired_bytes,
             stored_bytes=c["stored_bytes"], unique_bytes=c.get("unique_bytes", 0),
-            disk_bytes=self._backend.size_on_disk(), map_size=self._backend.map_size(), max_bytes=cap,
+            disk_bytes=self._backend.engine.size(), map_size=self._map_size(), max_bytes=cap,
             expired_entries=expired, expired_bytes=expired_bytes,
         )
+
+    def _map_size(self) -> int:
+        """The map size of an engine with a size ceiling (LMDB), else 0."""
+        engine = self._backend.engine
+        return int(engine.map_size()) if engine.capabilities.size_ceiling else 0  # type: ignore[attr-defined]
 
     def compact(self) -> tuple[int, int]:
         """Give free pages back to the file system; return (bytes before, bytes after).
 
-        Needs the store to be open in this process only.
+        Needs the store to be open in this process only.  Raises BlobpadError on an
+        engine without compaction (``store.engine.capabilities.compaction``).
         """
-        return self._backend.compact()
+        engine = self._backend.engine
+        if not engine.capabilities.compaction:
+            raise BlobpadError(f"the {engine.capabilities.name} engine has nothing to compact")
+        return engine.compact()
 
     def verify(self) -> VerifyReport:
         """Read every record of every keyspace and report what is damaged; never raises for damage.
@@ -1272,10 +1298,9 @@ class _Verifier:
                 phase(records)
             except BlobpadError as exc:  # damage that stops one phase must not hide the others
                 self.problems.append(f"verify stopped early in {phase.__name__.strip('_')}: {exc}")
-        for hook in _VERIFY_HOOKS:
-            try:
-                self.problems.extend(hook(self.txn, records["notes"]))
-            except BlobpadError as exc:
+        try:
+            self.problems.extend(notes.verify_notepads(self.txn, records["notes"]))
+        except BlobpadError as exc:
                 self.problems.append(f"verify stopped early in the notepads: {exc}")
         return self.recount
 
@@ -1433,6 +1458,55 @@ class _ClosedBackend:
         pass
 
 
+class _Sha256:
+    """The SHA-256 of a put's content, computed beside the cutting without a thread of its own.
+
+    Blocks up to ``_INLINE`` bytes are hashed in the calling thread; larger ones go to
+    the store's worker pool, one task at a time so that they are hashed in order: the
+    blocks read while a task runs wait for the next one.  A task only hashes bytes it
+    was given (a pool task, see "Locking rules" in :mod:`blobpad.engine`).
+    """
+
+    _INLINE = 1 << 20
+
+    def __init__(self, pool: Callable[[], ThreadPoolExecutor]) -> None:
+        self._sha = hashlib.sha256()
+        self._pool = pool
+        self._waiting: list[bytes] = []
+        self._running: Future[None] | None = None
+
+    def feed(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        """``blocks``, hashed as they are read."""
+        for block in blocks:
+            if self._running is None and len(block) <= self._INLINE:
+                self._sha.update(block)
+            else:
+                self._waiting.append(block)
+                self._pump(wait=False)
+            yield block
+
+    def _pump(self, *, wait: bool) -> None:
+        if self._running is not None:
+            if not wait and not self._running.done():
+                return
+            self._running.result()
+            self._running = None
+        if self._waiting:
+            blocks, self._waiting = self._waiting, []
+            self._running = self._pool().submit(_update_all, self._sha, blocks)
+
+    def hexdigest(self) -> str:
+        """The digest of every block fed, once the pool has hashed them all."""
+        while self._running is not None or self._waiting:
+            self._pump(wait=True)
+        return self._sha.hexdigest()
+
+
+def _update_all(sha: Any, blocks: list[bytes]) -> None:
+    for block in blocks:
+        sha.update(block)
+
+
 class _PutWriter:
     """The batches of one put: cut, hash, compress or verify, write, remember."""
 
@@ -1448,36 +1522,42 @@ class _PutWriter:
         self.is_text = True
         self.size = 0
         self.ends_with_newline = False
-        self._sha = hashlib.sha256()
         self._batch = 0
         self._written = False
         self.new_stored = 0  # stored bytes of the chunks this put created so far
         self.sha256 = ""
+        self.tail: list[tuple[memoryview, _Prepared]] = []  # the last batch, placed by the final transaction
 
     def run(self, blocks: Iterable[bytes]) -> None:
-        """Cut ``blocks`` into chunks and write them in batches.
+        """Cut ``blocks`` into chunks and write all of them but the last batch.
 
         The calling thread cuts, without copying: chunks are views of the blocks read.
         It hashes each task's chunks and looks their keys up (:meth:`_lookup`), then
-        hands the task (growing from ``_FIRST_TASK`` to ``_TASK`` bytes, so that a small
-        put still spreads over the workers) to the worker pool, where each chunk is
-        counted and compressed (or compared with the stored copy) while the next ones
-        are being cut; the SHA-256 of the whole content runs, a block at a time, on a
-        thread of its own.  At most two batches are in flight, so memory stays
-        bounded on any input size.  This thread waits for the pool holding no
+        hands the task (growing from ``_FIRST_TASK`` to ``_TASK`` bytes, so that a
+        large put still spreads over the workers) to the store's worker pool, where
+        each chunk is counted and compressed (or compared with the stored copy) while
+        the next ones are being cut; a put that is a single task (up to
+        ``_FIRST_TASK`` bytes) is prepared in this thread, without a hand-over.  The
+        SHA-256 of the whole content is computed beside the cutting (:class:`_Sha256`).
+        At most two batches are in flight, so memory stays bounded on any input size.
+
+        Each full batch but the last is written in a transaction of its own, recorded
+        in the pending-put journal; the last one (the whole content of a put that
+        fits in one batch) is kept in ``tail`` for the put's final transaction
+        (:meth:`Store._finish_put`).  This thread waits for the pool holding no
         transaction, and the pool tasks open none (see "Locking rules" in
-        :mod:`blobpad.backend`).
+        :mod:`blobpad.engine`).
         """
         store = self.store
-        pool = store._executor()
-        sha_thread = ThreadPoolExecutor(1, thread_name_prefix="blobpad-sha")
+        pool: ThreadPoolExecutor | None = None
         inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]] = deque()
         inflight_bytes = 0
         task: list[_Span] = []
         task_bytes = 0
         task_size = self._FIRST_TASK
-        if self._known_sha is None:
-            blocks = self._hashed(blocks, sha_thread)
+        sha = None if self._known_sha is not None else _Sha256(store._executor)
+        if sha is not None:
+            blocks = sha.feed(blocks)
         last: bytes | None = None
         view = memoryview(b"")
         ascii = True
@@ -1488,6 +1568,8 @@ class _PutWriter:
                 task.append((view[start:end], buf, start, end, ascii))
                 task_bytes += end - start
                 if task_bytes >= task_size:
+                    if pool is None:
+                        pool = store._executor()
                     fut = pool.submit(self._prepare, task, *self._lookup(task))
                     inflight.extend((span[0], fut, i) for i, span in enumerate(task))
                     inflight_bytes += task_bytes
@@ -1496,26 +1578,30 @@ class _PutWriter:
                     if inflight_bytes >= 2 * _BATCH:
                         inflight_bytes -= self._flush(inflight, _BATCH)
             if task:
-                fut = pool.submit(self._prepare, task, *self._lookup(task))
+                if pool is None:  # the whole put is this one task: prepare it here
+                    fut = Future()
+                    fut.set_result(self._prepare(task, *self._lookup(task)))
+                else:
+                    fut = pool.submit(self._prepare, task, *self._lookup(task))
                 inflight.extend((span[0], fut, i) for i, span in enumerate(task))
-            while inflight:
-                self._flush(inflight, _BATCH)
+                inflight_bytes += task_bytes
+            while inflight_bytes > _BATCH:
+                inflight_bytes -= self._flush(inflight, _BATCH)
+            self.tail = self._take(inflight, inflight_bytes)
         finally:
             for _, fut, _ in inflight:
                 fut.cancel()
-            sha_thread.shutdown(wait=True)
-        self.sha256 = self._known_sha or self._sha.hexdigest()
+        self.sha256 = self._known_sha or (sha.hexdigest() if sha is not None else "")
 
     #: raw bytes of chunks handed to a worker at a time: few tasks, so that workers
     #: seldom wait for the GIL (held by the cutting thread) between chunks
     _TASK = 4 << 20
     _FIRST_TASK = 256 << 10
 
-    def _hashed(self, blocks: Iterable[bytes], sha_thread: ThreadPoolExecutor) -> Iterator[bytes]:
-        """``blocks``, fed to the SHA-256 on ``sha_thread`` as they are read."""
-        for block in blocks:
-            sha_thread.submit(self._sha.update, block)
-            yield block
+    @property
+    def batches(self) -> int:
+        """How many batches were written before the final transaction (each recorded as pending)."""
+        return self._batch
 
     def _lookup(self, task: list[_Span]) -> tuple[list[bytes], list[bytes | None]]:
         """In the put's own thread: each chunk's key, and the frame stored under it (or None).
@@ -1606,48 +1692,19 @@ class _PutWriter:
 
     _multi = True  # whether the multi_*_to_buffer functions are available (C backend)
 
-    def _flush(self, inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]], limit: int) -> int:
-        """Write the oldest chunks in flight, up to ``limit`` raw bytes, in one transaction."""
-        store = self.store
+    def _take(
+        self, inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]], limit: int
+    ) -> list[tuple[memoryview, _Prepared]]:
+        """The oldest chunks in flight, up to ``limit`` raw bytes, with what the workers found,
+        counted into the put's sizes and statistics (their keys are known once written)."""
         batch: list[tuple[memoryview, _Prepared]] = []
         taken = 0
         while inflight and taken < limit:
             chunk, fut, i = inflight.popleft()
-            batch.append((chunk, fut.result()[i]))
+            prepared = fut.result()[i]
+            batch.append((chunk, prepared))
             taken += len(chunk)
-        batch_no = self._batch
-        self._batch += 1
-        token = _process_token()
-
-        def txn_fn(txn: WriteTxn) -> tuple[list[bytes], int]:
-            final_keys: list[bytes] = []
-            new_stored = new_chunks = new_unique = 0
-            if batch_no == 0:
-                txn.put("pending", self.raw_id + b"H", token.encode())
-            for chunk, (key, frame, seen, _, _) in batch:
-                key, created, slen = self._place(txn, chunk, key, frame, seen)
-                final_keys.append(key)
-                if created:
-                    new_chunks += 1
-                    new_stored += slen
-                    new_unique += len(chunk)
-            cap = store._cap(txn)
-            if cap and self.new_stored + new_stored > cap:
-                # eviction waits for the final transaction; this put cannot fit whatever it evicts
-                raise StoreFull(
-                    f"the store is capped at max_bytes={cap} and this put alone needs more stored "
-                    "bytes than that", hint=HINT_MAX_BYTES,
-                )
-            txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
-            if new_chunks:
-                store._bump(txn, chunks=new_chunks, stored_bytes=new_stored, unique_bytes=new_unique)
-            return final_keys, new_stored
-
-        final, added = store._backend.write(txn_fn)
-        self.new_stored += added
-        self._written = True
-        for (chunk, (_, _, _, chars, nl)), key in zip(batch, final, strict=True):
-            self.keys.append(key)
+            chars, nl = prepared[3], prepared[4]
             self.sizes.append(len(chunk))
             self.newlines.append(nl)
             if chars is None:
@@ -1659,7 +1716,61 @@ class _PutWriter:
             self.size += len(chunk)
         if batch:
             self.ends_with_newline = batch[-1][0][-1:] == b"\n"
-        return taken
+        return batch
+
+    def _place_batch(self, txn: WriteTxn, batch: list[tuple[memoryview, _Prepared]]) -> tuple[list[bytes], dict[str, int]]:
+        """Add a reference to each chunk of ``batch`` in ``txn``: their final keys, and the counter changes.
+
+        Raises StoreFull when the chunks this put created exceed ``max_bytes`` by
+        themselves (eviction waits for the final transaction; whatever it evicted,
+        this put could not fit).
+        """
+        final_keys: list[bytes] = []
+        new_stored = new_chunks = new_unique = 0
+        for chunk, (key, frame, seen, _, _) in batch:
+            key, created, slen = self._place(txn, chunk, key, frame, seen)
+            final_keys.append(key)
+            if created:
+                new_chunks += 1
+                new_stored += slen
+                new_unique += len(chunk)
+        if new_chunks:
+            cap = self.store._cap(txn)
+            if cap and self.new_stored + new_stored > cap:
+                raise StoreFull(
+                    f"the store is capped at max_bytes={cap} and this put alone needs more stored "
+                    "bytes than that", hint=HINT_MAX_BYTES,
+                )
+            return final_keys, {"chunks": new_chunks, "stored_bytes": new_stored, "unique_bytes": new_unique}
+        return final_keys, {}
+
+    def _flush(self, inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]], limit: int) -> int:
+        """Write the oldest chunks in flight, up to ``limit`` raw bytes, in one transaction
+        that records them in the pending-put journal; return their raw bytes."""
+        store = self.store
+        batch = self._take(inflight, limit)
+        batch_no = self._batch
+        self._batch += 1
+        token = _process_token()
+
+        def txn_fn(txn: WriteTxn) -> tuple[list[bytes], int]:
+            if batch_no == 0:
+                txn.put("pending", self.raw_id + b"H", token.encode())
+            final_keys, counts = self._place_batch(txn, batch)
+            txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
+            if counts:
+                store._bump(txn, **counts)
+            return final_keys, counts.get("stored_bytes", 0)
+
+        final, added = store._backend.write(txn_fn)
+        self.new_stored += added
+        self._written = True
+        self.keys.extend(final)
+        return sum(len(chunk) for chunk, _ in batch)
+
+    def place_tail(self, txn: WriteTxn) -> tuple[list[bytes], dict[str, int]]:
+        """In the put's final transaction: place the last batch (see :meth:`_place_batch`)."""
+        return self._place_batch(txn, self.tail)
 
     def _place(
         self, txn: WriteTxn, chunk: bytes | memoryview, key: bytes, frame: bytes | None, seen: bytes | None
@@ -1889,33 +2000,13 @@ def _expiry_us(expires_at: float | None) -> int:
     return max(0, min(NEVER - 1, int(expires_at * 1_000_000)))
 
 
-def _prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with ``prefix``."""
-    p = bytearray(prefix)
-    while p:
-        if p[-1] < 0xFF:
-            p[-1] += 1
-            return bytes(p)
-        p.pop()
-    return None
-
-
-#: Functions ``(txn, session)`` run when a session is deleted (the notepad registers one).
-_SESSION_HOOKS: list[Callable[[WriteTxn, str], None]] = []
-
-#: Functions ``(store) -> int`` that gc() runs, each returning how many things it removed
-#: (the notepad registers the removal of expired notepads).
-_GC_HOOKS: list[Callable[[Store], int]] = []
-#: functions run by verify(): (txn, every sound record of the notes keyspace) -> problems found
-_VERIFY_HOOKS: list[Callable[[ReadTxn, dict[bytes, bytes]], list[str]]] = []
-
-
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:  # noqa: A001 - the public name
-    """Open (creating if needed) the store at ``path``.
+    """Open (creating if needed) the store ``path`` names: a directory, or a URL such as ``memory://``.
 
-    ``path`` defaults to ``$BLOBPAD_DIR``, else the platform's user data directory
-    (``platformdirs.user_data_dir("blobpad")``).  ``options`` are those of
-    :class:`Store`.
+    ``path`` defaults to ``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the
+    platform's user data directory (``platformdirs.user_data_dir("blobpad")``); see
+    :mod:`blobpad.engine` for the URLs.  ``options`` are those of :class:`Store`,
+    the engine's own included (``map_size``, ``sync``, ... for LMDB).
     """
     return Store(path, **options)
 

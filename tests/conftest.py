@@ -1,4 +1,4 @@
-"""Shared fixtures: real LMDB stores in temporary directories, never mocks.
+"""Shared fixtures: real stores on every engine (LMDB in temporary directories, memory), never mocks.
 
 The command-line oracles (``rg``, ``sed``; ``zstd`` for the benchmarks) are looked up
 on PATH and in this interpreter's environment, so that ``pip install -e ".[test]"``'s
@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -59,21 +60,58 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
         )
 
 
+#: Every engine the store, reads, notepad, tools and offload tests run on.
+ENGINES = ("lmdb", "memory")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "engines(*names): run this test only on these engines (the default is every engine in ENGINES); "
+        "for what only an engine has: files, reopening, a map size, processes",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize every test that uses a store over the engines (``engine_name``)."""
+    if "engine_name" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("engines")
+        names = ENGINES if marker is None else tuple(n for n in ENGINES if n in marker.args)
+        metafunc.parametrize("engine_name", names, scope="function")
+
+
 @pytest.fixture
-def store(tmp_path):
-    """A fresh store in a temporary directory, closed after the test."""
-    s = blobpad.open(tmp_path / "store")
+def target(engine_name, tmp_path):
+    """Make targets of the engine under test: ``target("name")`` is a directory or a memory:// URL.
+
+    The same name gives the same target within a test; a memory target lives while a
+    store using it is open (the memory engine's semantics).
+    """
+    tag = uuid.uuid4().hex[:12]
+
+    def make(name: str = "store") -> str:
+        if engine_name == "lmdb":
+            return str(tmp_path / name)
+        return f"memory://{tag}-{name}"
+
+    return make
+
+
+@pytest.fixture
+def store(target):
+    """A fresh store on the engine under test, closed after the test."""
+    s = blobpad.open(target())
     yield s
     s.close()
 
 
 @pytest.fixture
-def store_factory(tmp_path):
-    """Open stores with options: ``store_factory(name="x", **options)``."""
+def store_factory(target):
+    """Open stores with options on the engine under test: ``store_factory(name="x", **options)``."""
     opened = []
 
     def make(name: str = "store", **options):
-        s = blobpad.open(tmp_path / name, **options)
+        s = blobpad.open(target(name), **options)
         opened.append(s)
         return s
 

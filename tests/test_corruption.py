@@ -30,7 +30,7 @@ import zstandard
 
 import blobpad
 from blobpad import CorruptData, sample
-from blobpad.backend import seal, unseal
+from blobpad.engine.base import seal, unseal
 from blobpad.chunking import Manifest
 
 SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
@@ -46,7 +46,7 @@ def _sha(data: bytes) -> str:
 
 
 def _manifest_keys(store: blobpad.Store, entry_id: str) -> list[bytes]:
-    with store._backend.read() as txn:
+    with store.engine.read() as txn:
         return Manifest.unpack(txn.get("manifests", bytes.fromhex(entry_id))).keys
 
 

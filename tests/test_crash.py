@@ -113,7 +113,7 @@ class Model:
 
 def _pending_and_counters(store: blobpad.Store) -> tuple[list[bytes], dict, dict]:
     """The ``pending`` journal, the saved counters, and the counters recounted from the keyspaces."""
-    with store._backend.read() as txn:
+    with store.engine.read() as txn:
         pending = [k for k, _ in txn.scan("pending")]
         saved = json.loads(txn.get("meta", b"counters") or b"{}")
         entries = logical = 0

@@ -12,7 +12,7 @@ import pytest
 
 import blobpad
 from blobpad import BlobpadError, CorruptData, StoreFull
-from blobpad.backend import seal
+from blobpad.engine.base import seal
 
 
 def _put_raw(path, space: str, key: bytes, value: bytes) -> None:

@@ -233,7 +233,7 @@ def _over(text: str) -> list[str]:
 def test_every_index_key_fits_lmdb_at_the_limit(tmp_path):
     import lmdb
 
-    from blobpad import index, notepad
+    from blobpad import index, notes
 
     env = lmdb.open(str(tmp_path / "probe"), subdir=True)
     try:
@@ -247,10 +247,10 @@ def test_every_index_key_fits_lmdb_at_the_limit(tmp_path):
         index.scope_key(SESSION) + seq,
         index.scope_key(SESSION, TURN) + seq,
         index.scope_key(SESSION, -(1 << 62)) + seq,
-        notepad._log_key(SESSION, longest_space, 1 << 63),
-        notepad._head_key(SESSION, longest_space),
-        notepad._expiry_key(1e12, SESSION),
-        notepad._meta_key(SESSION),
+        notes.log_key(SESSION, longest_space, 1 << 63),
+        notes.head_key(SESSION, longest_space),
+        notes.expiry_key(1e12, SESSION),
+        notes.meta_key(SESSION),
     ]
     assert max(len(k) for k in keys) <= limit
 

@@ -75,6 +75,7 @@ def _params(db: Path, *extra: str, module: tuple[str, ...] = ("blobpad.mcp_serve
                                  env={"PYTHONPATH": os.pathsep.join(sys.path)})
 
 
+@pytest.mark.engines("lmdb")  # the server runs in another process, sharing the store with this one
 def test_mcp_session_end_to_end(store_factory, tmp_path):
     files = tmp_path / "files"
     files.mkdir()
@@ -352,6 +353,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.engines("lmdb")  # the server runs in another process, sharing the store with this one
 def test_mcp_every_hostile_line_gets_a_reply_and_the_server_reads_on(store_factory, tmp_path):
     store = store_factory("db")
     text = sample.log_text(30_000, seed=5)

@@ -1,19 +1,18 @@
-"""The storage interface, and its LMDB implementation.
+"""The LMDB engine: one machine, many processes, the default.
 
-Everything that speaks to LMDB lives here.  The rest of blobpad sees a few named
-keyspaces of ordered byte keys and two kinds of transaction:
+Everything that speaks to LMDB lives here.  It implements the contract of
+:mod:`blobpad.engine.base` with one LMDB environment per store directory and
+process, one named database per keyspace, and a map that grows by itself:
 
-* ``backend.read()`` – a context manager giving a :class:`ReadTxn` (``get`` and
-  ordered ``scan``), a consistent snapshot that never blocks the writer;
-* ``backend.write(fn)`` – runs ``fn(txn)`` in one write transaction
-  (:class:`WriteTxn` adds ``put`` and ``delete``) and commits it, retrying the whole
-  function when the map had to grow.  ``fn`` must therefore only touch the store
-  through ``txn`` (and may be called more than once).  ``write(fn, frees=True)``
-  marks a transaction that makes room (delete, gc, rollback): it may use a small
-  reserve past the map-size ceiling, so that a full store can always be emptied.
+* ``read()`` is an LMDB read transaction (a snapshot that never blocks the writer);
+* ``write(fn)`` runs ``fn`` in one LMDB write transaction and commits it, retrying
+  the whole function when the map had to grow; ``write(fn, frees=True)`` may use a
+  small reserve past ``max_map_size``, so that a full store can always be emptied.
 
-A second backend (Redis, for fleets of agents on many machines) implements the
-same three classes; chunking, reads and the notepad do not change.
+Values arrive sealed (the checks live above the engines, in ``base.Checked``); here
+every key and value length is checked against the pages in use and the keyspace's
+limit before a byte is copied out of the map, the file's header is checked before
+LMDB opens it, and every LMDB error is translated into a blobpad error.
 
 Locking rules
 -------------
@@ -77,12 +76,11 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import lmdb
-import xxhash
 
-from .errors import (
+from ..errors import (
     HINT_COMPACT_ALONE,
     HINT_DISK_FULL,
     HINT_MAP_CEILING,
@@ -92,100 +90,13 @@ from .errors import (
     CorruptData,
     InvalidArgument,
     StoreFull,
+    check_int,
 )
+from .base import MAX_KEY, SPACES, VALUE_LIMITS, Capabilities, RawReadTxn, RawWriteTxn, damaged_length
 
-__all__ = ["ReadTxn", "WriteTxn", "Backend", "LmdbBackend", "acquire_lmdb", "SPACES"]
+__all__ = ["LmdbEngine", "acquire_lmdb", "make_private", "STORE_FILES", "LMDB_OPTIONS", "DURABILITY"]
 
 T = TypeVar("T")
-
-#: The keyspaces every backend provides.
-SPACES = (
-    "meta",       # settings and counters
-    "entries",    # entry id -> JSON record
-    "manifests",  # entry id -> packed chunk list with cumulative offsets
-    "chunks",     # chunk key -> zstd frame
-    "refs",       # chunk key -> reference count and sizes
-    "by_seq",     # creation sequence + id -> b""
-    "by_scope",   # session, turn, sequence, id -> b""
-    "expiry",     # expires_at + id -> b""
-    "names",      # session, name -> id
-    "digests",    # size + sha256 + id -> b"": finds an identical entry to share
-    "pending",    # id + batch -> chunk keys of a put still in progress
-    "notes",      # notepad heads and versions
-)
-
-
-class ReadTxn(Protocol):
-    """A consistent read-only view of the store."""
-
-    def get(self, space: str, key: bytes) -> bytes | None:
-        """Return the value under ``key`` in ``space``, or None."""
-        ...
-
-    def scan(
-        self,
-        space: str,
-        start: bytes = b"",
-        stop: bytes | None = None,
-        *,
-        reverse: bool = False,
-        on_damage: Callable[[bytes], None] | None = None,
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Yield ``(key, value)`` for ``start <= key < stop`` in key order (or reversed).
-
-        A damaged record raises CorruptData, or is passed by key to ``on_damage`` and skipped.
-        """
-        ...
-
-    def get_unchecked(self, space: str, key: bytes) -> bytes | None:
-        """The stored bytes under ``key`` without checking them (format detection only)."""
-        ...
-
-    def recorded_count(self, space: str) -> int | None:
-        """The engine's own count of the records in ``space``, or None if it keeps none."""
-        ...
-
-
-class WriteTxn(ReadTxn, Protocol):
-    """A read-write transaction; its changes become visible together on commit."""
-
-    def put(self, space: str, key: bytes, value: bytes) -> None:
-        """Store ``value`` under ``key`` in ``space``, replacing any old value."""
-        ...
-
-    def delete(self, space: str, key: bytes) -> bool:
-        """Remove ``key`` from ``space``; return whether it existed."""
-        ...
-
-
-class Backend(Protocol):
-    """What blobpad needs from a storage engine."""
-
-    path: str
-
-    def read(self) -> Iterator[ReadTxn]:  # used as a context manager
-        """Open a read transaction (a context manager yielding a :class:`ReadTxn`)."""
-        ...
-
-    def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
-        """Run ``fn`` in a write transaction and commit; return its result.
-
-        ``frees`` marks a transaction that makes room (delete, gc, rollback): it must
-        succeed even when the store is full.
-        """
-        ...
-
-    def compact(self) -> tuple[int, int]:
-        """Give unused space back to the file system; return (bytes before, bytes after)."""
-        ...
-
-    def size_on_disk(self) -> int:
-        """Return the bytes the store occupies on disk."""
-        ...
-
-    def close(self) -> None:
-        """Release the files; the backend cannot be used afterwards."""
-        ...
 
 
 class _SharedLock:
@@ -257,98 +168,15 @@ class _SharedLock:
         finally:
             self.release_exclusive()
 
-
-#: Bytes of the checksum that seals every stored value (see :func:`seal`).
-SEAL_SIZE = 8
-_SPACE_SEEDS = {name: xxhash.xxh3_64_intdigest(b"blobpad/" + name.encode()) for name in SPACES}
-
-
-def seal(space: str, key: bytes, value: bytes) -> bytes:
-    """Return ``value`` followed by its checksum, bound to the keyspace and the key.
-
-    Every record of every keyspace is stored sealed and checked when it is read (in
-    :class:`_LmdbTxn`, the one place that reads the engine), so a flipped bit in a
-    value, in a key (the record then no longer matches its key) or a record moved to
-    another key or keyspace reads as :class:`~blobpad.CorruptData`, never as other
-    bytes.
-    """
-    return value + _checksum(space, key, value)
-
-
-def _checksum(space: str, key: bytes, value: bytes | memoryview) -> bytes:
-    return xxhash.xxh3_64_digest(value, seed=xxhash.xxh3_64_intdigest(key, seed=_SPACE_SEEDS[space]))
-
-
-def unseal(space: str, key: bytes, stored: bytes) -> bytes:
-    """Check a sealed value and return it without its checksum; raise CorruptData if damaged."""
-    if len(stored) >= SEAL_SIZE:
-        value = stored[:-SEAL_SIZE]
-        if _checksum(space, key, value) == stored[-SEAL_SIZE:]:
-            return value
-    raise CorruptData(
-        f"the {_SPACE_WORDS.get(space, space)} record {_shown_key(space, key)} is damaged (checksum mismatch)",
-        hint=HINT_VERIFY,
-    )
-
-
-_SPACE_WORDS = {
-    "meta": "settings",
-    "entries": "entry",
-    "manifests": "chunk list",
-    "chunks": "chunk",
-    "refs": "chunk reference",
-    "by_seq": "creation index",
-    "by_scope": "session index",
-    "expiry": "expiry index",
-    "names": "name index",
-    "digests": "content index",
-    "pending": "pending-put",
-    "notes": "notepad",
-}
-
-
-def _shown_key(space: str, key: bytes) -> str:
-    if space == "meta" and all(32 < b < 127 for b in key):
-        return repr(key.decode())
-    if space in ("entries", "manifests") and len(key) == 8:
-        return key.hex()
-    return key[:48].hex() + ("..." if len(key) > 48 else "")
-
-
-#: The longest value (checksum included) a record of each keyspace can have; a longer
-#: one is damage (its length field), refused before a byte of it is read.  A read
-#: transaction also refuses any length past the pages in use (``LmdbBackend.read``).
-VALUE_LIMITS: dict[str, int] = {
-    "meta": 1 << 20,
-    "entries": 1 << 20,
-    "manifests": 1 << 30,
-    "chunks": 1 << 30,
-    "refs": 64,
-    "by_seq": 64,
-    "by_scope": 64,
-    "expiry": 64,
-    "names": 64,
-    "digests": 64,
-    "pending": 1 << 28,
-    "notes": 4 << 20,
-}
-#: LMDB's longest key
-MAX_KEY = 511
-
-
 def _copy_key(space: str, view: Any) -> bytes:
     if len(view) > MAX_KEY:
-        raise CorruptData(f"a {_SPACE_WORDS.get(space, space)} key claims {len(view)} bytes: the store file is damaged",
-                          hint=HINT_VERIFY)
+        raise damaged_length(space, None, len(view))
     return bytes(view)
 
 
 def _copy_value(space: str, key: bytes, view: Any, limit: int) -> bytes:
     if len(view) > min(limit, VALUE_LIMITS[space]):
-        raise CorruptData(
-            f"the {_SPACE_WORDS.get(space, space)} record {_shown_key(space, key)} claims {len(view)} bytes: "
-            "the store file is damaged", hint=HINT_VERIFY,
-        )
+        raise damaged_length(space, key, len(view))
     return bytes(view)
 
 
@@ -424,10 +252,10 @@ def translate(exc: lmdb.Error, path: str) -> BlobpadError:
 
 
 class _LmdbTxn:
-    """A :class:`WriteTxn` (or read-only view) over one ``lmdb.Transaction``.
+    """A :class:`~blobpad.engine.base.RawWriteTxn` (or read-only view) over one ``lmdb.Transaction``.
 
-    Values are sealed on ``put`` and checked on every ``get`` and ``scan`` (see
-    :func:`seal`); every LMDB error is translated into a blobpad error here.
+    Keys and values read are copied out of the map only after their lengths are
+    checked; every LMDB error is translated into a blobpad error here.
     """
 
     __slots__ = ("_txn", "_dbs", "_path", "_limit")
@@ -436,51 +264,25 @@ class _LmdbTxn:
         self._txn = txn
         self._dbs = dbs
         self._path = path
-        self._limit = limit  # no value can be longer than the pages in use (see LmdbBackend.read)
+        self._limit = limit  # no value can be longer than the pages in use (see LmdbEngine.read)
 
     def get(self, space: str, key: bytes) -> bytes | None:
-        stored = self.get_unchecked(space, key)
-        return None if stored is None else unseal(space, key, stored)
-
-    def recorded_count(self, space: str) -> int | None:
-        """How many records LMDB's own bookkeeping says ``space`` holds (verify() compares it with a scan)."""
-        try:
-            return int(self._txn.stat(self._dbs[space])["entries"])
-        except lmdb.Error as exc:
-            raise translate(exc, self._path) from None
-
-    def get_unchecked(self, space: str, key: bytes) -> bytes | None:
-        """The stored bytes under ``key``, checksum included and not checked (``get`` checks it)."""
         try:
             view = self._txn.get(key, db=self._dbs[space])
             return None if view is None else _copy_value(space, key, view, self._limit)
         except lmdb.Error as exc:
             raise translate(exc, self._path) from None
 
-    def scan(
-        self,
-        space: str,
-        start: bytes = b"",
-        stop: bytes | None = None,
-        *,
-        reverse: bool = False,
-        on_damage: Callable[[bytes], None] | None = None,
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Yield ``(key, value)`` in key order (see :class:`ReadTxn`).
-
-        A damaged record raises CorruptData, or, with ``on_damage``, is passed to it
-        by key and skipped (verify, gc and delete use that to carry on past damage).
-        """
+    def count(self, space: str) -> int | None:
+        """How many records LMDB's own bookkeeping says ``space`` holds."""
         try:
-            for key, stored in self._raw_scan(space, start, stop, reverse):
-                try:
-                    value = unseal(space, key, stored)
-                except CorruptData:
-                    if on_damage is None:
-                        raise
-                    on_damage(key)
-                    continue
-                yield key, value
+            return int(self._txn.stat(self._dbs[space])["entries"])
+        except lmdb.Error as exc:
+            raise translate(exc, self._path) from None
+
+    def scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        try:
+            yield from self._raw_scan(space, start, stop, reverse)
         except lmdb.Error as exc:
             raise translate(exc, self._path) from None
 
@@ -509,11 +311,11 @@ class _LmdbTxn:
                     yield key, _copy_value(space, key, cur.value(), self._limit)
                     found = cur.prev()
 
-    def put(self, space: str, key: bytes, value: bytes) -> None:
+    def put(self, space: str, key: bytes, stored: bytes) -> None:
         try:
-            self._txn.put(key, seal(space, key, value), db=self._dbs[space])
+            self._txn.put(key, stored, db=self._dbs[space])
         except (lmdb.MapFullError, lmdb.MapResizedError):
-            raise  # handled by LmdbBackend.write: the map grows and the transaction is retried
+            raise  # handled by LmdbEngine.write: the map grows and the transaction is retried
         except lmdb.Error as exc:
             raise translate(exc, self._path) from None
 
@@ -526,12 +328,12 @@ class _LmdbTxn:
             raise translate(exc, self._path) from None
 
 
-_REGISTRY: dict[tuple[int, int], tuple[LmdbBackend, int]] = {}
+_REGISTRY: dict[tuple[int, int], tuple[LmdbEngine, int]] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
 #: the backends whose transactions the forking thread holds stopped (see _before_fork)
-_QUIESCED: list[LmdbBackend] = []
+_QUIESCED: list[LmdbEngine] = []
 
 
 def _before_fork() -> None:
@@ -667,13 +469,48 @@ def _disk_full(exc: lmdb.Error) -> bool:
     return code in _DISK_FULL or any(text in str(exc) for text in _DISK_FULL_TEXT)
 
 
-def acquire_lmdb(path: str, **options: Any) -> LmdbBackend:
-    """Return this process's backend for ``path``, opening it on first use.
+#: the options of the LMDB engine, with their defaults
+LMDB_OPTIONS: dict[str, Any] = {
+    "map_size": 64 << 20,
+    "max_map_size": 1 << 40,
+    "max_readers": 1024,
+    "sync": True,
+}
+_MAX_MAP = 1 << 46  # largest map size: 64 TiB, inside any 64-bit address space
+
+DURABILITY = {
+    True: "sync=True: an acknowledged write survives a killed process and an operating-system crash or power loss "
+          "(every commit is flushed to disk before it returns)",
+    False: "sync=False: an acknowledged write survives a killed process; an operating-system crash or power loss "
+           "may undo the last commits (the store stays consistent)",
+}
+
+
+def check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The LMDB engine's options with defaults filled in; InvalidArgument on an unknown or bad one."""
+    unknown = sorted(set(options) - set(LMDB_OPTIONS))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown option {unknown[0]!r} of the LMDB engine; its options are {', '.join(LMDB_OPTIONS)}"
+        )
+    out = LMDB_OPTIONS | options
+    for label in ("map_size", "max_map_size"):
+        check_int(label, out[label], minimum=0, maximum=_MAX_MAP)
+    check_int("max_readers", out["max_readers"], minimum=1, maximum=1 << 16)
+    if not isinstance(out["sync"], bool):
+        raise InvalidArgument(f"sync must be True or False, not {type(out['sync']).__name__}")
+    out["map_size"] = max(out["map_size"], 1 << 20)
+    return out
+
+
+def acquire_lmdb(path: str | os.PathLike[str], **options: Any) -> LmdbEngine:
+    """Return this process's LMDB engine for ``path``, opening it on first use.
 
     LMDB allows one environment per file per process, so every Store on the same
-    directory shares one backend (the first opener's map options apply); each
-    acquire must be paired with :meth:`LmdbBackend.close`.
+    directory shares one engine (the first opener's map options apply); each
+    acquire must be paired with :meth:`LmdbEngine.close`.
     """
+    options = check_options(options)
     path = os.fspath(path)
     _make_dir(path)
     try:
@@ -688,14 +525,16 @@ def acquire_lmdb(path: str, **options: Any) -> LmdbBackend:
         if held is not None and not held[0]._closed:
             _REGISTRY[key] = (held[0], held[1] + 1)
             return held[0]
-        backend = LmdbBackend(os.path.realpath(path), **options)
-        backend._registry_key = key
-        _REGISTRY[key] = (backend, 1)
-        return backend
+        engine = LmdbEngine(os.path.realpath(path), **options)
+        engine._registry_key = key
+        _REGISTRY[key] = (engine, 1)
+        return engine
 
 
-class LmdbBackend:
-    """The LMDB backend: one environment per process, a map that grows by itself.
+class LmdbEngine:
+    """The LMDB engine: one environment per process, a map that grows by itself.
+
+    Open it with :func:`acquire_lmdb` (one engine per directory and process).
 
     Parameters:
         path: directory holding ``data.mdb`` and ``lock.mdb`` (created if missing).
@@ -709,8 +548,10 @@ class LmdbBackend:
             ceiling (or as close as the data allows) afterwards.
         max_readers: reader slots in the lock file (one per concurrent read
             transaction across all processes).
-        sync: flush to disk on every commit, so that an acknowledged write survives
-            a crash of the machine, not only of the process.
+        sync: flush to disk on every commit (see :data:`DURABILITY`): True (the
+            default), an acknowledged write survives an operating-system crash or
+            power loss; False, it survives a killed process, and a machine crash may
+            undo the last commits.
     """
 
     def __init__(
@@ -723,7 +564,12 @@ class LmdbBackend:
         sync: bool = True,
     ) -> None:
         self.path = os.fspath(path)
+        self.target = self.path
         self.max_map_size = max_map_size
+        self.capabilities = Capabilities(
+            name="lmdb", persistent=True, processes=True, compaction=True, size_ceiling=True,
+            durability=DURABILITY[sync],
+        )
         self._options = dict(map_size=map_size, max_readers=max_readers, sync=sync)
         self._lock = _SharedLock()
         self._env: lmdb.Environment | None = None
@@ -895,7 +741,7 @@ class LmdbBackend:
         (``CorruptData``, named by verify()) instead of crashing.  Only the two meta
         pages have been read so far (with ``read``, not through the map), so this
         comes before any other page is touched; when the map grows, the next write
-        transaction extends the file again (:meth:`LmdbBackend.write`).
+        transaction extends the file again (:meth:`LmdbEngine.write`).
         """
         psize = env.stat()["psize"]
 
@@ -1037,8 +883,8 @@ class LmdbBackend:
     # -- transactions ---------------------------------------------------------------
 
     @contextmanager
-    def read(self) -> Iterator[ReadTxn]:
-        """Open a read transaction; see :class:`ReadTxn`."""
+    def read(self) -> Iterator[RawReadTxn]:
+        """Open a read transaction (a snapshot that never blocks the writer)."""
         env = self._environment()
         self._lock.acquire_shared()
         try:
@@ -1071,7 +917,7 @@ class LmdbBackend:
         finally:
             self._lock.release_shared()
 
-    def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
+    def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` in one write transaction, growing the map and retrying as needed.
 
         ``frees`` marks a transaction that makes room (delete, gc, rollback): it may
@@ -1131,7 +977,7 @@ class LmdbBackend:
         """Return the current map size in bytes."""
         return int(self._environment().info()["map_size"])
 
-    def size_on_disk(self) -> int:
+    def size(self) -> int:
         """The disk space data.mdb takes (its blocks: the file is sparse past its last written page)."""
         st = os.stat(os.path.join(self.path, "data.mdb"))
         return min(st.st_size, st.st_blocks * 512) if hasattr(st, "st_blocks") else st.st_size
@@ -1143,7 +989,7 @@ class LmdbBackend:
         file mapped, so compact() refuses (raises BlobpadError) while they hold it.
         """
         env = self._environment()
-        before = self.size_on_disk()
+        before = self.size()
         tmp = os.path.join(self.path, f".compact-{os.getpid()}")
         with self._lock.exclusive():
             if fcntl is not None and self._lockfile is not None:
@@ -1172,7 +1018,7 @@ class LmdbBackend:
                     self._open()
                 elif fcntl is not None and self._lockfile is not None:
                     fcntl.flock(self._lockfile, fcntl.LOCK_SH)
-        return before, self.size_on_disk()
+        return before, self.size()
 
     def close(self) -> None:
         """Release one holder; the environment closes when the last one lets go."""

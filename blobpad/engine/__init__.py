@@ -1,0 +1,73 @@
+"""Storage engines behind one contract (:mod:`blobpad.engine.base`), and how a target picks one.
+
+A *target* names a store: a directory path (the LMDB engine, the default), or a URL:
+
+* ``memory://`` (a new private in-memory store) or ``memory://NAME`` (shared by the
+  stores of this process that open the same name while one is open);
+* ``lmdb:///absolute/path`` or ``file:///absolute/path``, the same as the bare path.
+
+``blobpad.open()``, the CLI's ``--db``, ``blobpad mcp --db`` and the ``BLOBPAD_STORE``
+environment variable all take the same string.  Without one, the store is
+``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR`` (the older name), else the platform's user
+data directory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import InvalidArgument
+from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
+from .lmdb import LMDB_OPTIONS, acquire_lmdb
+from .memory import acquire_memory
+
+__all__ = [
+    "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
+    "default_target", "LMDB_OPTIONS",
+]
+
+#: the environment variable naming the default store (a path or a URL)
+ENV_VAR = "BLOBPAD_STORE"
+
+
+def default_target() -> str:
+    """``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the platform's user data directory."""
+    for name in (ENV_VAR, "BLOBPAD_DIR"):
+        value = os.environ.get(name)
+        if value:
+            return value
+    import platformdirs
+
+    return platformdirs.user_data_dir("blobpad", appauthor=False)
+
+
+def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) -> Engine:
+    """Open the engine a target names (see the module docstring); ``options`` are the engine's own.
+
+    Raises InvalidArgument for a target of another type, an unknown URL scheme, or an
+    option the engine does not take.
+    """
+    if target is None:
+        target = default_target()
+    if not isinstance(target, (str, os.PathLike)):
+        raise InvalidArgument(f"a store is a path or a URL such as memory://, not {type(target).__name__}")
+    text = os.fspath(target)
+    if isinstance(text, bytes):
+        raise InvalidArgument("a store path must be text, not bytes")
+    scheme, sep, rest = text.partition("://")
+    if not sep or os.sep in scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
+        return acquire_lmdb(text, **options)  # a plain path (a directory name may contain "://")
+    scheme = scheme.lower()
+    if scheme == "memory":
+        return acquire_memory("memory://" + rest, **options)
+    if scheme in ("lmdb", "file"):
+        if not rest.startswith("/"):
+            raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
+        return acquire_lmdb(rest, **options)
+    if scheme in ("redis", "rediss", "valkey", "valkeys", "redis+cluster", "valkey+cluster"):
+        raise InvalidArgument(
+            f"{scheme}:// stores need the Redis/Valkey engine, which this version of blobpad does not have yet; "
+            "use a directory path (LMDB) or memory://"
+        )
+    raise InvalidArgument(f"unknown store URL scheme {scheme!r} in {text!r}: use a directory path or memory://")

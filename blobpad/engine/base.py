@@ -1,0 +1,351 @@
+"""The storage contract: what blobpad needs from an engine, and the checks every engine inherits.
+
+An engine holds named keyspaces (:data:`SPACES`) of ordered byte keys and offers two
+kinds of transaction:
+
+* ``engine.read()``: a context manager giving a :class:`RawReadTxn`, a consistent
+  snapshot (``get``, ordered ``scan``, ``count``) that never sees a later commit;
+* ``engine.write(fn)``: runs ``fn(txn)`` in one write transaction (:class:`RawWriteTxn`
+  adds ``put`` and ``delete``) and commits it.  Inside ``fn`` the transaction reads its
+  own writes.  The engine may call ``fn`` more than once (LMDB does when its map had to
+  grow; an optimistic engine does on a conflict), so ``fn`` touches the store only
+  through ``txn`` and computes; it never waits for another thread, a lock, pool work or
+  caller code.  ``write(fn, frees=True)`` marks a transaction that makes room (delete,
+  gc, rollback): an engine with a size ceiling lets it through when full.
+
+A thread holds at most one transaction at a time: opening one inside another in the
+same thread raises :class:`~blobpad.BlobpadError` at once (on LMDB it would hang at the
+next map growth; every engine refuses it, so code that works on one works on all).
+
+Engines store bytes; they do not interpret them.  Integrity is checked here, above the
+engines (:class:`Checked`): every value is sealed with a checksum bound to its keyspace
+and key on ``put`` and checked on every read, so a flipped bit, a record moved to another
+key, or a value cut short reads as :class:`~blobpad.CorruptData` on every engine, never
+as other bytes.  Values longer than their keyspace's limit (:data:`VALUE_LIMITS`) are
+damage too, refused before they are copied.
+
+What an engine can and cannot do is stated in its :class:`Capabilities`, never assumed
+by the layers above.  The engines: :mod:`blobpad.engine.lmdb` (one machine, the
+default) and :mod:`blobpad.engine.memory` (tests, short-lived runtimes).  The contract
+is tested by :class:`blobpad.testing.EngineTests`, which every engine's tests subclass.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, TypeVar
+
+import xxhash
+
+from ..errors import HINT_VERIFY, BlobpadError, CorruptData
+
+__all__ = [
+    "SPACES", "VALUE_LIMITS", "MAX_KEY", "SEAL_SIZE", "Capabilities", "RawReadTxn", "RawWriteTxn", "Engine",
+    "ReadTxn", "WriteTxn", "Checked", "seal", "unseal", "damaged_length", "TxnGuard", "prefix_end",
+]
+
+T = TypeVar("T")
+
+#: The keyspaces every engine provides.
+SPACES = (
+    "meta",       # settings and counters
+    "entries",    # entry id -> JSON record
+    "manifests",  # entry id -> packed chunk list with cumulative offsets
+    "chunks",     # chunk key -> zstd frame
+    "refs",       # chunk key -> reference count and sizes
+    "by_seq",     # creation sequence + id -> b""
+    "by_scope",   # session, turn, sequence, id -> b""
+    "expiry",     # expires_at + id -> b""
+    "names",      # session, name -> id
+    "digests",    # size + sha256 + id -> b"": finds an identical entry to share
+    "pending",    # id + batch -> chunk keys of a put still in progress
+    "notes",      # notepad heads and versions
+)
+
+#: The longest value (checksum included) a record of each keyspace can have; a longer
+#: one is damage (its length field, on a file engine), refused before it is copied.
+VALUE_LIMITS: dict[str, int] = {
+    "meta": 1 << 20,
+    "entries": 1 << 20,
+    "manifests": 1 << 30,
+    "chunks": 1 << 30,
+    "refs": 64,
+    "by_seq": 64,
+    "by_scope": 64,
+    "expiry": 64,
+    "names": 64,
+    "digests": 64,
+    "pending": 1 << 28,
+    "notes": 4 << 20,
+}
+#: The longest key any engine must accept (LMDB's limit).
+MAX_KEY = 511
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine offers, stated so that nothing above it has to assume.
+
+    Attributes:
+        name: the engine's name ("lmdb", "memory").
+        persistent: the data outlives the process (and ``close``).
+        processes: several processes may use the same store at once.
+        compaction: ``compact()`` gives unused space back.
+        size_ceiling: writes can fail with StoreFull at a configured ceiling
+            (LMDB's ``max_map_size``); ``write(fn, frees=True)`` passes it.
+        durability: what an acknowledged write survives, in words.
+    """
+
+    name: str
+    persistent: bool
+    processes: bool
+    compaction: bool
+    size_ceiling: bool
+    durability: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class RawReadTxn(Protocol):
+    """A consistent read-only snapshot of an engine's keyspaces (stored bytes, unchecked)."""
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        """The bytes stored under ``key`` in ``space``, or None."""
+        ...
+
+    def scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, stored)`` for ``start <= key < stop`` (no upper bound if None) in key order, or reversed."""
+        ...
+
+    def count(self, space: str) -> int | None:
+        """The engine's own count of the records in ``space``, or None if it keeps none."""
+        ...
+
+
+class RawWriteTxn(RawReadTxn, Protocol):
+    """A write transaction: reads see its own writes; its changes become visible together on commit."""
+
+    def put(self, space: str, key: bytes, stored: bytes) -> None:
+        """Store ``stored`` under ``key``, replacing any old value."""
+        ...
+
+    def delete(self, space: str, key: bytes) -> bool:
+        """Remove ``key``; return whether it existed."""
+        ...
+
+
+class Engine(Protocol):
+    """What blobpad needs from a storage engine (see the module docstring)."""
+
+    #: the engine's target: a directory for LMDB, ``memory://...`` for memory
+    target: str
+    capabilities: Capabilities
+
+    def read(self) -> AbstractContextManager[RawReadTxn]:
+        """Open a read snapshot."""
+        ...
+
+    def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
+        """Run ``fn`` in one write transaction, commit it, return its result."""
+        ...
+
+    def size(self) -> int:
+        """The bytes the store occupies (on disk for LMDB, in memory for memory)."""
+        ...
+
+    def compact(self) -> tuple[int, int]:
+        """Give unused space back; return (bytes before, bytes after).  Only if ``capabilities.compaction``."""
+        ...
+
+    def close(self) -> None:
+        """Release this holder of the engine (idempotent)."""
+        ...
+
+
+# -- integrity at the seam ---------------------------------------------------------------
+
+#: Bytes of the checksum that seals every stored value (see :func:`seal`).
+SEAL_SIZE = 8
+_SPACE_SEEDS = {name: xxhash.xxh3_64_intdigest(b"blobpad/" + name.encode()) for name in SPACES}
+
+_SPACE_WORDS = {
+    "meta": "settings",
+    "entries": "entry",
+    "manifests": "chunk list",
+    "chunks": "chunk",
+    "refs": "chunk reference",
+    "by_seq": "creation index",
+    "by_scope": "session index",
+    "expiry": "expiry index",
+    "names": "name index",
+    "digests": "content index",
+    "pending": "pending-put",
+    "notes": "notepad",
+}
+
+
+def seal(space: str, key: bytes, value: bytes) -> bytes:
+    """Return ``value`` followed by its checksum, bound to the keyspace and the key."""
+    return value + _checksum(space, key, value)
+
+
+def _checksum(space: str, key: bytes, value: bytes | memoryview) -> bytes:
+    return xxhash.xxh3_64_digest(value, seed=xxhash.xxh3_64_intdigest(key, seed=_SPACE_SEEDS[space]))
+
+
+def shown_key(space: str, key: bytes) -> str:
+    """A key as an error message shows it."""
+    if space == "meta" and all(32 < b < 127 for b in key):
+        return repr(key.decode())
+    if space in ("entries", "manifests") and len(key) == 8:
+        return key.hex()
+    return key[:48].hex() + ("..." if len(key) > 48 else "")
+
+
+def space_words(space: str) -> str:
+    """What a keyspace's records are, in words."""
+    return _SPACE_WORDS.get(space, space)
+
+
+def unseal(space: str, key: bytes, stored: bytes) -> bytes:
+    """Check a sealed value and return it without its checksum; raise CorruptData if damaged."""
+    if len(stored) >= SEAL_SIZE:
+        value = stored[:-SEAL_SIZE]
+        if _checksum(space, key, value) == stored[-SEAL_SIZE:]:
+            return value
+    raise CorruptData(
+        f"the {space_words(space)} record {shown_key(space, key)} is damaged (checksum mismatch)", hint=HINT_VERIFY,
+    )
+
+
+def damaged_length(space: str, key: bytes | None, length: int) -> CorruptData:
+    """The error for a key or value whose length is past what the keyspace allows."""
+    if key is None:
+        return CorruptData(f"a {space_words(space)} key claims {length} bytes: the store is damaged", hint=HINT_VERIFY)
+    return CorruptData(
+        f"the {space_words(space)} record {shown_key(space, key)} claims {length} bytes: the store is damaged",
+        hint=HINT_VERIFY,
+    )
+
+
+class ReadTxn:
+    """A checked view of a :class:`RawReadTxn`: what the layers above the engine use.
+
+    Every value read is unsealed (checked); a damaged one raises CorruptData, or in
+    ``scan(..., on_damage=f)`` is passed to ``f`` by key and skipped.
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: RawReadTxn) -> None:
+        self._raw = raw
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        """The value under ``key`` in ``space``, or None."""
+        stored = self._raw.get(space, key)
+        return None if stored is None else unseal(space, key, stored)
+
+    def get_unchecked(self, space: str, key: bytes) -> bytes | None:
+        """The stored bytes, checksum included and unchecked (format detection only)."""
+        return self._raw.get(space, key)
+
+    def recorded_count(self, space: str) -> int | None:
+        """The engine's own count of the records in ``space`` (verify() compares it with a scan)."""
+        return self._raw.count(space)
+
+    def scan(
+        self,
+        space: str,
+        start: bytes = b"",
+        stop: bytes | None = None,
+        *,
+        reverse: bool = False,
+        on_damage: Callable[[bytes], None] | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` for ``start <= key < stop`` in key order (or reversed)."""
+        for key, stored in self._raw.scan(space, start, stop, reverse):
+            try:
+                value = unseal(space, key, stored)
+            except CorruptData:
+                if on_damage is None:
+                    raise
+                on_damage(key)
+                continue
+            yield key, value
+
+
+class WriteTxn(ReadTxn):
+    """A checked view of a :class:`RawWriteTxn`: values are sealed on ``put``."""
+
+    __slots__ = ()
+    _raw: RawWriteTxn
+
+    def put(self, space: str, key: bytes, value: bytes) -> None:
+        """Store ``value`` under ``key`` in ``space``, replacing any old value."""
+        if not 0 < len(key) <= MAX_KEY:
+            raise BlobpadError(f"internal error: a {space_words(space)} key of {len(key)} bytes")
+        self._raw.put(space, key, seal(space, key, value))
+
+    def delete(self, space: str, key: bytes) -> bool:
+        """Remove ``key`` from ``space``; return whether it existed."""
+        return self._raw.delete(space, key)
+
+
+class Checked:
+    """An engine seen through the integrity checks: ``read()`` and ``write(fn)`` give checked txns."""
+
+    __slots__ = ("engine",)
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.engine.capabilities
+
+    @contextmanager
+    def read(self) -> Iterator[ReadTxn]:
+        """A checked read snapshot."""
+        with self.engine.read() as raw:
+            yield ReadTxn(raw)
+
+    def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
+        """Run ``fn`` on a checked write transaction and commit."""
+        return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
+
+
+class TxnGuard:
+    """Refuses a transaction opened inside another in the same thread (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._mine = threading.local()
+
+    def held(self) -> bool:
+        """Whether the calling thread has a transaction open."""
+        return bool(getattr(self._mine, "held", False))
+
+    def enter(self) -> None:
+        if self.held():
+            raise BlobpadError(
+                "internal error: a store transaction was opened inside another one in the same thread, "
+                "which would hang at the next map growth; please report this blobpad bug"
+            )
+        self._mine.held = True
+
+    def leave(self) -> None:
+        self._mine.held = False
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return None
