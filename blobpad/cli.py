@@ -258,34 +258,12 @@ def _open(args: argparse.Namespace) -> Store:
     return open_store(args.db)
 
 
-def summary(store: Store, entry: Entry) -> str:
-    """The short view of an entry an agent gets in place of the content (seed 000's).
-
-    Text: the whole content up to 1000 characters, else the first 500 characters,
-    ``\\n[... N characters omitted ...]\\n`` and the last 500.  Binary:
-    ``[BINARY: N bytes, sha256=<hex>]``.  The formats are :mod:`blobpad.offload`'s;
-    a long text's ends are read from the store, never the whole content.
-    """
-    from .offload import binary_summary, text_summary
-
-    if entry.kind != "text":
-        return binary_summary(entry.size_bytes, entry.sha256)
-    chars = entry.chars or 0
-    if chars <= 2 * SUMMARY_EDGE:
-        text = store.get(entry.id)
-        assert isinstance(text, str)
-        return text_summary(text, SUMMARY_EDGE, SUMMARY_EDGE)
-    # text_summary() needs the whole text; this is its format, from the two ends only.
-    head = store.head(entry.id, SUMMARY_EDGE)
-    tail = store.tail(entry.id, SUMMARY_EDGE)
-    assert isinstance(head, str) and isinstance(tail, str)
-    return f"{head}\n[... {chars - 2 * SUMMARY_EDGE} characters omitted ...]\n{tail}"
-
-
 def _put_view(store: Store, entry: Entry) -> dict[str, Any]:
     """What ``put`` prints; ``summary`` is null if the entry expired before it was read back."""
+    from .offload import entry_summary
+
     try:
-        text: str | None = summary(store, entry)
+        text: str | None = entry_summary(store, entry, SUMMARY_EDGE, SUMMARY_EDGE)
     except NotFound:
         text = None  # a TTL shorter than the put itself
     return {
@@ -784,7 +762,8 @@ def _sub(
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``blobpad`` command."""
-    db_help = "store directory (default: $BLOBPAD_DIR, else the user data dir, as blobpad.open())"
+    db_help = ("store: a directory (LMDB) or memory://NAME (default: $BLOBPAD_STORE, else $BLOBPAD_DIR, "
+               "else the user data dir, as blobpad.open())")
     parser = _Parser(
         prog="blobpad",
         description="blobpad: park huge observations outside an agent's context, read them by slices.",
@@ -793,11 +772,11 @@ def build_parser() -> argparse.ArgumentParser:
         "exit codes: 0 ok, 1 not found or no match, 2 usage or bad input, 3 grep timed out (partial output)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--db", metavar="DIR", default=None, help=db_help)
+    parser.add_argument("--db", metavar="STORE", default=None, help=db_help)
     parser.add_argument("--version", action="version", version=f"blobpad {__version__}")
     # --db is accepted after the subcommand too (blobpad ls --db DIR).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", metavar="DIR", default=argparse.SUPPRESS, help=db_help)
+    common.add_argument("--db", metavar="STORE", default=argparse.SUPPRESS, help=db_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = _sub(

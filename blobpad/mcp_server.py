@@ -486,7 +486,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="blobpad mcp",
         description="Serve the blobpad scratchpad tools over MCP on stdin/stdout.",
     )
-    p.add_argument("--db", metavar="DIR", help="store directory (default: $BLOBPAD_DIR or the user data directory)")
+    p.add_argument("--db", metavar="STORE", help="store: a directory (LMDB) or memory://NAME "
+                   "(default: $BLOBPAD_STORE, else $BLOBPAD_DIR, else the user data directory)")
     p.add_argument("--session", help="session whose entries the server reads and writes (default: a fresh one)")
     p.add_argument("--allow", action="append", default=[], metavar="DIR",
                    help="directory scratchpad_offload may read files from (repeatable; none by default)")

@@ -40,7 +40,7 @@ from typing import Any, Protocol, TypeVar
 
 import xxhash
 
-from ..errors import HINT_VERIFY, BlobpadError, CorruptData
+from ..errors import HINT_VERIFY, BlobpadError, CorruptData, InvalidArgument
 
 __all__ = [
     "SPACES", "VALUE_LIMITS", "MAX_KEY", "SEAL_SIZE", "Capabilities", "RawReadTxn", "RawWriteTxn", "Engine",
@@ -288,6 +288,11 @@ class WriteTxn(ReadTxn):
         """Store ``value`` under ``key`` in ``space``, replacing any old value."""
         if not 0 < len(key) <= MAX_KEY:
             raise BlobpadError(f"internal error: a {space_words(space)} key of {len(key)} bytes")
+        if len(value) + SEAL_SIZE > VALUE_LIMITS[space]:  # a read would take it for damage
+            raise InvalidArgument(
+                f"a {space_words(space)} record of {len(value)} bytes is over the store's limit of "
+                f"{VALUE_LIMITS[space] - SEAL_SIZE} bytes"
+            )
         self._raw.put(space, key, seal(space, key, value))
 
     def delete(self, space: str, key: bytes) -> bool:

@@ -1,0 +1,394 @@
+"""The storage contract as a reusable test suite: every engine's tests subclass :class:`EngineTests`.
+
+Like ``zarr.testing.store.StoreTests`` and dulwich's ``ObjectStoreTests``: a new engine
+is correct when a subclass that says how to open it passes every test here::
+
+    import pytest
+    from blobpad.testing import EngineTests
+
+    class TestMyEngine(EngineTests):
+        @pytest.fixture
+        def open_engine(self, tmp_path):
+            engines = []
+            def make():
+                engine = my_engine.open(tmp_path / "db")
+                engines.append(engine)
+                return engine
+            yield make
+            for engine in engines:
+                engine.close()
+
+``open_engine()`` returns a fresh engine the first time; calling it again in the same
+test returns another holder of the same store (so that two holders can be tested
+together); the fixture closes them.  The tests check the engine against an in-memory
+model (a dict), through the checked layer the store uses (:class:`blobpad.engine.Checked`):
+ordered scans and their bounds, read-your-writes, atomic commits, snapshot reads that
+neither see later commits nor block them, serializable writers, one transaction per
+thread, the integrity checks at the seam, capabilities, and close.
+
+It needs pytest (the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .engine import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
+from .engine.base import SEAL_SIZE, VALUE_LIMITS, seal
+from .errors import BlobpadError, CorruptData, InvalidArgument
+
+__all__ = ["EngineTests"]
+
+_WAIT = 30.0  # the longest any test waits for another thread, in seconds
+
+
+def _scan(txn: ReadTxn, space: str, start: bytes = b"", stop: bytes | None = None, reverse: bool = False
+          ) -> list[tuple[bytes, bytes]]:
+    return list(txn.scan(space, start, stop, reverse=reverse))
+
+
+def _model_scan(model: dict[bytes, bytes], start: bytes, stop: bytes | None, reverse: bool) -> list[tuple[bytes, bytes]]:
+    items = sorted((k, v) for k, v in model.items() if k >= start and (stop is None or k < stop))
+    return items[::-1] if reverse else items
+
+
+class _Thread(threading.Thread):
+    """A thread whose exception is re-raised by :meth:`finish`, which waits a bounded time."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        super().__init__(daemon=True)
+        self._fn = fn
+        self.error: BaseException | None = None
+        self.result: Any = None
+
+    def run(self) -> None:
+        try:
+            self.result = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            self.error = exc
+
+    def finish(self) -> Any:
+        self.join(_WAIT)
+        assert not self.is_alive(), f"a thread did not finish within {_WAIT} s: the engine hangs"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class EngineTests:
+    """The contract every engine passes (see the module docstring)."""
+
+    @pytest.fixture
+    def open_engine(self) -> Iterator[Callable[[], Engine]]:
+        """Override: yield a function returning a holder of one fresh store's engine."""
+        raise NotImplementedError("a subclass of EngineTests provides the open_engine fixture")
+
+    @pytest.fixture
+    def db(self, open_engine: Callable[[], Engine]) -> Checked:
+        return Checked(open_engine())
+
+    # -- basics ---------------------------------------------------------------------
+
+    def test_capabilities_are_stated(self, db: Checked) -> None:
+        caps = db.capabilities
+        assert isinstance(caps, Capabilities)
+        assert caps.name and caps.durability
+        assert all(isinstance(v, bool) for k, v in caps.to_dict().items() if k not in ("name", "durability"))
+        assert isinstance(db.engine.target, str) and db.engine.target
+
+    def test_an_empty_store_has_nothing(self, db: Checked) -> None:
+        with db.read() as txn:
+            for space in SPACES:
+                assert txn.get(space, b"k") is None
+                assert _scan(txn, space) == []
+                assert txn.recorded_count(space) in (0, None)
+
+    def test_put_get_delete_in_every_keyspace(self, db: Checked) -> None:
+        def values(space: str) -> list[bytes]:  # up to the longest value the keyspace allows
+            return [b"", b"\x00", bytes(range(32)), b"x" * min(1 << 20, VALUE_LIMITS[space] - SEAL_SIZE)]
+
+        def fill(txn: WriteTxn) -> None:
+            for space in SPACES:
+                for i, value in enumerate(values(space)):
+                    txn.put(space, b"key%d" % i, value)
+
+        db.write(fill)
+        with db.read() as txn:
+            for space in SPACES:
+                assert [txn.get(space, b"key%d" % i) for i in range(4)] == values(space)
+                assert txn.recorded_count(space) in (4, None)
+        for space in (s for s in SPACES if VALUE_LIMITS[s] <= 4 << 20):  # one byte more is refused, nothing written
+            with pytest.raises(InvalidArgument, match="over the store's limit"):
+                db.write(lambda txn, space=space: txn.put(space, b"big", b"y" * (VALUE_LIMITS[space] - SEAL_SIZE + 1)))
+        with db.read() as txn:
+            assert all(txn.get(space, b"big") is None for space in SPACES)
+        assert db.write(lambda txn: txn.delete("entries", b"key1")) is True
+        assert db.write(lambda txn: txn.delete("entries", b"key1")) is False
+        with db.read() as txn:
+            assert txn.get("entries", b"key1") is None
+            assert txn.get("manifests", b"key1") == b"\x00"  # keyspaces are apart
+
+    def test_the_longest_key_and_binary_keys(self, db: Checked) -> None:
+        keys = [b"\xff" * 511, b"\x00", b"\x00\x00", b"\xff", bytes(range(1, 256))]
+        db.write(lambda txn: [txn.put("names", k, k[:8]) for k in keys])
+        with db.read() as txn:
+            assert _scan(txn, "names") == sorted((k, k[:8]) for k in keys)
+
+    def test_a_write_returns_what_its_function_returns(self, db: Checked) -> None:
+        assert db.write(lambda txn: 42) == 42
+        assert db.write(lambda txn: None) is None
+
+    # -- ordered scans against a model -------------------------------------------------
+
+    def test_scans_match_a_model(self, db: Checked) -> None:
+        rng = random.Random(1313)
+        model: dict[bytes, bytes] = {}
+        alphabet = [b"", b"\x00", b"a", b"ab", b"b", b"\xff", b"\xfe\xff"]
+        for _round in range(40):
+            ops = []
+            for _ in range(rng.randint(1, 12)):
+                key = b"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3))) or b"k"
+                if rng.random() < 0.3:
+                    ops.append((key, None))
+                else:
+                    ops.append((key, rng.randbytes(rng.randint(0, 40))))
+
+            def apply(txn: WriteTxn, ops: list[tuple[bytes, bytes | None]] = ops) -> None:
+                for key, value in ops:
+                    if value is None:
+                        txn.delete("by_seq", key)
+                    else:
+                        txn.put("by_seq", key, value)
+
+            db.write(apply)
+            for key, value in ops:
+                if value is None:
+                    model.pop(key, None)
+                else:
+                    model[key] = value
+            with db.read() as txn:
+                assert _scan(txn, "by_seq") == _model_scan(model, b"", None, False)
+                for _ in range(6):
+                    start = rng.choice(alphabet) + rng.choice(alphabet)
+                    stop = rng.choice([None, rng.choice(alphabet) + rng.choice(alphabet)])
+                    reverse = rng.random() < 0.5
+                    assert _scan(txn, "by_seq", start, stop, reverse) == _model_scan(model, start, stop, reverse)
+                prefix = rng.choice(alphabet)
+                assert _scan(txn, "by_seq", prefix, prefix_end(prefix)) == [
+                    (k, v) for k, v in _model_scan(model, b"", None, False) if k.startswith(prefix)
+                ]
+
+    def test_a_long_scan_sees_every_key_once_in_order(self, db: Checked) -> None:
+        keys = [i.to_bytes(4, "big") for i in range(3000)]
+        db.write(lambda txn: [txn.put("expiry", k, b"") for k in keys])
+        with db.read() as txn:
+            assert [k for k, _ in txn.scan("expiry")] == keys
+            assert [k for k, _ in txn.scan("expiry", reverse=True)] == keys[::-1]
+            assert [k for k, _ in txn.scan("expiry", keys[700], keys[2900])] == keys[700:2900]
+
+    # -- write transactions --------------------------------------------------------------
+
+    def test_a_write_reads_its_own_writes(self, db: Checked) -> None:
+        db.write(lambda txn: [txn.put("entries", k, b"old") for k in (b"a", b"c", b"e")])
+
+        def fn(txn: WriteTxn) -> tuple[Any, ...]:
+            txn.put("entries", b"b", b"new")
+            txn.put("entries", b"c", b"changed")
+            txn.delete("entries", b"e")
+            seen = (txn.get("entries", b"b"), txn.get("entries", b"c"), txn.get("entries", b"e"),
+                    _scan(txn, "entries"), _scan(txn, "entries", reverse=True), txn.recorded_count("entries"))
+            txn.put("entries", b"e", b"back")
+            return (*seen, txn.get("entries", b"e"))
+
+        b, c, e, forward, backward, count, e_again = db.write(fn)
+        assert (b, c, e, e_again) == (b"new", b"changed", None, b"back")
+        assert forward == [(b"a", b"old"), (b"b", b"new"), (b"c", b"changed")]
+        assert backward == forward[::-1]
+        assert count in (3, None)
+
+    def test_a_failed_write_leaves_nothing(self, db: Checked) -> None:
+        db.write(lambda txn: txn.put("entries", b"kept", b"1"))
+
+        def fn(txn: WriteTxn) -> None:
+            txn.put("entries", b"new", b"2")
+            txn.delete("entries", b"kept")
+            raise ValueError("the caller failed")
+
+        with pytest.raises(ValueError, match="the caller failed"):
+            db.write(fn)
+        with db.read() as txn:
+            assert _scan(txn, "entries") == [(b"kept", b"1")]
+        assert db.write(lambda txn: txn.get("entries", b"kept")) == b"1"  # and the engine writes on
+
+    def test_writers_are_serializable(self, db: Checked) -> None:
+        threads, rounds = 4, 50
+
+        def bump(txn: WriteTxn) -> None:
+            old = int(txn.get("meta", b"counter") or b"0")
+            txn.put("meta", b"counter", str(old + 1).encode())
+            txn.put("by_seq", (old + 1).to_bytes(4, "big"), b"")
+
+        def worker() -> None:
+            for _ in range(rounds):
+                db.write(bump)
+
+        workers = [_Thread(worker) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.finish()
+        with db.read() as txn:
+            assert txn.get("meta", b"counter") == str(threads * rounds).encode()
+            assert [k for k, _ in txn.scan("by_seq")] == [i.to_bytes(4, "big") for i in range(1, threads * rounds + 1)]
+
+    # -- read snapshots ------------------------------------------------------------------
+
+    def test_a_reader_sees_a_snapshot_and_does_not_block_a_writer(self, db: Checked) -> None:
+        keys = [b"k%04d" % i for i in range(600)]
+        db.write(lambda txn: [txn.put("chunks", k, b"v1") for k in keys])
+
+        def change(txn: WriteTxn) -> None:
+            for k in keys[::2]:
+                txn.delete("chunks", k)
+            for k in keys[1::2]:
+                txn.put("chunks", k, b"v2")
+            txn.put("chunks", b"k9999", b"new")
+
+        with db.read() as txn:
+            first = _scan(txn, "chunks")[:10]
+            writer = _Thread(lambda: db.write(change))
+            writer.start()
+            writer.finish()  # it commits while this reader is open
+            assert _scan(txn, "chunks") == [(k, b"v1") for k in keys]
+            assert first == [(k, b"v1") for k in keys[:10]]
+            assert txn.get("chunks", keys[0]) == b"v1" and txn.get("chunks", b"k9999") is None
+            assert _scan(txn, "chunks", reverse=True)[0] == (keys[-1], b"v1")
+        with db.read() as txn:
+            assert _scan(txn, "chunks") == [(k, b"v2") for k in keys[1::2]] + [(b"k9999", b"new")]
+
+    def test_readers_of_several_versions_each_keep_theirs(self, db: Checked) -> None:
+        db.write(lambda txn: txn.put("refs", b"x", b"0"))
+        opened = [threading.Event() for _ in range(3)]
+        release = threading.Event()
+
+        def reader(i: int) -> tuple[Any, ...]:
+            with db.read() as txn:
+                first = txn.get("refs", b"x")
+                opened[i].set()
+                assert release.wait(_WAIT)
+                return first, txn.get("refs", b"x"), _scan(txn, "refs")
+
+        readers = []
+        for i in range(3):
+            r = _Thread(lambda i=i: reader(i))
+            r.start()
+            readers.append(r)
+            assert opened[i].wait(_WAIT)
+            db.write(lambda txn, v=i + 1: txn.put("refs", b"x", str(v).encode()))
+        release.set()
+        for i, r in enumerate(readers):
+            first, again, scanned = r.finish()
+            assert first == again == str(i).encode() and scanned == [(b"x", str(i).encode())]
+        with db.read() as txn:
+            assert txn.get("refs", b"x") == b"3"
+
+    def test_concurrent_readers_in_threads(self, db: Checked) -> None:
+        db.write(lambda txn: [txn.put("digests", b"%03d" % i, b"%d" % i) for i in range(200)])
+        barrier = threading.Barrier(4, timeout=_WAIT)
+
+        def reader() -> int:
+            with db.read() as txn:
+                barrier.wait()  # four snapshots open at once
+                return len(_scan(txn, "digests"))
+
+        readers = [_Thread(reader) for _ in range(4)]
+        for r in readers:
+            r.start()
+        assert [r.finish() for r in readers] == [200] * 4
+
+    # -- one transaction per thread ----------------------------------------------------
+
+    def test_a_transaction_inside_another_is_refused(self, db: Checked) -> None:
+        with db.read():
+            with pytest.raises(BlobpadError, match="inside another"):
+                with db.read():
+                    pass
+            with pytest.raises(BlobpadError, match="inside another"):
+                db.write(lambda txn: None)
+
+        def nested(txn: WriteTxn) -> None:
+            with db.read():
+                pass
+
+        with pytest.raises(BlobpadError, match="inside another"):
+            db.write(nested)
+        assert db.write(lambda txn: 7) == 7  # nothing stays held
+
+    # -- integrity at the seam ------------------------------------------------------------
+
+    def test_damage_reads_as_corrupt_data(self, db: Checked) -> None:
+        good = seal("entries", b"good", b"value")
+        moved = seal("entries", b"elsewhere", b"value")  # a record moved to another key
+        flipped = bytearray(good)
+        flipped[1] ^= 0x10
+
+        def raw(txn: Any) -> None:  # the engine's own transaction: bytes stored as given
+            txn.put("entries", b"good", good)
+            txn.put("entries", b"moved", moved)
+            txn.put("entries", b"flipped", bytes(flipped))
+            txn.put("entries", b"short", b"abc")
+            txn.put("manifests", b"good", good)  # another keyspace's seal
+
+        db.engine.write(raw)
+        with db.read() as txn:
+            assert txn.get("entries", b"good") == b"value"
+            for key in (b"moved", b"flipped", b"short"):
+                with pytest.raises(CorruptData):
+                    txn.get("entries", key)
+            with pytest.raises(CorruptData):
+                txn.get("manifests", b"good")
+            with pytest.raises(CorruptData):
+                _scan(txn, "entries")
+            damaged: list[bytes] = []
+            assert list(txn.scan("entries", on_damage=damaged.append)) == [(b"good", b"value")]
+            assert sorted(damaged) == [b"flipped", b"moved", b"short"]
+            assert txn.get_unchecked("entries", b"short") == b"abc"
+
+    # -- size, compaction, close -------------------------------------------------------------
+
+    def test_size_and_compaction_follow_the_capabilities(self, db: Checked) -> None:
+        db.write(lambda txn: [txn.put("chunks", b"%06d" % i, b"z" * 4000) for i in range(300)])
+        assert db.engine.size() > 0
+        db.write(lambda txn: [txn.delete("chunks", b"%06d" % i) for i in range(300)])
+        if db.capabilities.compaction:
+            before, after = db.engine.compact()
+            assert 0 <= after <= before
+        else:
+            with pytest.raises(BlobpadError):
+                db.engine.compact()
+        with db.read() as txn:
+            assert _scan(txn, "chunks") == []
+
+    def test_two_holders_share_one_store(self, open_engine: Callable[[], Engine]) -> None:
+        a, b = Checked(open_engine()), Checked(open_engine())
+        a.write(lambda txn: txn.put("names", b"n", b"1"))
+        with b.read() as txn:
+            assert txn.get("names", b"n") == b"1"
+        b.engine.close()  # one holder lets go: the other keeps the store
+        with a.read() as txn:
+            assert txn.get("names", b"n") == b"1"
+
+    def test_closed_engine_refuses_use(self, open_engine: Callable[[], Engine]) -> None:
+        engine = open_engine()
+        engine.close()
+        engine.close()  # idempotent
+        with pytest.raises(BlobpadError):
+            with engine.read():
+                pass
+        with pytest.raises(BlobpadError):
+            engine.write(lambda txn: None)

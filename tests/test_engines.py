@@ -1,0 +1,150 @@
+"""Every engine passes the storage contract (blobpad.testing.EngineTests), and what each adds.
+
+The contract's tests run once per engine through a subclass; the rest of the suite runs
+on every engine through the ``store`` fixture (conftest.ENGINES).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import blobpad
+from blobpad import BlobpadError, InvalidArgument
+from blobpad.engine import open_engine
+from blobpad.engine.lmdb import acquire_lmdb
+from blobpad.engine.memory import acquire_memory
+from blobpad.testing import EngineTests
+
+
+class TestLmdbEngine(EngineTests):
+    @pytest.fixture
+    def open_engine(self, tmp_path):
+        engines = []
+
+        def make():
+            engine = acquire_lmdb(tmp_path / "db", sync=False)
+            engines.append(engine)
+            return engine
+
+        yield make
+        for engine in engines:
+            engine.close()
+
+
+class TestMemoryEngine(EngineTests):
+    @pytest.fixture
+    def open_engine(self, request):
+        engines = []
+        name = f"memory://contract-{request.node.name}-{os.getpid()}"
+
+        def make():
+            engine = acquire_memory(name)
+            engines.append(engine)
+            return engine
+
+        yield make
+        for engine in engines:
+            engine.close()
+
+
+# -- targets: paths and URLs -------------------------------------------------------------
+
+
+def test_targets_pick_the_engine(tmp_path, monkeypatch):
+    path = tmp_path / "db"
+    for target in (path, str(path), f"lmdb://{path}", f"file://{path}", f"LMDB://{path}"):
+        with blobpad.open(target) as s:
+            assert s.engine.capabilities.name == "lmdb" and s.path == str(path)
+            s.put("x\n")
+    with blobpad.open(path) as s:
+        assert len(s.entries()) == 5  # the same store every time
+    with blobpad.open(str(tmp_path / "x:y")) as s:  # a colon in a path is still a path
+        assert s.engine.capabilities.name == "lmdb"
+    with blobpad.open("memory://") as s:
+        assert s.engine.capabilities.name == "memory" and s.path.startswith("memory://")
+    monkeypatch.setenv("BLOBPAD_STORE", "memory://from-env")
+    monkeypatch.setenv("BLOBPAD_DIR", str(tmp_path / "older"))
+    with blobpad.open() as s:
+        assert s.path == "memory://from-env"
+    monkeypatch.delenv("BLOBPAD_STORE")
+    with blobpad.open() as s:
+        assert s.path == str(tmp_path / "older")
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ("redis://localhost:6379/0", "Redis/Valkey engine"),
+        ("ftp://x/y", "unknown store URL scheme 'ftp'"),
+        ("lmdb://relative/path", "absolute path"),
+        ("memory://a/b", "not a memory store"),
+        (42, "path or a URL"),
+        (b"/tmp/x", "path or a URL"),
+    ],
+)
+def test_a_bad_target_is_a_clear_error(target, words):
+    with pytest.raises(InvalidArgument, match=words):
+        blobpad.open(target)
+
+
+def test_engine_options_belong_to_their_engine(tmp_path):
+    with pytest.raises(InvalidArgument, match="map_size is an option of the LMDB engine"):
+        blobpad.open("memory://", map_size=1 << 20)
+    with pytest.raises(InvalidArgument, match="unknown option 'colour' of the LMDB engine"):
+        blobpad.open(tmp_path / "db", colour="blue")
+    with pytest.raises(InvalidArgument, match="sync must be True or False"):
+        blobpad.open(tmp_path / "db", sync="yes")
+    with pytest.raises(InvalidArgument, match="max_readers"):
+        blobpad.open(tmp_path / "db", max_readers=0)
+    with blobpad.open(tmp_path / "db", sync=False, map_size=2 << 20) as s:
+        assert "sync=False" in s.engine.capabilities.durability
+    with blobpad.open(tmp_path / "db2") as s:
+        assert "sync=True" in s.engine.capabilities.durability  # the default survives a power loss
+
+
+def test_a_memory_store_is_shared_by_name_and_gone_at_close():
+    a = blobpad.open("memory://shared-test")
+    b = blobpad.open("memory://shared-test")
+    private = blobpad.open("memory://")
+    e = a.put("hello\n", session="s")
+    assert b.get(e.id) == "hello\n"
+    assert private.entries() == [] and not private.exists(e.id)
+    a.close()
+    assert b.get(e.id) == "hello\n"  # one holder closed: the other keeps the data
+    b.close()
+    with blobpad.open("memory://shared-test") as again:
+        assert again.entries() == [] and not again.exists(e.id)  # the last close dropped it
+    private.close()
+    with pytest.raises(BlobpadError, match="closed"):
+        private.get(e.id)
+
+
+def test_a_memory_store_says_what_it_cannot_do():
+    s = blobpad.open("memory://")
+    try:
+        with pytest.raises(BlobpadError, match="nothing to compact"):
+            s.compact()
+        st = s.stats()
+        assert st.map_size == 0 and 0 < st.disk_bytes < 1000  # the settings record
+        s.put(os.urandom(5000))
+        assert s.stats().disk_bytes > 5000  # the bytes it holds in memory
+        caps = s.engine.capabilities
+        assert (caps.persistent, caps.processes, caps.compaction, caps.size_ceiling) == (False, False, False, False)
+    finally:
+        s.close()
+
+
+def test_the_cli_takes_the_same_target(tmp_path, capsys):
+    from blobpad import cli
+
+    assert cli.main(["--db", "memory://cli-test", "stats"]) == 0
+    assert '"entries": 0' in capsys.readouterr().out
+    log = tmp_path / "app.log"
+    log.write_text("a\nb\n")
+    assert cli.main(["--db", f"lmdb://{tmp_path / 'db'}", "put", str(log)]) == 0
+    entry_id = json.loads(capsys.readouterr().out)["id"]
+    assert cli.main(["--db", str(tmp_path / "db"), "ls"]) == 0  # the same store, named as a path
+    assert entry_id in capsys.readouterr().out
