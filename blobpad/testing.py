@@ -315,9 +315,8 @@ class EngineTests:
 
     def test_a_transaction_inside_another_is_refused(self, db: Checked) -> None:
         with db.read():
-            with pytest.raises(BlobpadError, match="inside another"):
-                with db.read():
-                    pass
+            with pytest.raises(BlobpadError, match="inside another"), db.read():
+                pass
             with pytest.raises(BlobpadError, match="inside another"):
                 db.write(lambda txn: None)
 
@@ -387,8 +386,7 @@ class EngineTests:
         engine = open_engine()
         engine.close()
         engine.close()  # idempotent
-        with pytest.raises(BlobpadError):
-            with engine.read():
-                pass
+        with pytest.raises(BlobpadError), engine.read():
+            pass
         with pytest.raises(BlobpadError):
             engine.write(lambda txn: None)

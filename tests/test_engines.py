@@ -13,7 +13,6 @@ import pytest
 
 import blobpad
 from blobpad import BlobpadError, InvalidArgument
-from blobpad.engine import open_engine
 from blobpad.engine.lmdb import acquire_lmdb
 from blobpad.engine.memory import acquire_memory
 from blobpad.testing import EngineTests
