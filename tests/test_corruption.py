@@ -30,8 +30,8 @@ import zstandard
 
 import blobpad
 from blobpad import CorruptData, sample
-from blobpad.engine.base import seal, unseal
 from blobpad.chunking import Manifest
+from blobpad.engine.base import seal, unseal
 
 SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
 PROBE = Path(__file__).parent / "_probe_store.py"
