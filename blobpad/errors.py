@@ -8,8 +8,9 @@ subclasses also derive from the built-in exception a Python caller would expect
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 __all__ = ["BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull", "Hint", "Face"]
 
@@ -151,6 +152,20 @@ _INT_LIMIT = 1 << 62  # every count, offset and size blobpad accepts fits in 62 
 #: notepad key a session, a space name of up to 32 bytes and a version (17 more); so every
 #: key fits LMDB's 511-byte limit.
 MAX_STR_BYTES = 240
+#: longest finite ttl, in seconds (100 years); a longer one is refused with :data:`HINT_TTL_NEVER`
+MAX_TTL = 100 * 365 * 86400
+
+_JSON_TYPES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "an array",
+               dict: "an object", type(None): "null"}
+
+
+def typename(value: object, *, json: bool = False) -> str:
+    """The type of ``value`` for an error message: Python's name (``int``; ``null`` for
+    None), or with ``json=True`` the JSON words a model's argument is named by (``an
+    integer``, ``a string``, ``an object``, ``null``)."""
+    if json:
+        return _JSON_TYPES.get(type(value), type(value).__name__)
+    return "null" if value is None else type(value).__name__
 
 
 def describe(value: object, limit: int = 80) -> str:
@@ -171,17 +186,32 @@ def describe(value: object, limit: int = 80) -> str:
     return text
 
 
+@overload
+def check_int(
+    label: str, value: object, *, minimum: int | None = None, maximum: int | None = None,
+    allow_none: Literal[False] = False,
+) -> int: ...
+
+
+@overload
+def check_int(
+    label: str, value: object, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool
+) -> int | None: ...
+
+
 def check_int(
     label: str, value: object, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
 ) -> int | None:
     """Return ``value`` if it is an int (not a bool) within bounds, else raise InvalidArgument.
 
-    ``maximum`` defaults to 2**62, so no later arithmetic or formatting can overflow.
+    ``maximum`` defaults to 2**62, so no later arithmetic or formatting can overflow.  The
+    one integer check of blobpad: it never clamps; a caller for which a value past any
+    content means "to the end" clamps it itself, before the check (see reads).
     """
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"{label} must be an integer, not {type(value).__name__}")
+        raise InvalidArgument(f"{label} must be an integer, not {typename(value)}")
     if minimum is not None and value < minimum:
         raise InvalidArgument(f"{label} must be at least {minimum}, not {describe(value)}")
     top = _INT_LIMIT if maximum is None else maximum
@@ -201,7 +231,7 @@ def check_str(label: str, value: object, *, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
     if not isinstance(value, str):
-        raise InvalidArgument(f"{label} must be a string, not {type(value).__name__}")
+        raise InvalidArgument(f"{label} must be a string, not {typename(value)}")
     if len(value) > MAX_STR_BYTES:  # every character is at least one byte: no need to encode a huge string
         raise InvalidArgument(
             f"{label} is {len(value)} characters long (at least as many bytes of UTF-8); the limit is {MAX_STR_BYTES} bytes"
@@ -214,3 +244,23 @@ def check_str(label: str, value: object, *, allow_none: bool = True) -> None:
         raise InvalidArgument(
             f"{label} is {size} bytes of UTF-8 ({len(value)} characters); the limit is {MAX_STR_BYTES} bytes"
         )
+
+
+def check_ttl(ttl: object, label: str = "ttl") -> float | None:
+    """Return ``ttl`` (seconds an entry or a notepad lives; None: never) if it is a
+    positive number of at most :data:`MAX_TTL` seconds, else raise InvalidArgument.
+
+    The one check of every ttl (``Store.put``, ``Offloader``, ``Toolbox``, ``Notepad``);
+    a longer one says to pass None (:data:`HINT_TTL_NEVER`).
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {typename(ttl)}")
+    if isinstance(ttl, int) and abs(ttl) > MAX_TTL:  # float() of a huge int overflows
+        ttl = math.inf if ttl > 0 else -math.inf
+    if math.isnan(ttl) or ttl <= 0:
+        raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {describe(ttl)}")
+    if ttl > MAX_TTL:
+        raise InvalidArgument(f"{label} is over 100 years", hint=HINT_TTL_NEVER)
+    return ttl

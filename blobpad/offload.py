@@ -59,12 +59,12 @@ import re
 from collections.abc import Mapping
 from typing import IO, Any, Literal, Protocol
 
-from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_str
+from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_int, check_str, check_ttl
 from .index import Entry
 from .store import Store
 
 __all__ = [
-    "Offloader", "resolve_refs", "POLICIES", "text_summary", "binary_summary", "SEED000_NOTE",
+    "Offloader", "resolve_refs", "POLICIES", "text_summary", "binary_summary", "entry_summary", "SEED000_NOTE",
     "SCRATCHPAD_PARAMETER", "add_scratchpad_parameter",
 ]
 
@@ -151,6 +151,29 @@ def binary_summary(size: int, sha256: str) -> str:
     return f"[BINARY: {size} bytes, sha256={sha256}]"
 
 
+def entry_summary(store: Store, entry: Entry, head: int = 500, tail: int = 500, *, text: str | None = None) -> str:
+    """The short view of a stored entry that stands in for its content (seed 000's):
+    :func:`text_summary` of a text entry, :func:`binary_summary` of a binary one.
+
+    ``text`` is the entry's content when the caller still has it; otherwise a long
+    text's two ends are read from the store, never the whole content.  The one summary
+    of the :class:`Offloader` and of ``blobpad put``.
+    """
+    if entry.kind != "text":
+        return binary_summary(entry.size_bytes, entry.sha256)
+    if text is not None:
+        return text_summary(text, head, tail)
+    chars = entry.length
+    if chars <= head + tail:
+        whole = store.get(entry.id)
+        assert isinstance(whole, str)
+        return whole
+    first = store.head(entry.id, head)
+    last = store.tail(entry.id, tail) if tail else ""
+    assert isinstance(first, str) and isinstance(last, str)
+    return f"{first}\n[... {chars - head - tail} characters omitted ...]\n{last}"
+
+
 def _b64_len(n: int) -> int:
     return 4 * ((n + 2) // 3)
 
@@ -197,12 +220,6 @@ def _check_name(name: object) -> None:
         )
 
 
-def _check_count(label: str, value: object, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _MAX_INT:
-        raise InvalidArgument(f"{label} must be an integer from {minimum} to {_MAX_INT}, not {value!r}")
-    return value
-
-
 class Offloader:
     """Decide, per observation, whether it goes to the store; build what the model sees.
 
@@ -246,16 +263,15 @@ class Offloader:
         self.store = store
         self.policy = policy
         default_threshold = 4096 if policy == "seed000" else 30_000
-        self.threshold = _check_count("threshold", default_threshold if threshold is None else threshold)
-        self.head_chars = _check_count("head_chars", head_chars)
-        self.tail_chars = _check_count("tail_chars", tail_chars)
-        self.preview_chars = _check_count("preview_chars", preview_chars)
+        self.threshold = check_int("threshold", default_threshold if threshold is None else threshold, minimum=0,
+                                   maximum=_MAX_INT)
+        self.head_chars = check_int("head_chars", head_chars, minimum=0, maximum=_MAX_INT)
+        self.tail_chars = check_int("tail_chars", tail_chars, minimum=0, maximum=_MAX_INT)
+        self.preview_chars = check_int("preview_chars", preview_chars, minimum=0, maximum=_MAX_INT)
         if ttl is _UNSET:
             ttl = 3600 if policy == "seed000" else None
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
-            raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
-        self.ttl: float | None = ttl
-        self.truncate = None if truncate is None else _check_count("truncate", truncate)
+        self.ttl: float | None = check_ttl(ttl)
+        self.truncate = check_int("truncate", truncate, minimum=0, maximum=_MAX_INT, allow_none=True)
         if content_field is not None and not isinstance(content_field, str):
             raise InvalidArgument(f"content_field must be a string or None, not {type(content_field).__name__}")
         self.content_field = content_field
@@ -451,7 +467,7 @@ class Offloader:
         text = content if isinstance(content, str) else None
         note_args = {"id": entry.id, "name": name or "", "field": field or "", "step": "" if step is None else step}
         if self.policy == "seed000":
-            summary = self._summary(entry, text, self.head_chars, self.tail_chars)
+            summary = entry_summary(self.store, entry, self.head_chars, self.tail_chars, text=text)
             return {
                 "ok": ok,
                 "scratchpad_id": entry.id,
@@ -473,21 +489,6 @@ class Offloader:
             "metadata": metadata,
             "_note": self._note(note_args, step, field, entry=entry, explicit=explicit),
         }
-
-    def _summary(self, entry: Entry, text: str | None, head: int, tail: int) -> str:
-        if entry.kind != "text":
-            return binary_summary(entry.size_bytes, entry.sha256)
-        if text is not None:
-            return text_summary(text, head, tail)
-        chars = entry.length
-        if chars <= head + tail:
-            whole = self.store.get(entry.id)
-            assert isinstance(whole, str)
-            return whole
-        first = self.store.head(entry.id, head)
-        last = self.store.tail(entry.id, tail) if tail else ""
-        assert isinstance(first, str) and isinstance(last, str)
-        return f"{first}\n[... {chars - head - tail} characters omitted ...]\n{last}"
 
     def _preview(self, entry: Entry, text: str | None) -> str:
         if entry.kind != "text":

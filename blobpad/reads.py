@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import re2
 
-from .errors import HINT_FIXED, HINT_VERIFY, CorruptData, InvalidArgument, NotFound
+from .errors import HINT_FIXED, HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_int
 
 _Bytes = bytes | bytearray
 _T = TypeVar("_T")
@@ -43,9 +43,10 @@ _Find = Callable[..., list[tuple[int, int]]]
 
 if TYPE_CHECKING:
     from .chunking import Manifest
+    from .codec import Codec
     from .engine import ReadTxn
     from .index import Entry
-    from .store import Store
+    from .view import Reader
 
 __all__ = [
     "GrepMatch", "GrepResult", "CountResult", "LineWindow", "ReadsMixin", "EntryStream", "MAX_PATTERN",
@@ -524,14 +525,12 @@ class _LineCounter:
 _BEYOND = 1 << 62  # past the end of any content: larger positions mean the same, and clamp to it
 
 
-def _check_int(label: str, value: object, *, minimum: int | None = None) -> int:
-    """An integer position or count; values past any content clamp (as slicing does)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"{label} must be an integer, not {type(value).__name__}")
-    if minimum is not None and value < minimum:
-        shown = value if value >= -_BEYOND else "a huge negative number"  # str() refuses 4300+ digits
-        raise InvalidArgument(f"{label} must be at least {minimum}, not {shown}")
-    return max(-_BEYOND, min(value, _BEYOND))
+def _position(label: str, value: object, *, minimum: int | None = None) -> int:
+    """An integer position or count, checked by :func:`blobpad.errors.check_int`; a value
+    past any content means the same as the end, so it is clamped to it first (as slicing does)."""
+    if isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum):
+        value = max(-_BEYOND, min(value, _BEYOND))
+    return check_int(label, value, minimum=minimum)
 
 
 def line_span(first: int, last: int | None, total: int) -> tuple[int, int]:
@@ -557,11 +556,11 @@ def line_span(first: int, last: int | None, total: int) -> tuple[int, int]:
 class _View:
     """One entry seen through one read transaction, with the chunks this read needs."""
 
-    def __init__(self, store: Store, txn: ReadTxn, entry_id: str) -> None:
-        self.store = store
+    def __init__(self, reader: Reader, txn: ReadTxn, entry_id: str) -> None:
+        self.reader = reader
         self.txn = txn
-        raw_id, self.entry = store._load(txn, entry_id)
-        self.m: Manifest = store._manifest(txn, raw_id)
+        raw_id, self.entry = reader.load(txn, entry_id)
+        self.m: Manifest = reader.manifest(txn, raw_id)
         self._raw: dict[int, bytes] = {}
         self._text: dict[int, str] = {}
 
@@ -573,7 +572,7 @@ class _View:
         r = self._raw.get(i)
         if r is None:
             m = self.m
-            r = self.store._chunk(self.txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+            r = self.reader.codec.chunk(self.txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
             self._raw[i] = r
         return r
 
@@ -588,7 +587,7 @@ class _View:
         """Chunk i if this view or the store's cache already holds it."""
         r = self._raw.get(i)
         if r is None:
-            r = self.store._cached(self.txn, self.m.keys[i])
+            r = self.reader.codec.cached(self.txn, self.m.keys[i])
         return r
 
     def decoded(self, i: int) -> str:
@@ -708,7 +707,7 @@ class _View:
             base = m.bytes_at[i]
             raw = self._raw.get(i)
             if raw is None:
-                raw = self.store._chunk(self.txn, m.keys[i], m.bytes_at[i + 1] - base)
+                raw = self.reader.codec.chunk(self.txn, m.keys[i], m.bytes_at[i + 1] - base)
             yield raw[max(0, start - base) : end - base]
             i += 1
 
@@ -770,10 +769,15 @@ class _View:
 
 
 class ReadsMixin:
-    """The read methods of :class:`blobpad.Store`."""
+    """The read methods of :class:`blobpad.Store`, over the store's :class:`~blobpad.view.Reader`.
 
-    def _view(self: Any, entry_id: str) -> Any:
-        return _ViewContext(self, entry_id)
+    They need nothing of the store but ``_reader``: reads never import the store.
+    """
+
+    _reader: Reader
+
+    def _view(self, entry_id: str) -> _ViewContext:
+        return _ViewContext(self._reader, entry_id)
 
     def get(self, entry_id: str) -> str | bytes:
         """Return the whole content: ``str`` for text, ``bytes`` for binary."""
@@ -787,17 +791,16 @@ class ReadsMixin:
         It decompresses one chunk at a time; reading after the entry was deleted
         raises NotFound.
         """
-        entry = self.stat(entry_id)  # type: ignore[attr-defined]
-        return EntryStream(self, entry)  # type: ignore[arg-type]
+        return EntryStream(self._reader, self._reader.stat(entry_id))
 
     def head(self, entry_id: str, n: int = 2000) -> str | bytes:
         """The first ``n`` characters (text) or bytes (binary)."""
-        n = _check_int("n", n, minimum=0)
+        n = _position("n", n, minimum=0)
         return self.range(entry_id, 0, n)
 
     def tail(self, entry_id: str, n: int = 2000) -> str | bytes:
         """The last ``n`` characters (text) or bytes (binary)."""
-        n = _check_int("n", n, minimum=0)
+        n = _position("n", n, minimum=0)
         with self._view(entry_id) as v:
             length = v.entry.length
             return self._slice(v, max(0, length - n), length)
@@ -806,9 +809,9 @@ class ReadsMixin:
         """Characters (text) or bytes (binary) ``start`` to ``end``, exactly as
         ``content[start:end]`` slices: negative values count from the end, values
         past the end clamp."""
-        start = _check_int("start", start)
+        start = _position("start", start)
         if end is not None:
-            end = _check_int("end", end)
+            end = _position("end", end)
         with self._view(entry_id) as v:
             s, e, _ = slice(start, end).indices(v.entry.length)
             return self._slice(v, s, max(s, e))
@@ -819,9 +822,9 @@ class ReadsMixin:
 
     def byte_range(self, entry_id: str, start: int, end: int | None = None) -> bytes:
         """Bytes ``start`` to ``end`` of the content (text or binary), as bytes slicing does."""
-        start = _check_int("start", start)
+        start = _position("start", start)
         if end is not None:
-            end = _check_int("end", end)
+            end = _position("end", end)
         with self._view(entry_id) as v:
             s, e, _ = slice(start, end).indices(v.entry.size_bytes)
             return v.bytes_between(s, max(s, e))
@@ -834,9 +837,9 @@ class ReadsMixin:
         the last line, a last line before the first selects the first alone, values
         past either end clamp).  Binary content is decoded with U+FFFD for invalid bytes.
         """
-        first = _check_int("first", first)
+        first = _position("first", first)
         if last is not None:
-            last = _check_int("last", last)
+            last = _position("last", last)
         line_span(first, last, 0)  # line 0 is refused whatever the entry
         with self._view(entry_id) as v:
             return v.lines(*line_span(first, last, v.entry.lines))
@@ -854,11 +857,11 @@ class ReadsMixin:
         piece to count their characters: memory stays bounded, time grows with them.)
         This is what the Toolbox's ``lines`` mode reads.
         """
-        first = _check_int("first", first)
+        first = _position("first", first)
         if last is not None:
-            last = _check_int("last", last)
-        width = _check_int("width", width, minimum=1)
-        column = _check_int("column", column, minimum=0)
+            last = _position("last", last)
+        width = _position("width", width, minimum=1)
+        column = _position("column", column, minimum=0)
         line_span(first, last, 0)
         with self._view(entry_id) as v:
             return v.line_windows(*line_span(first, last, v.entry.lines), column, width)
@@ -868,9 +871,9 @@ class ReadsMixin:
         them) with their newlines, as ``(start, end)`` offsets: ``byte_range(start, end)``
         is what ``sed -n first,lastp`` prints.  ``(0, 0)`` when no line is selected.  Reads
         at most two chunks; stream the bytes with :meth:`stream` to copy long lines."""
-        first = _check_int("first", first)
+        first = _position("first", first)
         if last is not None:
-            last = _check_int("last", last)
+            last = _position("last", last)
         line_span(first, last, 0)
         with self._view(entry_id) as v:
             start, stop = line_span(first, last, v.entry.lines)
@@ -919,10 +922,10 @@ class ReadsMixin:
         """
         timeout = check_timeout(timeout)
         regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
-        before = _check_int("before", before, minimum=0)
-        after = _check_int("after", after, minimum=0)
-        max_matches = _check_int("max_matches", max_matches, minimum=0)
-        line_window = _check_int("line_window", line_window, minimum=1)
+        before = _position("before", before, minimum=0)
+        after = _position("after", after, minimum=0)
+        max_matches = _position("max_matches", max_matches, minimum=0)
+        line_window = _position("line_window", line_window, minimum=1)
         if before > 1000 or after > 1000:
             raise InvalidArgument("before and after are limited to 1000 context lines")
         find = regex._regexp.Match
@@ -983,9 +986,9 @@ class ReadsMixin:
             return _parallel_count(v, counter)
 
 
-def _run_task(store: Store, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int]]) -> list[_T]:
+def _run_task(codec: Codec, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int]]) -> list[_T]:
     """``fn`` of each chunk of a task: given raw, or as (frame, key, size) to decompress."""
-    return [fn(item if isinstance(item, bytes) else store._decompress_cached(*item)) for item in items]
+    return [fn(item if isinstance(item, bytes) else codec.decompress_cached(*item)) for item in items]
 
 
 def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int = 0) -> Iterator[_T]:
@@ -1002,7 +1005,7 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
     so it never waits behind a map growth, which waits for this reader (see "Locking
     rules" in :mod:`blobpad.backend`).
     """
-    store = v.store
+    reader = v.reader
     m = v.m
     n = len(m)
     if depth <= 0 or n <= 1:
@@ -1010,7 +1013,7 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
             yield fn(v.raw(i))
             v._raw.pop(i, None)
         return
-    pool = store._executor()
+    pool = reader.executor()
     nxt = 0
     share = 0
 
@@ -1026,7 +1029,7 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
             items.append(hit if hit is not None else (v.frame(i), m.keys[i], size))
             held += size
         share = min(task_bytes, max(2 * held, share))
-        return pool.submit(_run_task, store, fn, items)
+        return pool.submit(_run_task, reader.codec, fn, items)
 
     pending: deque[Future[list[_T]]] = deque()
     while nxt < n and len(pending) < depth:
@@ -1084,7 +1087,7 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
     task = partial(_count_chunk, counter, utf8)
     done = 0  # chunks stitched: every line ending before chunk `done` is counted
     try:
-        for head, n, tail in _map_chunks(v, task, 2 * v.store._workers, _TASK_BYTES):
+        for head, n, tail in _map_chunks(v, task, 2 * v.reader.workers, _TASK_BYTES):
             if n < 0:  # no newline: all of this chunk lies inside one line
                 if not matched:
                     if carry and len(carry) + len(head) > _MAX_SEGMENT:
@@ -1318,15 +1321,15 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
 
 
 class _ViewContext:
-    def __init__(self, store: Store, entry_id: str) -> None:
-        self.store = store
+    def __init__(self, reader: Reader, entry_id: str) -> None:
+        self.reader = reader
         self.entry_id = entry_id
 
     def __enter__(self) -> _View:
-        self._cm = self.store.engine.read()
+        self._cm = self.reader.read()
         txn = self._cm.__enter__()
         try:
-            return _View(self.store, txn, self.entry_id)
+            return _View(self.reader, txn, self.entry_id)
         except BaseException:
             self._cm.__exit__(None, None, None)
             raise
@@ -1338,9 +1341,9 @@ class _ViewContext:
 class EntryStream(io.RawIOBase):
     """A read-only, seekable binary file over one entry, one chunk in memory at a time."""
 
-    def __init__(self, store: Store, entry: Entry) -> None:
+    def __init__(self, reader: Reader, entry: Entry) -> None:
         super().__init__()
-        self._store = store
+        self._reader = reader
         self._entry = entry
         self._pos = 0
         self._buf_index = -1
@@ -1381,16 +1384,16 @@ class EntryStream(io.RawIOBase):
         out = memoryview(buffer).cast("B")
         want = len(out)
         n = 0
-        with self._store.engine.read() as txn:
+        with self._reader.read() as txn:
             try:
-                raw_id, _ = self._store._load(txn, self._entry.id)
+                raw_id, _ = self._reader.load(txn, self._entry.id)
             except NotFound:
                 raise NotFound(f"entry {self._entry.id} was deleted or expired while being read") from None
-            m = self._store._manifest(txn, raw_id)
+            m = self._reader.manifest(txn, raw_id)
             while n < want and self._pos < size:
                 i = m.chunk_of(m.bytes_at, self._pos)
                 if i != self._buf_index:
-                    self._buf = self._store._chunk(txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+                    self._buf = self._reader.codec.chunk(txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
                     self._buf_index = i
                 off = self._pos - m.bytes_at[i]
                 piece = self._buf[off : off + want - n]

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .spec import Param, ToolContext, ToolError, ToolSpec, show
+from ..errors import describe
+from .spec import Param, ToolContext, ToolError, ToolSpec
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
@@ -80,26 +81,26 @@ def _open_confined(tb: ToolContext, raw_path: str) -> tuple[int, str, int]:
     try:
         real = os.path.realpath(candidate)
     except OSError as exc:  # a directory on the way changed while it was resolved (a symlink loop, a race)
-        raise ToolError(f"scratchpad_offload: cannot resolve {show(raw_path, 200)}: {exc.strerror or exc}; "
+        raise ToolError(f"scratchpad_offload: cannot resolve {describe(raw_path, 200)}: {exc.strerror or exc}; "
                         "pass the path of a file that stays in place") from None
     if not _inside(real, roots):
-        raise ToolError(f"scratchpad_offload: {show(raw_path, 200)} is outside the allowed directories ({allowed}); "
+        raise ToolError(f"scratchpad_offload: {describe(raw_path, 200)} is outside the allowed directories ({allowed}); "
                         "only files inside them can be offloaded")
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(real, flags)
     except FileNotFoundError:
-        raise ToolError(f"scratchpad_offload: no file at {show(raw_path, 200)} (allowed directories: {allowed})") from None
+        raise ToolError(f"scratchpad_offload: no file at {describe(raw_path, 200)} (allowed directories: {allowed})") from None
     except IsADirectoryError:
-        raise ToolError(f"scratchpad_offload: {show(raw_path, 200)} is a directory; pass a file") from None
+        raise ToolError(f"scratchpad_offload: {describe(raw_path, 200)} is a directory; pass a file") from None
     except OSError as exc:
-        raise ToolError(f"scratchpad_offload: cannot open {show(raw_path, 200)}: {exc.strerror}") from None
+        raise ToolError(f"scratchpad_offload: cannot open {describe(raw_path, 200)}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"scratchpad_offload: {show(raw_path, 200)} is a directory; pass a file")
+            raise ToolError(f"scratchpad_offload: {describe(raw_path, 200)} is a directory; pass a file")
         if not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"scratchpad_offload: {show(raw_path, 200)} is not a regular file")
+            raise ToolError(f"scratchpad_offload: {describe(raw_path, 200)} is not a regular file")
         if sys.platform.startswith("linux"):
             # Between realpath() and open() a directory on the way may have been swapped
             # for a symlink; check what was actually opened.
@@ -108,13 +109,13 @@ def _open_confined(tb: ToolContext, raw_path: str) -> tuple[int, str, int]:
             except OSError:
                 opened = real
             if not _inside(opened, roots):
-                raise ToolError(f"scratchpad_offload: {show(raw_path, 200)} is outside the allowed directories "
+                raise ToolError(f"scratchpad_offload: {describe(raw_path, 200)} is outside the allowed directories "
                                 f"({allowed})")
         else:
             opened = real
         reason = _store_file_reason(tb, fd, st, opened)
         if reason is not None:
-            raise ToolError(f"scratchpad_offload: {show(raw_path, 200)} cannot be offloaded: {reason}, which holds "
+            raise ToolError(f"scratchpad_offload: {describe(raw_path, 200)} cannot be offloaded: {reason}, which holds "
                             "every session's data; offload other files")
         if st.st_size > tb.max_file_bytes:
             raise ToolError(f"scratchpad_offload: the file is {st.st_size} bytes; the limit is {tb.max_file_bytes}")
@@ -150,7 +151,7 @@ def _offload_file(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
                 metadata={"path": real, "bytes": size},
             )
         except OSError as exc:  # the disk failed while the file was read: nothing was stored
-            raise ToolError(f"scratchpad_offload: cannot read {show(a['path'], 200)}: {exc.strerror or exc}") from None
+            raise ToolError(f"scratchpad_offload: cannot read {describe(a['path'], 200)}: {exc.strerror or exc}") from None
     return result
 
 

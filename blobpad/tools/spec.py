@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ..errors import describe, typename
+
 if TYPE_CHECKING:
     from ..index import Entry
     from ..notepad import Notepad
@@ -65,47 +67,31 @@ class Param:
         label = f"{tool}: argument {self.name!r}"
         if self.type == "string":
             if not isinstance(value, str):
-                raise ToolError(f"{label} must be a string, not {typename(value)}")
+                raise ToolError(f"{label} must be a string, not {typename(value, json=True)}")
             if len(value) < self.min_length:
                 raise ToolError(f"{label} must not be empty")
             if self.max_length is not None and len(value) > self.max_length:
                 raise ToolError(f"{label} is {len(value)} characters long; the limit is {self.max_length}")
             if self.enum and value not in self.enum:
-                raise ToolError(f"{label} is {show(value)}; it must be one of: {', '.join(self.enum)}")
+                raise ToolError(f"{label} is {describe(value)}; it must be one of: {', '.join(self.enum)}")
             return value
         if self.type == "integer":
             if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INT:
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ToolError(f"{label} must be an integer, not {typename(value)} ({show(value)})")
+                raise ToolError(f"{label} must be an integer, not {typename(value, json=True)} ({describe(value)})")
             if value < self.minimum:
-                raise ToolError(f"{label} must be at least {self.minimum}, not {show(value)}")
+                raise ToolError(f"{label} must be at least {self.minimum}, not {describe(value)}")
             if value > self.maximum:
-                raise ToolError(f"{label} must be at most {self.maximum}, not {show(value)}")
+                raise ToolError(f"{label} must be at most {self.maximum}, not {describe(value)}")
             return value
         if self.type == "boolean":
             if not isinstance(value, bool):
-                raise ToolError(f"{label} must be true or false, not {typename(value)} ({show(value)})")
+                raise ToolError(f"{label} must be true or false, not {typename(value, json=True)} ({describe(value)})")
             return value
         if not isinstance(value, list):
-            raise ToolError(f"{label} must be an array, not {typename(value)}")
+            raise ToolError(f"{label} must be an array, not {typename(value, json=True)}")
         return value
-
-
-def typename(value: Any) -> str:
-    return {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "an array",
-            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def show(value: Any, limit: int = 60) -> str:
-    """A short repr of a value from the model (never raises, whatever the value)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
-    try:
-        text = repr(value)
-    except Exception:
-        return f"a {type(value).__name__}"
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class ToolContext(Protocol):
@@ -184,12 +170,12 @@ class ToolSpec:
             except RecursionError:
                 raise ToolError(f"{self.name}: the arguments are nested too deeply; pass a flat JSON object") from None
         if not isinstance(arguments, Mapping):
-            raise ToolError(f"{self.name}: the arguments must be a JSON object, not {typename(arguments)}")
+            raise ToolError(f"{self.name}: the arguments must be a JSON object, not {typename(arguments, json=True)}")
         known = {p.name: p for p in self.params}
         for key in arguments:
             if key not in known:
                 names = ", ".join(known) or "none"
-                raise ToolError(f"{self.name} has no argument {show(key)}; its arguments are: {names}")
+                raise ToolError(f"{self.name} has no argument {describe(key)}; its arguments are: {names}")
         out: dict[str, Any] = {}
         for p in self.params:
             value = arguments.get(p.name)

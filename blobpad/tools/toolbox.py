@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from ..errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_str
+from ..errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_int, check_str, check_ttl, describe
 from ..index import Entry, is_id
 from ..offload import Offloader
 from ..reads import SEARCH_TIMEOUT, check_timeout
 from ..store import Store
 from .profiles import REGISTRY
 from .sandbox import offload_tool
-from .spec import Profile, ToolError, ToolSpec, longest_string, result_size, show, shrink
+from .spec import Profile, ToolError, ToolSpec, longest_string, result_size, shrink
 
 log = logging.getLogger("blobpad.tools")
 
@@ -95,12 +95,10 @@ class Toolbox:
             raise InvalidArgument(f"scope must be 'turn' or 'session', not {scope!r}")
         if max_result_chars is None:
             max_result_chars = max(r.max_result_chars for r in records)
-        if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) or max_result_chars < _MIN_RESULT:
-            raise InvalidArgument(f"max_result_chars must be an integer of at least {_MIN_RESULT}, not {max_result_chars!r}")
+        check_int("max_result_chars", max_result_chars, minimum=_MIN_RESULT)
         if line_chars is None:
             line_chars = min(2000, max_result_chars // 4)
-        if isinstance(line_chars, bool) or not isinstance(line_chars, int) or not 80 <= line_chars <= max_result_chars // 2:
-            raise InvalidArgument(f"line_chars must be an integer from 80 to max_result_chars/2, not {line_chars!r}")
+        check_int("line_chars (at most max_result_chars/2)", line_chars, minimum=80, maximum=max_result_chars // 2)
         self.store = store
         self.session = session
         self.profile = profile
@@ -110,11 +108,8 @@ class Toolbox:
         self.max_result_chars = max_result_chars
         self.line_chars = line_chars
         self.always_show = bool(always_show)
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
-            raise InvalidArgument(f"ttl must be a positive number of seconds or None, not {ttl!r}")
-        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 0:
-            raise InvalidArgument(f"max_file_bytes must be a non-negative integer, not {max_file_bytes!r}")
-        self.ttl = ttl
+        self.ttl = check_ttl(ttl)
+        check_int("max_file_bytes", max_file_bytes, minimum=0)
         self.max_file_bytes = max_file_bytes
         self.search_timeout = search_timeout if search_timeout is None else check_timeout(search_timeout, "search_timeout")
         # per tool call, per thread (an MCP server runs calls in threads at once): the
@@ -276,7 +271,7 @@ class Toolbox:
                 return self.entry(name)
             except ToolError:
                 pass
-        raise ToolError(f"no scratchpad entry named {show(name, 200)} in this session; "
+        raise ToolError(f"no scratchpad entry named {describe(name, 200)} in this session; "
                         "call scratchpad_list to see the names")
 
     def search(self, key: tuple[Any, ...], run: Callable[[float | None], Any]) -> Any:
@@ -340,10 +335,10 @@ class Toolbox:
         """
         tool_name = "?"
         try:
-            tool_name = name if isinstance(name, str) else show(name)
+            tool_name = name if isinstance(name, str) else describe(name)
             tool = self._tools.get(name) if isinstance(name, str) else None
             if tool is None:
-                return self._error(tool_name, f"unknown tool {show(name)}; the tools are: {', '.join(self._tools)}")
+                return self._error(tool_name, f"unknown tool {describe(name)}; the tools are: {', '.join(self._tools)}")
             args = tool.validate(arguments)
             self._call.searches, self._call.t0 = {}, time.monotonic()  # one search budget per call (search)
             try:

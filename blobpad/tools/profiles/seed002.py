@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...errors import describe
 from ..notes import note_result
-from ..spec import Param, Profile, ToolContext, ToolError, ToolSpec, show
+from ..spec import Param, Profile, ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:
     from ...notepad import Notepad
@@ -39,7 +40,7 @@ def _update_notepad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str
                         f"({'the text to remove' if op == 'delete' else 'the text to add'})")
     target = a["find"] if op == "find_replace" else a["content"] if op == "delete" else None
     if tb.combined_notepad and target and target not in tb.notepad.read("notepad") and target in tb.notepad_view():
-        raise ToolError(f"update_notepad: {show(target)} is in a section kept with session_scratchpad, not in the "
+        raise ToolError(f"update_notepad: {describe(target)} is in a section kept with session_scratchpad, not in the "
                         "notepad text; change that section with session_scratchpad")
     return note_result(tb.notepad.update_notepad(op, content=a["content"], find=a["find"], replace=a["replace"],
                                                   replace_all=a["replace_all"]))

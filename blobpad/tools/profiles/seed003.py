@@ -9,10 +9,9 @@ from ...index import Entry
 from ..reading import check_pattern, grep_lines, iso, list_result, slice_result, timed_out_notice, unit_of
 from ..spec import Param, Profile, ToolContext, ToolError, ToolSpec
 
-_MAX_NAME = MAX_STR_BYTES         # longest entry name (in characters here; the store counts UTF-8 bytes)
 _EDIT_LIMIT = 64 << 20            # largest entry edited in place, in bytes
 
-_NAME_PARAM = Param("name", "string", "The entry name", required=True, min_length=1, max_length=_MAX_NAME)
+_NAME_PARAM = Param("name", "string", "The entry name", required=True, min_length=1, max_length=MAX_STR_BYTES)
 
 
 def _write_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
@@ -191,7 +190,7 @@ def _seed003_tools(tb: ToolContext) -> list[ToolSpec]:
         ToolSpec(
             "scratchpad_delete",
             "Delete a scratchpad entry by name.",
-            (Param("name", "string", "The entry name to delete", required=True, min_length=1, max_length=_MAX_NAME),),
+            (Param("name", "string", "The entry name to delete", required=True, min_length=1, max_length=MAX_STR_BYTES),),
             _delete_seed003, read_only=False, destructive=True,
         ),
     ]
