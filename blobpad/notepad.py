@@ -122,7 +122,17 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .engine import ReadTxn, WriteTxn
-from .errors import HINT_NOTEPAD_SIZE, HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_str
+from .errors import (
+    HINT_NOTEPAD_SIZE,
+    HINT_VERIFY,
+    CorruptData,
+    InvalidArgument,
+    NotFound,
+    check_str,
+    check_ttl,
+    describe,
+    typename,
+)
 from .notes import (
     HEAD,
     SPACE,
@@ -231,7 +241,6 @@ SPACE_REJECTED = (
 MAX_CONTENT_BYTES = 1 << 20
 _MAX_REF = 2048             # longest ref, in characters
 _MAX_HISTORY = 10_000       # largest history() limit
-_MAX_TTL = 1e12             # longest ttl, in seconds (about 31,000 years)
 _MAX_VERSION = (1 << 63) - 1
 _SPACE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
@@ -256,14 +265,14 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.unit not in _UNITS:
-            raise InvalidArgument(f"a budget's unit must be one of {', '.join(_UNITS)}, not {_brief(self.unit)}")
+            raise InvalidArgument(f"a budget's unit must be one of {', '.join(_UNITS)}, not {describe(self.unit)}")
         if self.limit is None:
             if self.unit == "items":
                 raise InvalidArgument("a list space (unit 'items') needs a limit: pass Budget(50, 'items')")
             return
         if not isinstance(self.limit, int) or isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_CONTENT_BYTES:
             raise InvalidArgument(
-                f"a budget's limit must be an integer from 1 to {MAX_CONTENT_BYTES}, or None, not {_brief(self.limit)}"
+                f"a budget's limit must be an integer from 1 to {MAX_CONTENT_BYTES}, or None, not {describe(self.limit)}"
             )
 
 
@@ -376,27 +385,10 @@ def purge_expired(store: Store) -> int:
 # -- argument checks --------------------------------------------------------------------
 
 
-def _typename(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _brief(value: object) -> str:
-    """A short repr of any value a caller passed (huge integers included)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long to print
-        return f"an integer of {value.bit_length()} bits" if isinstance(value, int) else type(value).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _show(value: str, limit: int = 80) -> str:
-    return repr(value if len(value) <= limit else value[:limit] + "...")
-
-
 def _check_text(label: str, value: object) -> bytes:
     """Validate a text argument; return its UTF-8 encoding."""
     if not isinstance(value, str):
-        raise InvalidArgument(f"{label} must be a string, not {_typename(value)}")
+        raise InvalidArgument(f"{label} must be a string, not {typename(value)}")
     try:
         raw = value.encode("utf-8")
     except UnicodeEncodeError:
@@ -411,19 +403,19 @@ def _check_text(label: str, value: object) -> bytes:
 
 def _check_bool(label: str, value: object) -> bool:
     if not isinstance(value, bool):
-        raise InvalidArgument(f"{label} must be true or false, not {_typename(value)}")
+        raise InvalidArgument(f"{label} must be true or false, not {typename(value)}")
     return value
 
 
 def _check_version(version: object) -> None:
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= _MAX_VERSION:
-        raise InvalidArgument(f"version must be a positive integer (see history()), not {_brief(version)}")
+        raise InvalidArgument(f"version must be a positive integer (see history()), not {describe(version)}")
 
 
 def _ref_problem(ref: object) -> str | None:
     """Why ``ref`` is not a valid ref, or None."""
     if not isinstance(ref, str):
-        return f"a ref must be a string, not {_typename(ref)}"
+        return f"a ref must be a string, not {typename(ref)}"
     if not ref.strip():
         return "a ref must be a non-empty string (a file path, URL or identifier)"
     if len(ref) > _MAX_REF:
@@ -488,14 +480,10 @@ class Notepad:
     ) -> None:
         check_str("session", session, allow_none=False)
         if counter is not None and not callable(counter):
-            raise InvalidArgument(f"counter must be a function (text) -> int, not {_typename(counter)}")
-        if ttl is not None and (
-            not isinstance(ttl, int | float) or isinstance(ttl, bool) or not 0 < ttl <= _MAX_TTL
-        ):
-            raise InvalidArgument(f"ttl must be a number of seconds from 0 (excluded) to {_MAX_TTL:.0e}, or None, "
-                                  f"not {_brief(ttl)}")
+            raise InvalidArgument(f"counter must be a function (text) -> int, not {typename(counter)}")
+        ttl = check_ttl(ttl)
         if not isinstance(max_versions, int) or isinstance(max_versions, bool) or not 1 <= max_versions <= _MAX_VERSION:
-            raise InvalidArgument(f"max_versions must be a positive integer, not {_brief(max_versions)}")
+            raise InvalidArgument(f"max_versions must be a positive integer, not {describe(max_versions)}")
         self.store = store
         self.session = session
         self.counter: Callable[[str], int] = counter or estimate_tokens
@@ -504,7 +492,7 @@ class Notepad:
         self.budgets: dict[str, Budget] = dict(DEFAULT_BUDGETS)
         if budgets is not None:
             if not isinstance(budgets, Mapping):
-                raise InvalidArgument(f"budgets must be a mapping of space name to Budget, not {_typename(budgets)}")
+                raise InvalidArgument(f"budgets must be a mapping of space name to Budget, not {typename(budgets)}")
             for name, value in budgets.items():
                 self.budgets[name] = self._make_budget(name, value)
         self._options: dict[str, Any] = dict(
@@ -514,7 +502,7 @@ class Notepad:
     def _make_budget(self, name: object, value: Budget | int | None) -> Budget:
         if not isinstance(name, str) or not _SPACE_NAME.fullmatch(name):
             raise InvalidArgument(
-                f"space names are 1-32 lowercase letters, digits and underscores starting with a letter, not {_brief(name)}"
+                f"space names are 1-32 lowercase letters, digits and underscores starting with a letter, not {describe(name)}"
             )
         default = DEFAULT_BUDGETS.get(name)
         if isinstance(value, Budget):
@@ -523,11 +511,11 @@ class Notepad:
             budget = Budget(value, default.unit if default else "chars")
         else:
             raise InvalidArgument(
-                f"the budget of {_brief(name)} must be a Budget, a positive integer or None, not {_brief(value)}"
+                f"the budget of {describe(name)} must be a Budget, a positive integer or None, not {describe(value)}"
             )
         if default is not None and (default.unit == "items") != (budget.unit == "items"):
             kind = "a list (unit 'items')" if default.unit == "items" else "a text space (unit 'chars' or 'tokens')"
-            raise InvalidArgument(f"space {_brief(name)} is {kind}; its budget must keep that kind")
+            raise InvalidArgument(f"space {describe(name)} is {kind}; its budget must keep that kind")
         return budget
 
     def __repr__(self) -> str:
@@ -537,11 +525,11 @@ class Notepad:
 
     def _budget(self, space: object, *, list_space: bool | None = None) -> Budget:
         if not isinstance(space, str):
-            raise InvalidArgument(f"space must be a string, not {_typename(space)}")
+            raise InvalidArgument(f"space must be a string, not {typename(space)}")
         budget = self.budgets.get(space)
         if budget is None:
             raise InvalidArgument(
-                f"unknown space {_show(space, 40)}; the spaces are: {', '.join(self.budgets)} "
+                f"unknown space {describe(space, 40)}; the spaces are: {', '.join(self.budgets)} "
                 "(add one with budgets={name: Budget(...)})"
             )
         if list_space is not None and (budget.unit == "items") != list_space:
@@ -557,7 +545,7 @@ class Notepad:
             return len(value)
         n = self.counter(value)
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise InvalidArgument(f"the token counter returned {_brief(n)}; it must return a non-negative integer")
+            raise InvalidArgument(f"the token counter returned {describe(n)}; it must return a non-negative integer")
         return n
 
     def _truncate(self, budget: Budget, text: str) -> str:
@@ -792,7 +780,7 @@ class Notepad:
             if not count:
                 where = "is empty" if not current else "does not contain it"
                 raise InvalidArgument(
-                    f"{action}: {label} text {_show(find)} was not found: {space} {where}. Read {space} and copy "
+                    f"{action}: {label} text {describe(find)} was not found: {space} {where}. Read {space} and copy "
                     "the exact text (whitespace and case matter)"
                 )
             n = count if replace_all else 1
@@ -814,7 +802,7 @@ class Notepad:
         """Seed 002's ``update_notepad``: operation find_replace, append, prepend or delete."""
         ops = ("find_replace", "append", "prepend", "delete")
         if not isinstance(operation, str) or operation not in ops:
-            raise InvalidArgument(f"operation must be one of {', '.join(ops)}, not {_brief(operation)}")
+            raise InvalidArgument(f"operation must be one of {', '.join(ops)}, not {describe(operation)}")
         _check_bool("replace_all", replace_all)
         if operation == "find_replace":
             if find is None:
@@ -896,7 +884,7 @@ class Notepad:
             new = new[len(dropped):]
             msg = f"ref added ({len(new)}/{budget.limit} refs)"
             if dropped:
-                msg += "; dropped the oldest: " + ", ".join(_show(d) for d in dropped)
+                msg += "; dropped the oldest: " + ", ".join(describe(d) for d in dropped)
             return _Outcome(new, details={"dropped": dropped}, message=msg)
 
         return self._mutate(space, budget, "refs.add", decide)
@@ -911,9 +899,9 @@ class Notepad:
         def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
             assert isinstance(current, list)
             if ref not in current:
-                shown = ", ".join(_show(r, 60) for r in current[-10:]) or "none"
+                shown = ", ".join(describe(r, 60) for r in current[-10:]) or "none"
                 raise InvalidArgument(
-                    f"refs.remove: {_show(ref)} is not in refs (exact match needed); current refs"
+                    f"refs.remove: {describe(ref)} is not in refs (exact match needed); current refs"
                     f"{' (newest 10)' if len(current) > 10 else ''}: {shown}"
                 )
             new = list(current)
@@ -931,7 +919,7 @@ class Notepad:
         budget = self._budget(space, list_space=True)
         assert budget.limit is not None
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, list | tuple):
-            raise InvalidArgument(f"refs.set: items must be a list of strings, not {_typename(items)}")
+            raise InvalidArgument(f"refs.set: items must be a list of strings, not {typename(items)}")
         kept: list[str] = []
         for item in items:
             if _ref_problem(item) is None and item not in kept:
@@ -950,7 +938,7 @@ class Notepad:
         elif isinstance(spaces, Iterable):
             names = list(spaces)
         else:
-            raise InvalidArgument(f"spaces must be a list of space names, not {_typename(spaces)}")
+            raise InvalidArgument(f"spaces must be a list of space names, not {typename(spaces)}")
         budgets = [(name, self._budget(name)) for name in names]
         now = self.store.now()
         sections: list[str] = []
@@ -972,7 +960,7 @@ class Notepad:
     def scratchpad(self, content: str, mode: str = "replace") -> NoteResult:
         """Seed 004's ``session.scratchpad``: mode "replace" (truncates and warns) or "append" (rejects)."""
         if mode not in ("replace", "append"):
-            raise InvalidArgument(f'mode must be "replace" or "append", not {_brief(mode)}')
+            raise InvalidArgument(f'mode must be "replace" or "append", not {describe(mode)}')
         if mode == "append":
             return self.append(content, space="scratchpad")
         budget = self._budget("scratchpad", list_space=False)
@@ -1010,7 +998,7 @@ class Notepad:
         """The kept versions of a space, newest first (at most ``limit``)."""
         self._budget(space)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_HISTORY:
-            raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {_brief(limit)}")
+            raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {describe(limit)}")
         prefix = log_prefix(self.session, space)
         now = self.store.now()
         out: list[Version] = []
@@ -1070,7 +1058,7 @@ class Notepad:
                 delete_notepad(txn, child)
             if scan_prefix(txn, b"H" + part(child)):
                 raise InvalidArgument(
-                    f"session {_show(child, 60)} already has a notepad; give the sub-session a new id "
+                    f"session {describe(child, 60)} already has a notepad; give the sub-session a new id "
                     "(or delete_session() the old one first)"
                 )
             if not copy_notepad or expired(txn, parent, now):
@@ -1166,7 +1154,7 @@ class Nudges:
         }
         for key, value in self.config.items():
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
-                raise InvalidArgument(f"{key} must be an integer from 0 (off) to 1000000, not {_brief(value)}")
+                raise InvalidArgument(f"{key} must be an integer from 0 (off) to 1000000, not {describe(value)}")
         self.spaces = tuple(spaces)
         for space in self.spaces:
             notepad._budget(space)  # an unknown space is an InvalidArgument now, not at the first turn
@@ -1182,7 +1170,7 @@ class Nudges:
     def turn(self, assistant_output: str = "") -> list[str]:
         """Advance one turn; return the hints for the next user message (often none)."""
         if not isinstance(assistant_output, str):
-            raise InvalidArgument(f"assistant_output must be a string, not {_typename(assistant_output)}")
+            raise InvalidArgument(f"assistant_output must be a string, not {typename(assistant_output)}")
         cfg = self.config
         versions = {k: v for k, v in self.notepad.spaces().items() if k in self.spaces}
         changed = self._seen is not None and versions != self._seen
