@@ -33,11 +33,9 @@ import secrets
 import socket
 import stat
 import struct
-import threading
 import time
-import weakref
 from array import array
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,13 +46,12 @@ import zstandard
 
 from . import notes
 from .chunking import KEY_SIZE, ChunkParams, Manifest, cut_spans, span_stats
+from .codec import Codec
 from .engine import SPACES, Checked, ReadTxn, WriteTxn, open_engine
 from .engine import prefix_end as _prefix_end
 from .errors import (
     HINT_MAX_BYTES,
-    HINT_UNKNOWN_ID,
     HINT_UNKNOWN_NAME,
-    HINT_VERIFY,
     BlobpadError,
     CorruptData,
     InvalidArgument,
@@ -67,6 +64,7 @@ from .errors import (
 )
 from .index import NEVER, Entry, expiry_key, name_key, new_id, parse_id, scope_key, seq_key
 from .reads import ReadsMixin
+from .view import Reader, not_found
 
 __all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open"]
 
@@ -301,73 +299,6 @@ def _check_turn(turn: object) -> None:
         check_int("turn", turn)
 
 
-class _Cache:
-    """A thread-safe LRU of decompressed chunks, bounded in bytes (0 disables it)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[bytes, bytes] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: bytes) -> bytes | None:
-        if not self.capacity:
-            return None
-        with self._lock:
-            raw = self._items.get(key)
-            if raw is not None:
-                self._items.move_to_end(key)
-            return raw
-
-    def put(self, key: bytes, raw: bytes) -> None:
-        if not self.capacity or len(raw) > self.capacity:
-            return
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = raw
-            self._size += len(raw)
-            while self._size > self.capacity:
-                _, old = self._items.popitem(last=False)
-                self._size -= len(old)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._size = 0
-
-
-#: the Stores of this process, whose leaf locks a forked child replaces
-_STORES: weakref.WeakSet[Store] = weakref.WeakSet()
-
-
-def _store_locks_after_fork() -> None:
-    """In a forked child: fresh leaf locks (and empty caches) for every Store.
-
-    Another thread of the parent may have held one at the fork, and it does not
-    exist in the child to release it (see "Locking rules" in :mod:`blobpad.backend`,
-    whose resize lock is replaced the same way).  The worker pool is recreated on
-    first use in the child (``Store._executor`` checks the process id).
-    """
-    for store in list(_STORES):
-        store._pool_lock = threading.Lock()
-        store._manifest_lock = threading.Lock()
-        store._manifests = OrderedDict()
-        store._cache = _Cache(store._cache.capacity)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_store_locks_after_fork)
-
-
-class _Codec(threading.local):
-    """Per-thread zstd contexts (they are not thread-safe, and are costly to create)."""
-
-    def __init__(self, level: int) -> None:
-        self.compressor = zstandard.ZstdCompressor(level=level, write_content_size=True)
-        self.decompressor = zstandard.ZstdDecompressor()
-
-
 class Store(ReadsMixin):
     """A blobpad store: observations and notepads, on one storage engine.
 
@@ -420,19 +351,11 @@ class Store(ReadsMixin):
         #: the store's target: the directory of an LMDB store, the URL of another
         self.path: str = self._backend.engine.target
         self._clock = clock
-        self._level = level
-        self._workers = workers or min(4, os.cpu_count() or 1)
-        self._cache = _Cache(cache_bytes)
-        self._codec = _Codec(level)
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = -1
-        self._pool_lock = threading.Lock()
-        self._manifests: OrderedDict[bytes, Manifest] = OrderedDict()
-        self._manifest_lock = threading.Lock()
-        _STORES.add(self)
+        self._codec = Codec(seed=0, level=level, cache_bytes=cache_bytes, workers=workers or min(4, os.cpu_count() or 1))
+        self._reader = Reader(self._backend, self._codec, self.now)
         try:
             settings = self._backend.write(lambda txn: self._init_settings(txn, chunk_params, max_bytes))
-            self._seed: int = settings["seed"]
+            self._codec.seed = settings["seed"]
             self.chunk_params = ChunkParams(settings["min_size"], settings["avg_extra"], settings["max_size"])
             self.max_bytes: int | None = settings.get("max_bytes") or None
             self._recover()
@@ -493,14 +416,10 @@ class Store(ReadsMixin):
 
     def close(self) -> None:
         """Close the store (idempotent); further calls raise BlobpadError."""
-        with self._pool_lock:
-            if self._pool is not None and self._pool_pid == os.getpid():
-                self._pool.shutdown(wait=True)
-            self._pool = None
+        self._codec.close()
         backend, self._backend = self._backend, _ClosedBackend()
         if isinstance(backend, Checked):
             backend.engine.close()
-        self._cache.clear()
 
     @property
     def engine(self) -> Checked:
@@ -510,6 +429,12 @@ class Store(ReadsMixin):
         :mod:`blobpad.engine.base` for the contract.
         """
         return self._backend
+
+    @property
+    def codec(self) -> Codec:
+        """The store's chunk codec: how many chunks it decompressed (``codec.decompressed``),
+        its worker pool, and ``codec.settle()`` to wait for read-ahead a finished read left running."""
+        return self._codec
 
     def __enter__(self) -> Store:
         return self
@@ -521,19 +446,8 @@ class Store(ReadsMixin):
         return f"<blobpad.Store {self.path!r}>"
 
     def _executor(self) -> ThreadPoolExecutor:
-        """The worker pool shared by puts, count() and grep (created on first use, per process).
-
-        Its tasks only compute on bytes read beforehand: they never open a transaction,
-        take the resize lock, submit to the pool, wait on a future or call caller code
-        (the rules are in :mod:`blobpad.backend`, "Locking rules").  That is what lets
-        a reader wait for them inside its read transaction without ever hanging a
-        map growth.
-        """
-        with self._pool_lock:
-            if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="blobpad")
-                self._pool_pid = os.getpid()
-            return self._pool
+        """The worker pool shared by puts, count() and grep (see :mod:`blobpad.codec`)."""
+        return self._codec.executor()
 
     def now(self) -> float:
         """The store's clock (``time.time`` unless a ``clock`` was given).
@@ -822,82 +736,9 @@ class Store(ReadsMixin):
 
     # -- lookup -----------------------------------------------------------------------
 
-    def _not_found(self, entry_id: str) -> NotFound:
-        return NotFound(
-            f"no entry {entry_id!r}: it does not exist, was deleted, or has expired", hint=HINT_UNKNOWN_ID,
-        )
-
-    def _load(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry]:
-        raw_id = parse_id(entry_id)
-        raw = txn.get("entries", raw_id)
-        if raw is None:
-            raise self._not_found(entry_id)
-        try:
-            entry = Entry.decode(raw)
-        except (ValueError, TypeError) as exc:
-            raise CorruptData(f"the record of entry {entry_id} is damaged ({exc}); delete it") from None
-        if entry.expires_at is not None and entry.expires_at <= self.now():
-            raise self._not_found(entry_id)
-        return raw_id, entry
-
-    def _manifest(self, txn: ReadTxn, raw_id: bytes) -> Manifest:
-        with self._manifest_lock:
-            m = self._manifests.get(raw_id)
-            if m is not None:
-                self._manifests.move_to_end(raw_id)
-                return m
-        blob = txn.get("manifests", raw_id)
-        if blob is None:
-            raise CorruptData(f"entry {raw_id.hex()} has no chunk list; the store is damaged, delete the entry")
-        try:
-            m = Manifest.unpack(blob)
-        except ValueError as exc:
-            raise CorruptData(f"the chunk list of entry {raw_id.hex()} is damaged ({exc}); delete the entry") from None
-        with self._manifest_lock:
-            self._manifests[raw_id] = m
-            while len(self._manifests) > 256:
-                self._manifests.popitem(last=False)
-        return m
-
-    def _chunk(self, txn: ReadTxn, key: bytes, raw_len: int) -> bytes:
-        """Return the verified raw bytes of one chunk (through the cache)."""
-        frame = txn.get("chunks", key)
-        if frame is None:
-            raise CorruptData(f"chunk {key.hex()} is missing", hint=HINT_VERIFY)
-        ident = key + xxhash.xxh3_64_digest(frame)
-        raw = self._cache.get(ident)
-        if raw is not None:
-            return raw
-        raw = self._decompress(frame, key, raw_len)
-        self._cache.put(ident, raw)
-        return raw
-
-    def _cached(self, txn: ReadTxn, key: bytes) -> bytes | None:
-        """The raw chunk under ``key`` if the cache holds it (checked against the stored frame)."""
-        if not self._cache.capacity:
-            return None
-        frame = txn.get("chunks", key)
-        return None if frame is None else self._cache.get(key + xxhash.xxh3_64_digest(frame))
-
-    def _decompress_cached(self, frame: bytes, key: bytes, raw_len: int) -> bytes:
-        """Decompress and verify a frame read by the caller, filling the cache."""
-        raw = self._decompress(frame, key, raw_len)
-        self._cache.put(key + xxhash.xxh3_64_digest(frame), raw)
-        return raw
-
-    def _decompress(self, frame: bytes, key: bytes, raw_len: int) -> bytes:
-        try:
-            raw = self._codec.decompressor.decompress(frame, max_output_size=raw_len)
-        except zstandard.ZstdError as exc:
-            raise CorruptData(f"chunk {key.hex()} does not decompress ({exc})", hint=HINT_VERIFY) from None
-        if len(raw) != raw_len or xxhash.xxh3_128_digest(raw, seed=self._seed) != key[:16]:
-            raise CorruptData(f"chunk {key.hex()} failed its checksum", hint=HINT_VERIFY)
-        return raw
-
     def stat(self, entry_id: str) -> Entry:
         """Return the :class:`Entry` of an id; raise NotFound if unknown or expired."""
-        with self._backend.read() as txn:
-            return self._load(txn, entry_id)[1]
+        return self._reader.stat(entry_id)
 
     def exists(self, entry_id: str) -> bool:
         """Whether the id names a live (unexpired) entry; malformed ids are simply absent."""
@@ -916,7 +757,7 @@ class Store(ReadsMixin):
             if raw_id is None:
                 raise NotFound(f"no entry named {name[:200]!r} in this session", hint=HINT_UNKNOWN_NAME)
             try:
-                return self._load(txn, raw_id.hex())[1]
+                return self._reader.load(txn, raw_id.hex())[1]
             except NotFound:
                 raise NotFound(f"the entry named {name[:200]!r} has expired") from None
 
@@ -976,7 +817,7 @@ class Store(ReadsMixin):
             return True
 
         if not self._backend.write(txn_fn, frees=True):
-            raise self._not_found(entry_id)
+            raise not_found(entry_id)
 
     def delete_session(self, session: str) -> int:
         """Delete every entry of a session (and, through the notepad module, its notepad)."""
@@ -1032,8 +873,7 @@ class Store(ReadsMixin):
         else:
             freed = self._release(txn, keys)
         self._bump(txn, entries=-1, logical_bytes=-size)
-        with self._manifest_lock:
-            self._manifests.pop(raw_id, None)
+        self._reader.forget(raw_id)
         return freed
 
     def _release(self, txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
@@ -1403,7 +1243,7 @@ class _Verifier:
         def check(key: bytes, frame: bytes) -> None:
             if key in raw_len:
                 try:
-                    self.store._decompress(frame, key, raw_len[key])
+                    self.store._codec.decompress(frame, key, raw_len[key])
                 except CorruptData as exc:
                     failed[key] = str(exc)
 
@@ -1611,7 +1451,7 @@ class _PutWriter:
         in :mod:`blobpad.backend`: a pool task that opened a transaction would wait
         behind a growth that waits for a reader that waits for the pool).
         """
-        seed = self.store._seed
+        seed = self.store._codec.seed
         keys = [xxhash.xxh3_128_digest(span[0], seed=seed) + b"\0" for span in task]
         with self.store._backend.read() as txn:
             found = [txn.get("chunks", key) for key in keys]
@@ -1623,7 +1463,7 @@ class _PutWriter:
         store = self.store
         stats = [span_stats(buf, start, end, ascii) for _, buf, start, end, ascii in task]
         found = list(found)
-        codec = store._codec
+        codec = store._codec.contexts
         seen = [i for i, stored in enumerate(found) if stored is not None]
         stored_frames = [frame for frame in found if frame is not None]
         equal = self._equal_all(codec.decompressor, stored_frames, [task[i] for i in seen])
@@ -1787,7 +1627,7 @@ class _PutWriter:
             rec = txn.get("refs", k)
             if rec is None:
                 if frame is None:
-                    frame = store._codec.compressor.compress(chunk)
+                    frame = store._codec.contexts.compressor.compress(chunk)
                 txn.put("chunks", k, frame)
                 txn.put("refs", k, _REF.pack(1, len(frame), len(chunk)))
                 return k, True, len(frame)
@@ -1801,7 +1641,7 @@ class _PutWriter:
                     same = True  # verified against these very stored bytes by _prepare
                 else:
                     try:
-                        same = stored is not None and store._codec.decompressor.decompress(
+                        same = stored is not None and store._codec.contexts.decompressor.decompress(
                             stored, max_output_size=rlen + 1
                         ) == chunk
                     except zstandard.ZstdError:

@@ -666,27 +666,32 @@ def test_count_on_binary_lines_counts_each_line_once(store):
 # -- what a read decompresses -------------------------------------------------------
 
 
-def _counting(store: blobpad.Store) -> list[int]:
-    """Count the chunks ``store`` decompresses (every read path goes through ``_decompress``)."""
-    calls = [0]
-    real = store._decompress
+class _Counting:
+    """How many chunks ``store`` decompressed since this was made (``calls[0]``, read live)."""
 
-    def counted(frame: bytes, key: bytes, raw_len: int) -> bytes:
-        calls[0] += 1
-        return real(frame, key, raw_len)
+    def __init__(self, store: blobpad.Store) -> None:
+        self._store = store
+        self._start = store.codec.decompressed
 
-    store._decompress = counted  # type: ignore[method-assign]
-    return calls
+    def __getitem__(self, i: int) -> int:
+        assert i == 0
+        return self._store.codec.decompressed - self._start
+
+    def __setitem__(self, i: int, value: int) -> None:  # calls[0] = 0 starts counting again
+        assert i == 0 and value == 0
+        self._start = self._store.codec.decompressed
+
+
+def _counting(store: blobpad.Store) -> _Counting:
+    """Count the chunks ``store`` decompresses (every read path goes through the codec)."""
+    return _Counting(store)
 
 
 def _settle(store: blobpad.Store) -> None:
     """Wait for read-ahead a finished read left running on the worker pool (a grep that
     stopped early cancels the tasks not yet started; those running finish), so that the
     next count belongs to the next read alone."""
-    with store._pool_lock:
-        if store._pool is not None:
-            store._pool.shutdown(wait=True)
-        store._pool = None
+    store.codec.settle()
 
 
 def _slice_reads(s: blobpad.Store, e: blobpad.Entry, text: str) -> dict:

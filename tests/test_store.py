@@ -26,6 +26,7 @@ import pytest
 import xxhash
 
 import blobpad
+import blobpad.codec as codec_module
 import blobpad.store as store_module
 from blobpad import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, sample
 
@@ -331,9 +332,10 @@ def test_forced_hash_collision_keeps_every_entry_its_own_bytes(tmp_path, monkeyp
 
     This is the one monkeypatch in the suite, and it is not a mock of the store: a
     real xxh3-128 collision cannot be produced on demand, so the hash function is
-    forced.  ``blobpad.store`` computes chunk keys (``_PutWriter._flush``) and checks
-    them on read (``Store._decompress``) through its module global ``xxhash``; forcing
-    ``xxh3_128_digest`` there makes put and read agree on the colliding key, so only
+    forced.  ``blobpad.store`` computes chunk keys (``_PutWriter._flush``) and
+    ``blobpad.codec`` checks them on read (``Codec.decompress``), each through its
+    module global ``xxhash``; forcing ``xxh3_128_digest`` in both makes put and read
+    agree on the colliding key, so only
     the collision handling (``_place`` compares the bytes and picks another key
     variant) keeps the entries apart.  ``xxh3_64_digest`` (the cache's frame
     fingerprint) stays real.
@@ -356,6 +358,7 @@ def test_forced_hash_collision_keeps_every_entry_its_own_bytes(tmp_path, monkeyp
         xxh3_64_digest=xxhash.xxh3_64_digest,
     )
     monkeypatch.setattr(store_module, "xxhash", forced)
+    monkeypatch.setattr(codec_module, "xxhash", forced)
     with blobpad.open(tmp_path / "colliding", chunk_params=SMALL) as s:
         ids = [s.put(c).id for c in contents]
         got = s.stats()

@@ -1,0 +1,115 @@
+"""The one read path: an entry's record and chunk list from the catalog, its chunks through the codec.
+
+A :class:`Reader` is what :mod:`blobpad.reads` needs of a store, and all it gets: read
+snapshots of the engine, entry records (expired ones are absent), chunk lists (kept
+in a small LRU, dropped when an entry is deleted) and verified chunks.  It never
+writes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+
+from .chunking import Manifest
+from .codec import Codec
+from .engine import Checked, ReadTxn
+from .errors import HINT_UNKNOWN_ID, CorruptData, NotFound
+from .index import Entry, parse_id
+
+__all__ = ["Reader", "not_found"]
+
+_MANIFESTS = 256  # chunk lists kept decoded
+
+
+def not_found(entry_id: str) -> NotFound:
+    """The error for an id that names no live entry."""
+    return NotFound(f"no entry {entry_id!r}: it does not exist, was deleted, or has expired", hint=HINT_UNKNOWN_ID)
+
+
+class Reader:
+    """Read access to one store's entries (see the module docstring)."""
+
+    def __init__(self, engine: Checked, codec: Codec, now: Callable[[], float]) -> None:
+        self.engine = engine
+        self.codec = codec
+        self.now = now
+        self._manifests: OrderedDict[bytes, Manifest] = OrderedDict()
+        self._lock = threading.Lock()
+        _READERS.add(self)
+
+    @property
+    def workers(self) -> int:
+        return self.codec.workers
+
+    def read(self) -> AbstractContextManager[ReadTxn]:
+        """A read snapshot of the store."""
+        return self.engine.read()
+
+    def executor(self) -> ThreadPoolExecutor:
+        return self.codec.executor()
+
+    def load(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry]:
+        """The raw id and record of a live entry; NotFound if unknown or expired."""
+        raw_id = parse_id(entry_id)
+        raw = txn.get("entries", raw_id)
+        if raw is None:
+            raise not_found(entry_id)
+        try:
+            entry = Entry.decode(raw)
+        except (ValueError, TypeError) as exc:
+            raise CorruptData(f"the record of entry {entry_id} is damaged ({exc}); delete it") from None
+        if entry.expires_at is not None and entry.expires_at <= self.now():
+            raise not_found(entry_id)
+        return raw_id, entry
+
+    def stat(self, entry_id: str) -> Entry:
+        """The record of a live entry; NotFound if unknown or expired."""
+        with self.engine.read() as txn:
+            return self.load(txn, entry_id)[1]
+
+    def manifest(self, txn: ReadTxn, raw_id: bytes) -> Manifest:
+        """The chunk list of an entry (decoded once, then from a small LRU)."""
+        with self._lock:
+            m = self._manifests.get(raw_id)
+            if m is not None:
+                self._manifests.move_to_end(raw_id)
+                return m
+        blob = txn.get("manifests", raw_id)
+        if blob is None:
+            raise CorruptData(f"entry {raw_id.hex()} has no chunk list; the store is damaged, delete the entry")
+        try:
+            m = Manifest.unpack(blob)
+        except ValueError as exc:
+            raise CorruptData(f"the chunk list of entry {raw_id.hex()} is damaged ({exc}); delete the entry") from None
+        with self._lock:
+            self._manifests[raw_id] = m
+            while len(self._manifests) > _MANIFESTS:
+                self._manifests.popitem(last=False)
+        return m
+
+    def forget(self, raw_id: bytes) -> None:
+        """Drop a deleted entry's chunk list from the LRU."""
+        with self._lock:
+            self._manifests.pop(raw_id, None)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._manifests = OrderedDict()
+
+
+_READERS: weakref.WeakSet[Reader] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for reader in list(_READERS):
+        reader._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
