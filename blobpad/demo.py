@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import IO, TypeVar
 
 from . import sample
-from .cli import human_size
 from .offload import Offloader
 from .store import Store
 from .store import open as open_store
+from .units import human_size
 
 __all__ = ["run"]
 

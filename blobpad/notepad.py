@@ -119,7 +119,7 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .engine import ReadTxn, WriteTxn
 from .errors import (
@@ -137,6 +137,7 @@ from .notes import (
     HEAD,
     SPACE,
     VER,
+    NotesHost,
     blob_get,
     blob_ref,
     blob_release,
@@ -153,9 +154,6 @@ from .notes import (
     set_expiry,
 )
 from .notes import purge_expired as notes_purge_expired
-
-if TYPE_CHECKING:
-    from .store import Store
 
 __all__ = [
     "Notepad", "NoteResult", "Version", "Budget", "Nudges", "NUDGE_TEXTS", "DEFAULT_BUDGETS", "estimate_tokens",
@@ -374,7 +372,7 @@ class Version:
         return asdict(self)
 
 
-def purge_expired(store: Store) -> int:
+def purge_expired(store: NotesHost) -> int:
     """Delete every notepad of ``store`` whose ttl has run out; return how many were deleted.
 
     ``Store.gc()`` does it too (see :func:`blobpad.notes.purge_expired`).
@@ -470,7 +468,7 @@ class Notepad:
 
     def __init__(
         self,
-        store: Store,
+        store: NotesHost,
         session: str,
         *,
         budgets: Mapping[str, Budget | int | None] | None = None,

@@ -20,12 +20,27 @@ import hashlib
 import json
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from .engine import ReadTxn, WriteTxn
+from .engine import Checked, ReadTxn, WriteTxn
 from .errors import HINT_VERIFY, CorruptData
 
-__all__ = ["delete_notepad", "purge_expired", "verify_notepads"]
+__all__ = ["NotesHost", "delete_notepad", "purge_expired", "verify_notepads"]
+
+
+class NotesHost(Protocol):
+    """What a notepad needs of the store that holds it (a :class:`blobpad.Store` is one)."""
+
+    path: str
+
+    @property
+    def engine(self) -> Checked:
+        """The store's engine, seen through the integrity checks."""
+        ...
+
+    def now(self) -> float:
+        """The store's clock."""
+        ...
 
 
 SPACE = "notes"
