@@ -49,6 +49,7 @@ from .errors import BlobpadError, NotFound
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
+from .units import human_size
 
 __all__ = ["main", "build_parser"]
 
@@ -130,26 +131,6 @@ def _json_line(obj: Any) -> str:
 
 def _print_json(obj: Any) -> None:
     _println(json.dumps(obj, ensure_ascii=False, indent=2))
-
-
-#: The units of human_size, each 1024 times the one before (IEC binary prefixes).
-SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def human_size(n: int) -> str:
-    """A byte count in binary units, one decimal: ``89177500`` -> ``"85.0 MiB"``, ``512`` -> ``"512 B"``.
-
-    The unit is the largest whose value is at least 1 (after rounding to one decimal,
-    so 1023.96 KiB shows as ``1.0 MiB``, never ``1024.0 KiB``).
-    """
-    if n < 1024:
-        return f"{n} B"
-    size = float(n)
-    for unit in SIZE_UNITS[1:]:
-        size /= 1024
-        if round(size, 1) < 1024 or unit == SIZE_UNITS[-1]:
-            return f"{size:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 # -- argument types -----------------------------------------------------------------------
@@ -711,31 +692,9 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError:
         raise UsageError("the MCP server needs the mcp extra: install blobpad[mcp] (pip install 'blobpad[mcp]')") from None
     from . import mcp_server
-    from .tools import PROFILES
 
-    if args.profile is not None and not all(part in PROFILES for part in args.profile.split("+")):
-        raise UsageError(
-            f"unknown --profile {args.profile[:100]!r}; the profiles are {', '.join(PROFILES)}, or several joined with '+'"
-        )
-    argv: list[str] = []
-    if args.db is not None:
-        argv += ["--db", args.db]
-    if args.session is not None:
-        argv += ["--session", args.session]
-    for directory in args.allow or []:
-        argv += ["--allow", directory]
-    if args.profile is not None:
-        argv += ["--profile", args.profile]
-    if args.max_result_chars is not None:
-        argv += ["--max-result-chars", str(args.max_result_chars)]
-    if args.max_file_bytes is not None:
-        argv += ["--max-file-bytes", str(args.max_file_bytes)]
-    if args.max_message_bytes is not None:
-        argv += ["--max-message-bytes", str(args.max_message_bytes)]
-    if args.search_timeout is not None:
-        argv += ["--search-timeout", str(args.search_timeout)]
-    rc = mcp_server.main(argv)
-    return rc if isinstance(rc, int) else OK
+    mcp_server.run(args)
+    return OK
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -887,18 +846,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the Model Context Protocol server on stdin/stdout, so that an agent can offload "
         "and read observations. Needs the extra: pip install 'blobpad[mcp]'.",
     )
-    p.add_argument("--session", help="session of the server's entries")
-    p.add_argument("--allow", action="append", metavar="DIR", help="directory the server may read files from (repeatable)")
-    p.add_argument(
-        "--profile",
-        help="tool profile: blobpad (default), seed000, seed003, seed001, seed002, seed004, or several joined with '+'",
-    )
-    p.add_argument("--max-result-chars", type=_non_negative, metavar="N", help="cap on each tool result, in characters of JSON")
-    p.add_argument("--max-file-bytes", type=_non_negative, metavar="N", help="largest file scratchpad_offload accepts")
-    p.add_argument("--search-timeout", type=float, metavar="SECONDS",
-                   help=f"time budget of the searches of one tool call (default {SEARCH_TIMEOUT:g}; 0: no limit)")
-    p.add_argument("--max-message-bytes", type=_non_negative, metavar="N",
-                   help="longest request line, in bytes; a longer one is answered with an error (default 64 MiB)")
+    from . import mcp_server  # its options are defined there once, for both ways to start the server
+
+    mcp_server.add_arguments(p)
 
     p = _sub(
         sub, "demo", _cmd_demo, "offload a multi-MB log and read it back, with timings",

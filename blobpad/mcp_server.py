@@ -39,10 +39,10 @@ from typing import Any
 
 from .errors import BlobpadError, check_int, describe
 from .reads import SEARCH_TIMEOUT
-from .tools import PROFILES, Toolbox
+from .tools import PROFILES, Toolbox, profile_records
 
-__all__ = ["build_server", "serve", "serve_stdio", "decode_message", "main", "INSTRUCTIONS", "MAX_MESSAGE_BYTES",
-           "MAX_DEPTH"]
+__all__ = ["build_server", "serve", "serve_stdio", "decode_message", "main", "add_arguments", "run", "INSTRUCTIONS",
+           "MAX_MESSAGE_BYTES", "MAX_DEPTH"]
 
 INSTRUCTIONS = (
     "blobpad keeps large content out of your context. Tool outputs or files that are too large are saved in "
@@ -469,6 +469,7 @@ def serve(
     from .store import open as open_store
 
     check_int("max_message_bytes", max_message_bytes, minimum=1)
+    profile_records(profile)  # an unknown profile fails before the store is opened (or made)
     if session is None:
         session = "mcp-" + secrets.token_hex(6)
     store = open_store(store_path)
@@ -488,33 +489,59 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--db", metavar="STORE", help="store: a directory (LMDB) or memory://NAME "
                    "(default: $BLOBPAD_STORE, else $BLOBPAD_DIR, else the user data directory)")
+    add_arguments(p)
+    return p
+
+
+def _count(text: str) -> int:
+    """An option's non-negative integer."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer")
+    return n
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the options of the server, all but ``--db``, to ``p``: the one definition of
+    them, for ``python -m blobpad.mcp_server`` and the ``blobpad mcp`` command alike;
+    :func:`run` serves what they parsed."""
     p.add_argument("--session", help="session whose entries the server reads and writes (default: a fresh one)")
     p.add_argument("--allow", action="append", default=[], metavar="DIR",
                    help="directory scratchpad_offload may read files from (repeatable; none by default)")
     p.add_argument("--profile", default="blobpad", metavar="NAME",
                    help=f"tool profile: {', '.join(PROFILES)}, or several joined with '+' (default: blobpad)")
-    p.add_argument("--max-result-chars", type=int, default=None, metavar="N",
+    p.add_argument("--max-result-chars", type=_count, default=None, metavar="N",
                    help="cap on each tool result, in characters of JSON (default 20000)")
-    p.add_argument("--max-file-bytes", type=int, default=1 << 30, metavar="N",
+    p.add_argument("--max-file-bytes", type=_count, default=1 << 30, metavar="N",
                    help="largest file scratchpad_offload accepts (default 1 GiB)")
-    p.add_argument("--max-message-bytes", type=int, default=MAX_MESSAGE_BYTES, metavar="N",
+    p.add_argument("--max-message-bytes", type=_count, default=MAX_MESSAGE_BYTES, metavar="N",
                    help="longest request line read, in bytes; a longer one is answered with an error "
                         f"(default {MAX_MESSAGE_BYTES >> 20} MiB)")
     p.add_argument("--search-timeout", type=float, default=SEARCH_TIMEOUT, metavar="SECONDS",
                    help=f"time budget of the searches (grep, count) of one tool call (default {SEARCH_TIMEOUT:g}; "
                         "0: no limit); a search that runs out answers what it found with timed_out: true")
-    return p
+
+
+def run(args: argparse.Namespace) -> None:
+    """Serve with the options :func:`add_arguments` parsed, and ``args.db`` (the store).
+
+    Raises BlobpadError for a bad option value (an unknown profile, a missing allowed
+    directory), before the store is opened where it can."""
+    serve(
+        args.db, args.session, [os.path.expanduser(d) for d in args.allow], args.profile,
+        max_result_chars=args.max_result_chars, max_file_bytes=args.max_file_bytes,
+        max_message_bytes=args.max_message_bytes, search_timeout=args.search_timeout or None,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``blobpad mcp``; returns the exit status (2 for bad arguments)."""
+    """Entry point of ``python -m blobpad.mcp_server``; returns the exit status (2 for bad arguments)."""
     args = _parser().parse_args(list(argv) if argv is not None else None)
     try:
-        serve(
-            args.db, args.session, [os.path.expanduser(d) for d in args.allow], args.profile,
-            max_result_chars=args.max_result_chars, max_file_bytes=args.max_file_bytes,
-            max_message_bytes=args.max_message_bytes, search_timeout=args.search_timeout or None,
-        )
+        run(args)
     except BlobpadError as exc:
         print(f"blobpad mcp: {exc}", file=sys.stderr)
         return 2

@@ -34,5 +34,6 @@ from .spec import Profile as Profile
 from .spec import ToolError as ToolError
 from .spec import result_size as result_size
 from .toolbox import FLAVORS, PROFILES, Toolbox
+from .toolbox import profile_records as profile_records
 
 __all__ = ["Toolbox", "PROFILES", "FLAVORS", "Param", "ToolSpec"]

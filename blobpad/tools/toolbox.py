@@ -30,6 +30,17 @@ FLAVORS = ("openai", "openai-responses", "anthropic", "mcp")
 _MIN_RESULT = 2000                # smallest max_result_chars accepted
 
 
+def profile_records(profile: str) -> list[Profile]:
+    """The records of ``profile``, a name from :data:`PROFILES` or several joined with
+    ``+``; InvalidArgument names the unknown one and the profiles."""
+    parts = profile.split("+") if isinstance(profile, str) else [profile]
+    for part in parts:
+        if not isinstance(part, str) or part not in REGISTRY:
+            raise InvalidArgument(f"unknown profile {describe(part)}; the profiles are: {', '.join(PROFILES)} "
+                                  "(combine them with '+', e.g. 'blobpad+seed002')")
+    return [REGISTRY[part] for part in parts]
+
+
 class Toolbox:
     """The scratchpad tools of one session (and turn), for one profile.
 
@@ -82,12 +93,8 @@ class Toolbox:
         search_timeout: float | None = SEARCH_TIMEOUT,
         notepad_options: Mapping[str, Any] | None = None,
     ) -> None:
-        parts = profile.split("+") if isinstance(profile, str) else [profile]
-        for part in parts:
-            if not isinstance(part, str) or part not in REGISTRY:
-                raise InvalidArgument(f"unknown profile {part!r}; the profiles are: {', '.join(PROFILES)} "
-                                      "(combine them with '+', e.g. 'blobpad+seed002')")
-        records: list[Profile] = [REGISTRY[part] for part in parts]
+        records = profile_records(profile)
+        parts = [r.name for r in records]
         check_str("session", session, allow_none=False)
         if scope is None:
             scope = records[0].scope
