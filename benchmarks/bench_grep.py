@@ -1,7 +1,9 @@
 """grep: an absent literal, the first 100 matches of a frequent pattern, and a count.
 
 The absent literal and the count read every byte, so they are the throughput
-figures; ``grep_first`` stops once it has 100 matching lines.
+figures; ``grep_first`` stops once it has 100 matching lines.  blobpad runs on
+both engines (LMDB: ``blobpad``, ``blobpad-warm``; memory: ``blobpad-memory``,
+``blobpad-memory-warm``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from .config import ABSENT_LITERAL, COUNT_PATTERN, FREQUENT_PATTERN, GREP_LIMIT, LINE_KINDS, TEXT_KINDS
 from .harness import Bench, record
 
-GREP_PEERS = ("blobpad", "blobpad-warm", "sqlite-seed", "diskcache", "mmap-re", "rg", "zstd-rg")
+GREP_PEERS = (
+    "blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "sqlite-seed", "diskcache", "mmap-re", "rg",
+    "zstd-rg",
+)
 
 
 @pytest.mark.kinds(*TEXT_KINDS)

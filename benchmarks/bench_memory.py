@@ -3,6 +3,14 @@
 The time pytest-benchmark shows for these includes starting the interpreter;
 the figures are in ``extra_info`` (``peak_kb``, ``baseline_kb``, ``cli_peak_kb``)
 and in the report's memory table.
+
+The memory engine's readers (``blobpad-memory``) are left out of
+``bench_memory_lines``: the window is read in a fresh process that reopens the
+store, and a memory store cannot be reopened there, so its ``reopen`` puts the
+whole dataset again into a new memory store of that process.  The peak RSS
+(``VmHWM``, a high-water mark) would then be the peak of that put, not of the
+read, and the baseline would hold the stored content; the figure would not be
+comparable with the other peers'.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Each benchmark cycles through 32 deterministic random positions (the middle of
 the content for ``lines_mid``), times the peer, then checks the peer's answers
 at several of them against the reference computed from the file.
+
+blobpad runs on both engines: ``blobpad`` and ``blobpad-warm`` on LMDB (a
+directory), ``blobpad-memory`` and ``blobpad-memory-warm`` on the memory engine
+(``memory://``), each with its chunk cache off and with the 64 MB cache.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from .config import KINDS, LINE_KINDS, SLICE_CHARS, WINDOW_LINES
 from .harness import Bench, record
 
-SLICE_PEERS = ("blobpad", "blobpad-warm", "sqlite-seed", "diskcache", "mmap-re")
+SLICE_PEERS = ("blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "sqlite-seed", "diskcache", "mmap-re")
 LINE_PEERS = (*SLICE_PEERS, "sed", "zstd-sed")
 CHECKED = 4  # positions whose answers are compared with the reference after timing
 

@@ -15,7 +15,11 @@ Writers (put):
 Readers (head, tail, range, lines, grep):
 
 * ``blobpad``: a Store opened with ``cache_bytes=0`` (its chunk cache off), and
-  ``blobpad-warm``: a Store with the default 64 MB cache.
+  ``blobpad-warm``: a Store with the default 64 MB cache; both on the LMDB engine
+  (a directory).
+* ``blobpad-memory`` and ``blobpad-memory-warm``: the same two Stores on the memory
+  engine (``blobpad.open("memory://")``): the same chunks, index and checks, the
+  records in this process's memory instead of LMDB's map.
 * ``sqlite-seed``: ``SELECT content ... WHERE id = ?``, then Python slicing of the
   fetched ``str``/``bytes`` (what the seed's ``scratchpad_read`` does), ``re`` for grep.
 * ``diskcache``: ``Cache.get(key)``, then the same slicing.
@@ -314,8 +318,13 @@ class BlobpadReader(Reader):
         self.entry_id = entry_id
 
     @classmethod
+    def target(cls, directory: Path) -> str | Path:
+        """Where ``load`` opens its store (``blobpad.open``'s target)."""
+        return directory / "store"
+
+    @classmethod
     def load(cls, dataset: Dataset, directory: Path) -> Reader:
-        store = blobpad.open(directory / "store", cache_bytes=cls.cache_bytes)
+        store = blobpad.open(cls.target(directory), cache_bytes=cls.cache_bytes)
         entry = store.put(dataset.path)
         return cls(dataset, store, entry.id)
 
@@ -355,6 +364,36 @@ class BlobpadReader(Reader):
 class BlobpadWarmReader(BlobpadReader):
     name = "blobpad-warm"
     label = "blobpad (warm cache)"
+    cache_bytes = 64 << 20
+
+
+class BlobpadMemoryReader(BlobpadReader):
+    """blobpad on the memory engine, its chunk cache off."""
+
+    name = "blobpad-memory"
+    label = "blobpad memory (cache off)"
+
+    @classmethod
+    def target(cls, directory: Path) -> str | Path:
+        return "memory://"  # a private store of this process; nothing under ``directory``
+
+    def location(self) -> dict[str, Any]:
+        return {"memory": True, "cache_bytes": self.cache_bytes}
+
+    @classmethod
+    def reopen(cls, dataset: Dataset, location: dict[str, Any]) -> Reader:
+        # A memory store cannot be reopened: it lives only in the process that made it
+        # (another process sees nothing of it) and its data are gone when its last store
+        # closes. So reopening loads the dataset again, into a fresh memory store of the
+        # calling process, with the same cache size.
+        store = blobpad.open("memory://", cache_bytes=location["cache_bytes"])
+        entry = store.put(dataset.path)
+        return cls(dataset, store, entry.id)
+
+
+class BlobpadMemoryWarmReader(BlobpadMemoryReader):
+    name = "blobpad-memory-warm"
+    label = "blobpad memory (warm cache)"
     cache_bytes = 64 << 20
 
 
@@ -653,8 +692,8 @@ class ZstdSedReader(SedReader):
 READERS: dict[str, type[Reader]] = {
     cls.name: cls
     for cls in (
-        BlobpadReader, BlobpadWarmReader, SqliteSeedReader, DiskcacheReader, MmapReader,
-        RgReader, SedReader, ZstdRgReader, ZstdSedReader,
+        BlobpadReader, BlobpadWarmReader, BlobpadMemoryReader, BlobpadMemoryWarmReader, SqliteSeedReader,
+        DiskcacheReader, MmapReader, RgReader, SedReader, ZstdRgReader, ZstdSedReader,
     )
 }
 

@@ -30,7 +30,8 @@ from .peers import READERS, WRITERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
-READ_ORDER = ("blobpad", "blobpad-warm", "sqlite-seed", "diskcache", "mmap-re", "rg", "zstd-rg", "sed", "zstd-sed")
+READ_ORDER = ("blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "sqlite-seed", "diskcache", "mmap-re",
+              "rg", "zstd-rg", "sed", "zstd-sed")
 PUT_ORDER = ("blobpad", "sqlite-seed", "diskcache", "file", "zstd-cli")
 
 OPS: dict[str, str] = {
@@ -263,6 +264,9 @@ def _memory_rows(res: Results, only: tuple[str, ...] = ("put", "put_bytes", "lin
 
 def _headline_reads(res: Results, small: int, big: int) -> list[str]:
     cases = [("lines_mid", "log"), ("range", "multibyte"), ("head", "log"), ("tail", "log")]
+    # the memory engine's columns, when the run measured it
+    memory = any(res.median(op, kind, big, p) is not None for op, kind in cases
+                 for p in ("blobpad-memory", "blobpad-memory-warm"))
     rows = []
     for op, kind in cases:
         c1, c2 = res.median(op, kind, small, "blobpad"), res.median(op, kind, big, "blobpad")
@@ -276,16 +280,24 @@ def _headline_reads(res: Results, small: int, big: int) -> list[str]:
             fmt_time(w1), fmt_time(w2),
             fmt_time(s1), fmt_time(s2), fmt_multiple(s2, c2), fmt_multiple(s2, w2),
         ])
+        if memory:
+            rows[-1] += [fmt_time(res.median(op, kind, big, "blobpad-memory")),
+                         fmt_time(res.median(op, kind, big, "blobpad-memory-warm"))]
     if not rows:
         return []
     a, b = size_label(small), size_label(big)
+    header = ["read", f"cache off {a}", f"cache off {b}", f"{b} ÷ {a}", f"warm {a}", f"warm {b}",
+              f"SQLite seed {a}", f"SQLite seed {b}", f"SQLite ÷ cache off ({b})", f"SQLite ÷ warm ({b})"]
+    if memory:
+        header += [f"memory engine, cache off {b}", f"memory engine, warm {b}"]
     return [
         f"### Slices of a {b} entry and of a {a} entry" if a != b else f"### Slices of a {b} entry", "",
-        *table(["read", f"cache off {a}", f"cache off {b}", f"{b} ÷ {a}", f"warm {a}", f"warm {b}",
-                f"SQLite seed {a}", f"SQLite seed {b}", f"SQLite ÷ cache off ({b})", f"SQLite ÷ warm ({b})"], rows),
+        *table(header, rows),
         "",
         "*Cache off* is `blobpad.open(path, cache_bytes=0)`; *warm* is the default 64 MB cache of decompressed "
-        "chunks after the first reads. The SQLite column is seed 000's design: the whole row fetched, then sliced.",
+        "chunks after the first reads; both on the LMDB engine"
+        + (", and the *memory engine* columns are the same two stores opened on `memory://`" if memory else "")
+        + ". The SQLite column is seed 000's design: the whole row fetched, then sliced.",
         "",
     ]
 
@@ -309,11 +321,22 @@ def _headline_grep(res: Results, big: int) -> list[str]:
                      fmt_multiple(zr, bp.median), fmt_time(rg), fmt_rate(size, rg)])
     if not rows:
         return []
+    header = ["search", "blobpad", "blobpad MB/s", "`zstd -dc | rg`", "MB/s", "÷ blobpad", "`rg` (plain file)", "MB/s"]
+    ops = [op for op in ("grep_absent", "count", "grep_first") if res.get(op, "log", big, "blobpad")]
+    memory = [res.get(op, "log", big, "blobpad-memory") for op in ops]
+    if any(memory):  # the memory engine beside LMDB, when the run measured it
+        header[3:3] = ["blobpad, memory engine", "MB/s"]
+        for row, op, m in zip(rows, ops, memory, strict=True):
+            if m is None:
+                row[3:3] = ["–", "–"]
+            else:
+                row[3:3] = [fmt_time(m.median), "stops early" if op == "grep_first" else fmt_rate(m.size_bytes, m.median)]
     return [
         f"### grep over {size_label(big)} of log text", "",
-        *table(["search", "blobpad", "blobpad MB/s", "`zstd -dc | rg`", "MB/s", "÷ blobpad", "`rg` (plain file)",
-                "MB/s"], rows),
+        *table(header, rows),
         "",
+        *(["blobpad's columns are the store with its cache off, on the LMDB engine and on the memory engine.", ""]
+          if any(memory) else []),
     ]
 
 
@@ -359,7 +382,7 @@ def _memory(res: Results) -> list[str]:
 def _all_results(res: Results) -> list[str]:
     out = ["## All results", "",
            "Median time per call; in parentheses, the multiple of blobpad's time on the same data "
-           "(for reads, blobpad with its cache off).", ""]
+           "(for reads, blobpad on LMDB with its cache off).", ""]
     order = ["put", "reput_same", "reput_append", "reput_insert", "head", "tail", "range", "lines", "lines_mid",
              "grep_absent", "grep_first", "count"]
     for op in order:
@@ -483,7 +506,8 @@ def chart(res: Results, path: Path) -> bool:
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     styles = {
-        "blobpad": ("C0", "o", 2.6), "blobpad-warm": ("C0", "s", 1.2), "sqlite-seed": ("C3", "v", 1.2),
+        "blobpad": ("C0", "o", 2.6), "blobpad-warm": ("C0", "s", 1.2),
+        "blobpad-memory": ("C9", "o", 1.8), "blobpad-memory-warm": ("C9", "s", 1.2), "sqlite-seed": ("C3", "v", 1.2),
         "diskcache": ("C2", "^", 1.2), "mmap-re": ("C1", "D", 1.2), "file": ("C1", "D", 1.2),
         "rg": ("C4", "x", 1.2), "sed": ("C4", "x", 1.2), "zstd-rg": ("C5", "+", 1.2), "zstd-sed": ("C5", "+", 1.2),
         "zstd-cli": ("C5", "+", 1.2),
@@ -496,7 +520,7 @@ def chart(res: Results, path: Path) -> bool:
                 continue
             colour, marker, width = styles.get(peer, ("k", ".", 1.0))
             ax.plot([s for s, _ in pts], [m for _, m in pts], marker=marker, color=colour, linewidth=width,
-                    linestyle="--" if peer == "blobpad-warm" else "-", label=label(peer, op))
+                    linestyle="--" if peer.endswith("-warm") else "-", label=label(peer, op))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ticks = res.sizes(op, kind)

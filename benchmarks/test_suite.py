@@ -69,10 +69,12 @@ def _fake_run() -> dict[str, Any]:
             new_size_bytes=(size + 1) << 20)
         add("reput_insert", "log", size, "blobpad", 0.002 * size, new_stored_bytes=20_000, new_chunks=1,
             new_size_bytes=size << 20)
-        for peer, t in (("blobpad", 1e-4), ("blobpad-warm", 3e-5), ("sqlite-seed", 1e-4 * size), ("zstd-sed", 0.01)):
+        for peer, t in (("blobpad", 1e-4), ("blobpad-warm", 3e-5), ("blobpad-memory", 8e-5),
+                        ("blobpad-memory-warm", 2e-5), ("sqlite-seed", 1e-4 * size), ("zstd-sed", 0.01)):
             add("lines_mid", "log", size, peer, t)
             add("head", "log", size, peer, t)
-        for peer, t in (("blobpad", 0.003 * size), ("zstd-rg", 0.004 * size), ("rg", 0.002 * size)):
+        for peer, t in (("blobpad", 0.003 * size), ("blobpad-memory", 0.0025 * size), ("zstd-rg", 0.004 * size),
+                        ("rg", 0.002 * size)):
             add("count", "log", size, peer, t, matches=42)
     benches.append({"group": None, "name": "x", "stats": {"median": 1.0}, "extra_info": {}})
     return {"datetime": "2025-01-01T00:00:00", "machine_info": {"system": "Linux"}, "benchmarks": benches,
@@ -87,6 +89,13 @@ def test_report_renders(tmp_path: Path) -> None:
     assert "zstd -dc \\| sed -n" in md  # pipes inside table cells are escaped
     assert "| lines: 100-line window from the middle (log) |" in md
     assert "10×" in md or "100×" in md
+    # the memory engine's readers have their columns beside LMDB's, in the headline and in every table
+    assert "| search | blobpad | blobpad, memory engine | MB/s | blobpad MB/s |" not in md
+    assert "| search | blobpad | blobpad MB/s | blobpad, memory engine | MB/s |" in md
+    assert "memory engine, cache off 100 MB" in md and "memory engine, warm 100 MB" in md
+    lines_mid = md.split("### lines: 100-line window from the middle", 1)[1].split("###", 1)[0]
+    assert ("| data | size | blobpad (cache off) | blobpad (warm cache) | blobpad memory (cache off) "
+            "| blobpad memory (warm cache) | SQLite row (seed 000) |") in lines_mid
     pytest.importorskip("matplotlib")
     assert chart(res, tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000
