@@ -49,7 +49,7 @@ from .errors import BlobpadError, NotFound
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
-from .units import human_size
+from .units import human_size, non_negative
 
 __all__ = ["main", "build_parser"]
 
@@ -177,16 +177,6 @@ def _timeout(text: str) -> float | None:
     if not 0 <= seconds < float("inf"):
         raise argparse.ArgumentTypeError(f"invalid time {text!r}: use a number of seconds (0: no limit)")
     return seconds or None
-
-
-def _non_negative(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}: use a non-negative integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}: use a non-negative integer")
-    return n
 
 
 def _int_or_none(text: str, what: str, spec: str) -> int | None:
@@ -773,8 +763,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("id", metavar="ID", help="entry id")
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--head", type=_non_negative, metavar="N", help="the first N characters (bytes if binary)")
-    mode.add_argument("--tail", type=_non_negative, metavar="N", help="the last N characters (bytes if binary)")
+    mode.add_argument("--head", type=non_negative, metavar="N", help="the first N characters (bytes if binary)")
+    mode.add_argument("--tail", type=non_negative, metavar="N", help="the last N characters (bytes if binary)")
     mode.add_argument("--range", metavar="A:B", help="characters A to B (bytes if binary)")
     mode.add_argument("--bytes", metavar="A:B", help="bytes A to B")
     mode.add_argument("--lines", metavar="A:B", help="lines A to B, 1-based and inclusive, with their newlines, as sed -n A,Bp "
@@ -795,12 +785,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pattern", metavar="PATTERN", help="RE2 regular expression (a literal with -F)")
     p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
     p.add_argument("-F", "--fixed-strings", dest="fixed", action="store_true", help="the pattern is a literal string")
-    p.add_argument("-A", "--after-context", dest="after", type=_non_negative, metavar="N", help="N lines after each match")
-    p.add_argument("-B", "--before-context", dest="before", type=_non_negative, metavar="N", help="N lines before each match")
-    p.add_argument("-C", "--context", type=_non_negative, metavar="N", help="N lines before and after each match")
-    p.add_argument("-m", "--max-count", type=_non_negative, metavar="N",
+    p.add_argument("-A", "--after-context", dest="after", type=non_negative, metavar="N", help="N lines after each match")
+    p.add_argument("-B", "--before-context", dest="before", type=non_negative, metavar="N", help="N lines before each match")
+    p.add_argument("-C", "--context", type=non_negative, metavar="N", help="N lines before and after each match")
+    p.add_argument("-m", "--max-count", type=non_negative, metavar="N",
                    help="stop after N matching lines (default: print them all, as rg; with -c, cap the count)")
-    p.add_argument("-M", "--max-columns", type=_non_negative, metavar="N",
+    p.add_argument("-M", "--max-columns", type=non_negative, metavar="N",
                    help="print a window of N characters around the first match of longer lines (default: whole lines)")
     p.add_argument("-c", "--count", action="store_true", help="print the number of matching lines")
     p.add_argument("--timeout", type=_timeout, default=SEARCH_TIMEOUT, metavar="SECONDS",
@@ -858,7 +848,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(or --db); the entry stays an hour so that the commands shown work (a new demo replaces it), and the "
         "last command shown deletes it.",
     )
-    p.add_argument("--size", type=_non_negative, default=6 << 20, help=argparse.SUPPRESS)
+    p.add_argument("--size", type=non_negative, default=6 << 20, help=argparse.SUPPRESS)
     return parser
 
 

@@ -40,6 +40,7 @@ from typing import Any
 from .errors import BlobpadError, check_int, describe
 from .reads import SEARCH_TIMEOUT
 from .tools import PROFILES, Toolbox, profile_records
+from .units import non_negative
 
 __all__ = ["build_server", "serve", "serve_stdio", "decode_message", "main", "add_arguments", "run", "INSTRUCTIONS",
            "MAX_MESSAGE_BYTES", "MAX_DEPTH"]
@@ -493,17 +494,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _count(text: str) -> int:
-    """An option's non-negative integer."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer")
-    return n
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the options of the server, all but ``--db``, to ``p``: the one definition of
     them, for ``python -m blobpad.mcp_server`` and the ``blobpad mcp`` command alike;
@@ -513,11 +503,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="directory scratchpad_offload may read files from (repeatable; none by default)")
     p.add_argument("--profile", default="blobpad", metavar="NAME",
                    help=f"tool profile: {', '.join(PROFILES)}, or several joined with '+' (default: blobpad)")
-    p.add_argument("--max-result-chars", type=_count, default=None, metavar="N",
+    p.add_argument("--max-result-chars", type=non_negative, default=None, metavar="N",
                    help="cap on each tool result, in characters of JSON (default 20000)")
-    p.add_argument("--max-file-bytes", type=_count, default=1 << 30, metavar="N",
+    p.add_argument("--max-file-bytes", type=non_negative, default=1 << 30, metavar="N",
                    help="largest file scratchpad_offload accepts (default 1 GiB)")
-    p.add_argument("--max-message-bytes", type=_count, default=MAX_MESSAGE_BYTES, metavar="N",
+    p.add_argument("--max-message-bytes", type=non_negative, default=MAX_MESSAGE_BYTES, metavar="N",
                    help="longest request line read, in bytes; a longer one is answered with an error "
                         f"(default {MAX_MESSAGE_BYTES >> 20} MiB)")
     p.add_argument("--search-timeout", type=float, default=SEARCH_TIMEOUT, metavar="SECONDS",

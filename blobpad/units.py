@@ -1,8 +1,11 @@
-"""Sizes in words: the binary units the CLI, the demo and the tools show."""
+"""Sizes in words: the binary units the CLI, the demo and the tools show, and the counts
+their command lines take."""
 
 from __future__ import annotations
 
-__all__ = ["SIZE_UNITS", "human_size"]
+import argparse
+
+__all__ = ["SIZE_UNITS", "human_size", "non_negative"]
 
 #: The units of human_size, each 1024 times the one before (IEC binary prefixes).
 SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -22,3 +25,15 @@ def human_size(n: int) -> str:
         if round(size, 1) < 1024 or unit == SIZE_UNITS[-1]:
             return f"{size:.1f} {unit}"
     raise AssertionError("unreachable")
+
+
+def non_negative(text: str) -> int:
+    """A count on a command line (an ``argparse`` type): a non-negative integer, else
+    the usage error of the ``blobpad`` command and of ``python -m blobpad.mcp_server``."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer")
+    return n
