@@ -1,0 +1,318 @@
+"""Small offloads, measured (not asserted): ``python -m benchmarks.small_puts``.
+
+An agent runtime offloads every observation over a few KB (seed 000: over 4 KB), so
+the put that matters most is a small one.  Two measurements, each peer in a fresh
+directory of its own under a temporary directory:
+
+* ``latency [--rounds 200] [--sizes 5,50] [--sync both]``: one process puts log text
+  of 5 KB and 50 KB (new text every round), the peers interleaved round-robin in one
+  run (the starting peer rotates every round), and prints the median and p90 of each
+  peer and its ratio to a bare LMDB write transaction of the same bytes, per sync
+  setting;
+* ``throughput [--procs 4] [--seconds 10] [--sync on]``: ``--procs`` processes put
+  5 KB observations (each one different) into one store for ``--seconds``, and the
+  total puts per second is printed per peer.
+
+The peers, with the same text and, per table, the same sync setting:
+
+* ``blobpad``: ``Store.put(text, session=..., turn=...)`` on a store opened with
+  ``sync=``;
+* ``lmdb``: one bare LMDB write transaction putting the UTF-8 bytes under a random
+  16-byte key (``lmdb.open(sync=, metasync=)``): the floor for anything built on LMDB;
+* ``sqlite-seed``: seed 000's design (:class:`benchmarks.peers.SqliteSeedWriter`'s
+  schema and row: content, head+tail summary, turn, expiry), default rollback
+  journal, ``synchronous=FULL`` (sync on) or ``OFF`` (sync off);
+* ``sqlite-wal``: the same row in WAL mode, ``synchronous=FULL`` (sync on) or ``OFF``.
+
+Sync on means every commit is flushed to disk before the put returns (an
+acknowledged put survives a crash of the operating system or a power cut); sync off
+leaves the flush to the operating system (it survives a killed process only).  Every
+put is checked afterwards (size read back).  Text comes from :func:`blobpad.sample.log_lines`,
+so the benchmark needs nothing outside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import secrets
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+import blobpad
+from blobpad import sample
+
+from .peers import SEED_INDEXES, SEED_SCHEMA, SEED_TTL, seed_summary
+
+PEERS = ("blobpad", "lmdb", "sqlite-seed", "sqlite-wal")
+THROUGHPUT_PEERS = ("blobpad", "lmdb", "sqlite-wal")
+
+
+def texts(size: int, count: int, seed: int = 0) -> list[str]:
+    """``count`` different log texts of about ``size`` bytes each (whole lines)."""
+    lines = sample.log_lines(seed)
+    out = []
+    for _ in range(count):
+        parts: list[str] = []
+        total = 0
+        while total < size:
+            line = next(lines)
+            parts.append(line)
+            total += len(line) + 1
+        out.append("\n".join(parts) + "\n")
+    return out
+
+
+class Peer:
+    """One store of one peer, in its own directory; ``put`` returns a handle, ``check`` reads it back."""
+
+    def __init__(self, directory: Path, sync: bool) -> None:
+        self.directory = directory
+        self.sync = sync
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def put(self, text: str) -> Any:
+        raise NotImplementedError
+
+    def check(self, handle: Any, text: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class BlobpadPeer(Peer):
+    def __init__(self, directory: Path, sync: bool) -> None:
+        super().__init__(directory, sync)
+        self.store = blobpad.open(directory / "store", sync=sync)
+        self.turn = 0
+
+    def put(self, text: str) -> Any:
+        self.turn += 1
+        return self.store.put(text, session="bench", turn=self.turn).id
+
+    def check(self, handle: Any, text: str) -> None:
+        assert self.store.stat(handle).size_bytes == len(text.encode()), handle
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class LmdbPeer(Peer):
+    def __init__(self, directory: Path, sync: bool) -> None:
+        super().__init__(directory, sync)
+        self.env = lmdb.open(str(directory / "lmdb"), map_size=4 << 30, sync=sync, metasync=sync)
+
+    def put(self, text: str) -> Any:
+        key = secrets.token_bytes(16)
+        with self.env.begin(write=True) as txn:
+            txn.put(key, text.encode())
+        return key
+
+    def check(self, handle: Any, text: str) -> None:
+        with self.env.begin() as txn:
+            assert txn.get(handle) == text.encode(), handle
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class SqliteSeedPeer(Peer):
+    """Seed 000's table and row; ``wal`` switches the journal to WAL."""
+
+    wal = False
+
+    def __init__(self, directory: Path, sync: bool) -> None:
+        super().__init__(directory, sync)
+        db = directory / "scratchpad.db"
+        fresh = not db.exists()
+        self.conn = sqlite3.connect(db, timeout=60)
+        if self.wal:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA synchronous={'FULL' if sync else 'OFF'}")
+        if fresh:
+            try:
+                self.conn.executescript(SEED_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS")
+                                        + SEED_INDEXES.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))
+                self.conn.commit()
+            except sqlite3.OperationalError:  # another process of the throughput run made it first
+                self.conn.rollback()
+
+    def put(self, text: str) -> Any:
+        now = time.time()
+        entry_id = secrets.token_hex(8)
+        self.conn.execute(
+            "INSERT INTO entries (id, turn_id, step_num, executor_name, content_kind, content, size_bytes,"
+            " summary, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (entry_id, uuid.uuid4().hex, 1, "fs_read", "text", text, len(text.encode()),
+             seed_summary(text), now, now + SEED_TTL),
+        )
+        self.conn.commit()
+        return entry_id
+
+    def check(self, handle: Any, text: str) -> None:
+        row = self.conn.execute("SELECT size_bytes, content FROM entries WHERE id = ?", (handle,)).fetchone()
+        assert row == (len(text.encode()), text), handle
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class SqliteWalPeer(SqliteSeedPeer):
+    wal = True
+
+
+MAKERS: dict[str, Callable[[Path, bool], Peer]] = {
+    "blobpad": BlobpadPeer, "lmdb": LmdbPeer, "sqlite-seed": SqliteSeedPeer, "sqlite-wal": SqliteWalPeer,
+}
+
+
+def _sync_label(sync: bool) -> str:
+    if sync:
+        return "sync on (fsync on every commit: survives a killed process and an OS crash or power loss)"
+    return "sync off (no fsync: survives a killed process, not an OS crash or power loss)"
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def latency(rounds: int, sizes_kb: list[int], syncs: list[bool], workdir: Path, warmup: int = 10) -> list[dict[str, Any]]:
+    """Time ``rounds`` puts per peer, size and sync setting, interleaved; print and return the rows."""
+    rows: list[dict[str, Any]] = []
+    for sync in syncs:
+        print(f"\n{_sync_label(sync)}")
+        for kb in sizes_kb:
+            data = texts(kb * 1000, rounds + warmup, seed=kb)
+            peers = {name: MAKERS[name](workdir / f"lat-{'sync' if sync else 'nosync'}-{kb}-{name}", sync)
+                     for name in PEERS}
+            times: dict[str, list[float]] = {name: [] for name in PEERS}
+            handles: dict[str, list[Any]] = {name: [] for name in PEERS}
+            try:
+                order = list(PEERS)
+                for i, text in enumerate(data):
+                    order = order[1:] + order[:1]  # rotate: no peer always runs first
+                    for name in order:
+                        t0 = time.perf_counter()
+                        handle = peers[name].put(text)
+                        dt = time.perf_counter() - t0
+                        if i >= warmup:
+                            times[name].append(dt)
+                        handles[name].append(handle)
+                for name, peer in peers.items():
+                    for handle, text in zip(handles[name], data, strict=True):
+                        peer.check(handle, text)
+            finally:
+                for peer in peers.values():
+                    peer.close()
+            base = statistics.median(times["lmdb"])
+            print(f"  {kb} KB puts (text of {len(data[0].encode()):,} bytes), {rounds} rounds each, interleaved")
+            print(f"    {'peer':12} {'median ms':>10} {'p90 ms':>8} {'x lmdb':>7}")
+            for name in PEERS:
+                med = statistics.median(times[name])
+                p90 = _quantile(times[name], 0.9)
+                print(f"    {name:12} {med * 1e3:10.3f} {p90 * 1e3:8.3f} {med / base:7.2f}")
+                rows.append({"test": "latency", "sync": sync, "size_kb": kb, "peer": name, "rounds": rounds,
+                             "median_ms": med * 1e3, "p90_ms": p90 * 1e3, "ratio_lmdb": med / base})
+    return rows
+
+
+def _writer(name: str, directory: str, sync: bool, seconds: float, child: int,
+            ready: Any, go: Any, out: Any) -> None:
+    """One process of the throughput run: open, wait for the start, put until the time is up."""
+    peer = MAKERS[name](Path(directory), sync)
+    bodies = texts(5000, 64, seed=100 + child)
+    ready.release()
+    go.wait()
+    n = 0
+    deadline = time.perf_counter() + seconds
+    last: tuple[Any, str] | None = None
+    while time.perf_counter() < deadline:
+        # every observation is different (a first line of its own), as in a real run
+        text = f"child={child} put={n} t={time.time():.6f}\n" + bodies[n % len(bodies)]
+        last = (peer.put(text), text)
+        n += 1
+    elapsed = time.perf_counter() - deadline + seconds
+    if last is not None:
+        peer.check(*last)
+    peer.close()
+    out.put((n, elapsed))
+
+
+def throughput(procs: int, seconds: float, syncs: list[bool], workdir: Path) -> list[dict[str, Any]]:
+    """Total puts/s of ``procs`` processes per peer; print and return the rows."""
+    ctx = multiprocessing.get_context("spawn")
+    rows: list[dict[str, Any]] = []
+    for sync in syncs:
+        print(f"\n{_sync_label(sync)}")
+        print(f"  {procs} processes putting 5 KB observations for {seconds:g} s into one store")
+        results: dict[str, float] = {}
+        for name in THROUGHPUT_PEERS:
+            directory = workdir / f"tp-{'sync' if sync else 'nosync'}-{name}"
+            MAKERS[name](directory, sync).close()  # created once, before the writers race to open it
+            ready = ctx.Semaphore(0)
+            go = ctx.Event()
+            out = ctx.Queue()
+            workers = [ctx.Process(target=_writer, args=(name, str(directory), sync, seconds, i, ready, go, out))
+                       for i in range(procs)]
+            for w in workers:
+                w.start()
+            for _ in workers:
+                ready.acquire()
+            go.set()
+            counts = [out.get() for _ in workers]
+            for w in workers:
+                w.join()
+                if w.exitcode:
+                    raise RuntimeError(f"a {name} writer failed (exit code {w.exitcode})")
+            total = sum(n for n, _ in counts)
+            results[name] = total / max(elapsed for _, elapsed in counts)
+        base = results["lmdb"]
+        print(f"    {'peer':12} {'puts/s':>8} {'x lmdb':>7}")
+        for name, rate in results.items():
+            print(f"    {name:12} {rate:8.0f} {rate / base:7.2f}")
+            rows.append({"test": "throughput", "sync": sync, "procs": procs, "seconds": seconds, "peer": name,
+                         "puts_per_s": rate, "ratio_lmdb": rate / base})
+    return rows
+
+
+def _syncs(value: str) -> list[bool]:
+    return {"on": [True], "off": [False], "both": [True, False]}[value]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.small_puts", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what")
+    lat = sub.add_parser("latency", help="median and p90 of single puts, peers interleaved")
+    lat.add_argument("--rounds", type=int, default=200)
+    lat.add_argument("--sizes", default="5,50", help="sizes in KB (1 KB = 1000 bytes), comma-separated")
+    lat.add_argument("--sync", choices=("on", "off", "both"), default="both")
+    tp = sub.add_parser("throughput", help="puts/s of several processes")
+    tp.add_argument("--procs", type=int, default=4)
+    tp.add_argument("--seconds", type=float, default=10.0)
+    tp.add_argument("--sync", choices=("on", "off", "both"), default="on")
+    args = parser.parse_args(argv)
+    whats = [args.what] if args.what else ["latency", "throughput"]
+    with tempfile.TemporaryDirectory(prefix="blobpad-small-puts-", dir=os.environ.get("BLOBPAD_BENCH_TMP")) as d:
+        for what in whats:
+            if what == "latency":
+                latency(getattr(args, "rounds", 200), [int(s) for s in getattr(args, "sizes", "5,50").split(",")],
+                        _syncs(getattr(args, "sync", "both")), Path(d))
+            else:
+                throughput(getattr(args, "procs", 4), getattr(args, "seconds", 10.0),
+                           _syncs(getattr(args, "sync", "on")), Path(d))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
