@@ -145,7 +145,9 @@ class Entry:
         return asdict(self)
 
     def encode(self) -> bytes:
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        # the fields as they are (not to_dict()'s deep copy): json only reads them
+        record = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
     def decode(cls, raw: bytes) -> Entry:

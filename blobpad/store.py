@@ -493,8 +493,9 @@ class Store(ReadsMixin):
         return counters
 
     @staticmethod
-    def _bump(txn: WriteTxn, **deltas: int) -> None:
-        c = Store._stored_counters(txn)
+    def _bump(txn: WriteTxn, counters: dict[str, int] | None = None, /, **deltas: int) -> None:
+        """Add ``deltas`` to the counters; ``counters``: the record as this transaction already read it."""
+        c = counters if counters is not None else Store._stored_counters(txn)
         if c is None:  # damaged: recount; the records already hold this transaction's changes
             c = _recount(txn)
         else:
@@ -683,7 +684,8 @@ class Store(ReadsMixin):
         chars = writer.char_counts if is_text else writer.sizes
 
         def txn_fn(txn: WriteTxn) -> tuple[Entry, list[bytes], int]:
-            keys, counts = writer.place_tail(txn)
+            cap = self._cap(txn)
+            keys, counts = writer.place_tail(txn, cap)
             if writer.batches:
                 writer.clear_pending(txn)
             manifest = Manifest.build(writer.keys + keys, writer.sizes, chars, writer.newlines)
@@ -691,7 +693,7 @@ class Store(ReadsMixin):
                 txn, raw_id, manifest.pack(), len(manifest), kind="text" if is_text else "binary", size=size,
                 chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, counts=counts, **fields,
             )
-            self._evict_for(txn, raw_id)  # only now: a put that fails evicts nothing
+            self._evict_for(txn, raw_id, cap)  # only now: a put that fails evicts nothing
             return entry, keys, counts.get("stored_bytes", 0)
 
         entry, keys, added = self._backend.write(txn_fn)
@@ -710,17 +712,18 @@ class Store(ReadsMixin):
         ``counts`` are more counter changes of the same transaction (the chunks it
         created), written with the entry's in one update of the counters.
         """
-        seq = self._counters(txn)["seq"] + 1
+        if name is not None:
+            old = txn.get("names", name_key(session, name))
+            if old is not None:
+                self._delete_in(txn, old)
+        counters = self._stored_counters(txn)  # read once: the sequence, then the update
+        seq = (counters or _recount(txn))["seq"] + 1
         expires = None if ttl is None else created + ttl
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
             size_bytes=size, chars=chars, lines=lines, created_at=created, expires_at=expires,
             sha256=sha256, meta=meta, chunks=n_chunks, seq=seq,
         )
-        if name is not None:
-            old = txn.get("names", name_key(session, name))
-            if old is not None:
-                self._delete_in(txn, old)
         txn.put("entries", raw_id, entry.encode())
         txn.put("manifests", raw_id, packed)
         txn.put("by_seq", seq_key(seq), raw_id)
@@ -731,7 +734,7 @@ class Store(ReadsMixin):
         txn.put("digests", _digest_key(size, sha256, raw_id), b"")
         if name is not None:
             txn.put("names", name_key(session, name), raw_id)
-        self._bump(txn, **(counts or {}), entries=1, logical_bytes=size, seq=1)
+        self._bump(txn, counters, **(counts or {}), entries=1, logical_bytes=size, seq=1)
         return entry
 
     # -- lookup -----------------------------------------------------------------------
@@ -1014,13 +1017,13 @@ class Store(ReadsMixin):
         txn.delete("meta", _REPAIR)
         return freed_chunks, freed_bytes
 
-    def _evict_for(self, txn: WriteTxn, keep: bytes) -> None:
-        """Evict the entries closest to expiry until the stored bytes fit under ``max_bytes``.
+    def _evict_for(self, txn: WriteTxn, keep: bytes, cap: int | None) -> None:
+        """Evict the entries closest to expiry until the stored bytes fit under ``cap``
+        (``max_bytes`` as ``txn`` reads it).
 
         Runs in the final transaction of a put (``keep`` is its id), whose chunks are
         already counted, never in its batches: a put that fails has evicted nothing.
         """
-        cap = self._cap(txn)
         if not cap:
             return
         over = self._counters(txn)["stored_bytes"] - cap
@@ -1420,7 +1423,11 @@ class _PutWriter:
             if task:
                 if pool is None:  # the whole put is this one task: prepare it here
                     fut = Future()
-                    fut.set_result(self._prepare(task, *self._lookup(task)))
+                    if task_bytes <= self._LOOKUP_FROM:  # new content, most likely: no lookup
+                        found: list[bytes | None] = [None] * len(task)
+                        fut.set_result(self._prepare(task, self._keys(task), found))
+                    else:
+                        fut.set_result(self._prepare(task, *self._lookup(task)))
                 else:
                     fut = pool.submit(self._prepare, task, *self._lookup(task))
                 inflight.extend((span[0], fut, i) for i, span in enumerate(task))
@@ -1437,11 +1444,20 @@ class _PutWriter:
     #: seldom wait for the GIL (held by the cutting thread) between chunks
     _TASK = 4 << 20
     _FIRST_TASK = 256 << 10
+    #: a put of at most this many bytes is compressed without looking its chunks up
+    #: first (a read transaction): were they stored already, the final transaction
+    #: compares them with the stored bytes and shares them (:meth:`_place`)
+    _LOOKUP_FROM = 64 << 10
 
     @property
     def batches(self) -> int:
         """How many batches were written before the final transaction (each recorded as pending)."""
         return self._batch
+
+    def _keys(self, task: list[_Span]) -> list[bytes]:
+        """Each chunk's key: its seeded xxh3-128 hash, variant 0."""
+        seed = self.store._codec.seed
+        return [xxhash.xxh3_128_digest(span[0], seed=seed) + b"\0" for span in task]
 
     def _lookup(self, task: list[_Span]) -> tuple[list[bytes], list[bytes | None]]:
         """In the put's own thread: each chunk's key, and the frame stored under it (or None).
@@ -1451,8 +1467,7 @@ class _PutWriter:
         in :mod:`blobpad.backend`: a pool task that opened a transaction would wait
         behind a growth that waits for a reader that waits for the pool).
         """
-        seed = self.store._codec.seed
-        keys = [xxhash.xxh3_128_digest(span[0], seed=seed) + b"\0" for span in task]
+        keys = self._keys(task)
         with self.store._backend.read() as txn:
             found = [txn.get("chunks", key) for key in keys]
         return keys, found
@@ -1558,12 +1573,14 @@ class _PutWriter:
             self.ends_with_newline = batch[-1][0][-1:] == b"\n"
         return batch
 
-    def _place_batch(self, txn: WriteTxn, batch: list[tuple[memoryview, _Prepared]]) -> tuple[list[bytes], dict[str, int]]:
+    def _place_batch(
+        self, txn: WriteTxn, batch: list[tuple[memoryview, _Prepared]], cap: int | None
+    ) -> tuple[list[bytes], dict[str, int]]:
         """Add a reference to each chunk of ``batch`` in ``txn``: their final keys, and the counter changes.
 
-        Raises StoreFull when the chunks this put created exceed ``max_bytes`` by
-        themselves (eviction waits for the final transaction; whatever it evicted,
-        this put could not fit).
+        Raises StoreFull when the chunks this put created exceed ``cap`` (``max_bytes``
+        as ``txn`` reads it) by themselves (eviction waits for the final transaction;
+        whatever it evicted, this put could not fit).
         """
         final_keys: list[bytes] = []
         new_stored = new_chunks = new_unique = 0
@@ -1575,7 +1592,6 @@ class _PutWriter:
                 new_stored += slen
                 new_unique += len(chunk)
         if new_chunks:
-            cap = self.store._cap(txn)
             if cap and self.new_stored + new_stored > cap:
                 raise StoreFull(
                     f"the store is capped at max_bytes={cap} and this put alone needs more stored "
@@ -1596,7 +1612,7 @@ class _PutWriter:
         def txn_fn(txn: WriteTxn) -> tuple[list[bytes], int]:
             if batch_no == 0:
                 txn.put("pending", self.raw_id + b"H", token.encode())
-            final_keys, counts = self._place_batch(txn, batch)
+            final_keys, counts = self._place_batch(txn, batch, store._cap(txn))
             txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
             if counts:
                 store._bump(txn, **counts)
@@ -1608,9 +1624,9 @@ class _PutWriter:
         self.keys.extend(final)
         return sum(len(chunk) for chunk, _ in batch)
 
-    def place_tail(self, txn: WriteTxn) -> tuple[list[bytes], dict[str, int]]:
+    def place_tail(self, txn: WriteTxn, cap: int | None) -> tuple[list[bytes], dict[str, int]]:
         """In the put's final transaction: place the last batch (see :meth:`_place_batch`)."""
-        return self._place_batch(txn, self.tail)
+        return self._place_batch(txn, self.tail, cap)
 
     def _place(
         self, txn: WriteTxn, chunk: bytes | memoryview, key: bytes, frame: bytes | None, seen: bytes | None

@@ -1,0 +1,121 @@
+"""A put's write transactions and threads, counted from outside the store.
+
+The oracle for transactions is LMDB's own counter of committed write transactions
+(``last_txnid``), read by another process while the store is open: a put whose content
+fits in one batch (16 MiB) must add exactly one, whatever it has to do (new chunks,
+chunks already stored, an identical entry, a named entry replaced, eviction under
+``max_bytes``).  The oracle for threads is ``threading.Thread.start``: a put starts
+none of its own; only the store's long-lived worker pool (threads named ``blobpad...``)
+may start, once, for content of several tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import blobpad
+from blobpad import sample
+
+_TXNID = "import lmdb, sys; e = lmdb.open(sys.argv[1], readonly=True, max_dbs=32); print(e.info()['last_txnid'])"
+
+
+def _last_txnid(path: Path) -> int:
+    """LMDB's id of the last committed write transaction of the store at ``path`` (read by another process)."""
+    out = subprocess.run([sys.executable, "-c", _TXNID, str(path)], capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def _log(size: int, seed: int) -> str:
+    return sample.log_text(size, seed)
+
+
+CASES: dict[str, tuple[dict[str, Any], Any]] = {
+    "5 KB text": ({}, lambda: _log(5000, 1)),
+    "50 KB text": ({}, lambda: _log(50_000, 2)),
+    "empty": ({}, lambda: ""),
+    "binary": ({}, lambda: os.urandom(100_000)),
+    "1 MB text, several chunks on the pool": ({}, lambda: _log(1 << 20, 3)),
+    "3 MB file": ({"file": True}, lambda: _log(3 << 20, 4)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_put_that_fits_in_one_batch_commits_one_write_transaction(tmp_path: Path, case: str) -> None:
+    options, make = CASES[case]
+    content = make()
+    path = tmp_path / "store"
+    with blobpad.open(path) as store:
+        store.put("warm-up", session="s")
+        data: Any = content
+        if options.get("file"):
+            data = tmp_path / "observation.txt"
+            data.write_text(content)
+        before = _last_txnid(path)
+        entry = store.put(data, session="s", turn=1)
+        assert _last_txnid(path) == before + 1
+        assert store.get(entry.id) == content
+        # the same content again: its chunks are shared, still in one transaction
+        before = _last_txnid(path)
+        again = store.put(data, session="s", turn=2)
+        assert _last_txnid(path) == before + 1
+        assert store.get(again.id) == content
+        assert again.sha256 == entry.sha256 and again.chunks == entry.chunks
+
+
+def test_a_named_put_that_replaces_and_evicts_commits_one_write_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with blobpad.open(path, max_bytes=40_000) as store:
+        first = store.put(os.urandom(15_000), session="s", name="report")
+        older = store.put(os.urandom(15_000), session="s", ttl=60)
+        before = _last_txnid(path)
+        # replaces first (15 KB freed), and 15 + 30 KB is over the cap: evicts older, the closest to expiry
+        newer = store.put(os.urandom(30_000), session="s", name="report")
+        assert _last_txnid(path) == before + 1
+        assert store.find("report", session="s").id == newer.id
+        assert not store.exists(first.id)
+        assert not store.exists(older.id)
+        assert store.stats().stored_bytes <= 40_000
+
+
+def test_a_put_larger_than_a_batch_commits_its_batches_then_one_more(tmp_path: Path) -> None:
+    """Each full batch but the last is a transaction of its own; the last rides in the final one."""
+    path = tmp_path / "store"
+    content = os.urandom(20 << 20)  # one full batch of 16 MiB, and the rest
+    with blobpad.open(path) as store:
+        before = _last_txnid(path)
+        entry = store.put(content)
+        assert _last_txnid(path) == before + 2
+        assert store.get(entry.id) == content
+
+
+def test_a_put_starts_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counting_start(self: threading.Thread) -> None:
+        started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    with blobpad.open(tmp_path / "store") as store:
+        small = [_log(5000, seed) for seed in range(5)]
+        for text in small:
+            store.put(text, session="s")
+        assert started == [], "a small put is compressed in the caller's thread"
+        big = tmp_path / "big.txt"
+        big.write_text(_log(12 << 20, 9))  # several tasks and blocks: the pool compresses and hashes
+        store.put(big)
+        assert started and all(name.startswith("blobpad") for name in started), started
+        pool = list(started)
+        store.put(big.read_bytes() + b"more")
+        store.put(Path(big))
+        for text in small:
+            store.put(text + "again", session="s")
+        assert started == pool, "the pool is long-lived: later puts start no thread"
