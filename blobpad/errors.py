@@ -14,8 +14,9 @@ from typing import Any, Literal, overload
 
 __all__ = ["BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull", "Hint", "Face"]
 
-#: The faces of blobpad an error is shown through: the Python library and the ``blobpad`` command.
-Face = Literal["library", "cli"]
+#: The faces of blobpad an error is shown through: the Python library, the ``blobpad``
+#: command, and the tools a model calls (:class:`blobpad.Toolbox`, the MCP server).
+Face = Literal["library", "cli", "tool"]
 
 
 @dataclass(frozen=True)
@@ -25,15 +26,21 @@ class Hint:
     An error's message states what went wrong in neutral words; its hint names the
     call that helps, as a Python caller writes it (``library``: "run verify() to
     find the damaged entries") and as a shell user types it (``cli``: "run 'blobpad
-    verify' to find the damaged entries").  ``str(error)`` gives the library's words,
-    :meth:`BlobpadError.render` either.
+    verify' to find the damaged entries") and, where a model can act on it through
+    its tools, as the tools say it (``tool``: "pass fixed_strings=true ..."; None
+    where only its user can: a model is shown the message alone, never a call it
+    cannot make).  ``str(error)`` gives the library's words, :meth:`BlobpadError.render`
+    any face's.  Each caller picks its face; none rewrites another face's text.
     """
 
     library: str
     cli: str
+    tool: str | None = None
 
-    def text(self, face: Face) -> str:
-        """The hint in the words of ``face``."""
+    def text(self, face: Face) -> str | None:
+        """The hint in the words of ``face`` (None: the tools have no words for it)."""
+        if face == "tool":
+            return self.tool
         return self.cli if face == "cli" else self.library
 
 
@@ -56,10 +63,10 @@ class BlobpadError(Exception):
         return str(self.args[0]) if self.args else self.__class__.__name__
 
     def render(self, face: Face = "library") -> str:
-        """The message and the hint in the words of ``face`` ("library" or "cli")."""
-        if self.hint is None:
-            return self.message
-        return f"{self.message}; {self.hint.text(face)}"
+        """The message and the hint in the words of ``face`` ("library", "cli" or "tool";
+        the message alone where the hint has no words for that face)."""
+        words = None if self.hint is None else self.hint.text(face)
+        return self.message if words is None else f"{self.message}; {words}"
 
     def __str__(self) -> str:  # KeyError would otherwise repr() its message
         return self.render("library")
@@ -134,6 +141,7 @@ HINT_MAP_CEILING_FULL = Hint(
 HINT_NOTEPAD_SIZE = Hint(
     "keep working notes short and store large data as entries with put()",
     "keep working notes short and store large data as entries with 'blobpad put'",
+    "keep working notes short: plans, findings and decisions, not whole files or tool outputs",
 )
 #: compact() while another process has the store open.
 HINT_COMPACT_ALONE = Hint(
@@ -141,7 +149,8 @@ HINT_COMPACT_ALONE = Hint(
     "close the other processes (agents, MCP servers) and run 'blobpad compact' again",
 )
 #: An invalid regular expression that may have been meant literally.
-HINT_FIXED = Hint("pass fixed=True for a literal", "pass -F for a literal")
+HINT_FIXED = Hint("pass fixed=True for a literal", "pass -F for a literal",
+                  "pass fixed_strings=true to search for the literal text")
 
 
 # -- argument checks shared by the modules that take values from a model ---------------

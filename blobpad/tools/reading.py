@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..errors import HINT_FIXED, InvalidArgument
 from ..index import Entry
 from ..reads import LineWindow, compile_pattern
 from .spec import ToolContext, ToolError, result_size
@@ -61,16 +61,21 @@ def args_text(args: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
 
 
-def check_pattern(pattern: str, *, ignore_case: bool, fixed: bool, fixed_hint: str) -> None:
+def check_pattern(pattern: str, *, ignore_case: bool, fixed: bool, literal_hint: str | None = None) -> None:
+    """Refuse a pattern the search would refuse, in the tools' words (the error's ``tool``
+    face), or with ``literal_hint`` where the profile's tool matches literal text its own
+    way (seed003's regex has no fixed_strings)."""
     try:
         compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
     except InvalidArgument as exc:
-        raise ToolError(f"{exc.message}; {fixed_hint}" if exc.hint is not None else exc.message) from None
+        if literal_hint is not None and exc.hint == HINT_FIXED:
+            raise ToolError(f"{exc.message}; {literal_hint}") from None
+        raise ToolError(exc.render("tool")) from None
 
 
 def timed_out_notice(tb: ToolContext, entry: Entry, searched: int | None, what: str,
-                      advice: str = "search a literal with fixed_strings=true, or read around a line with "
-                                    "mode='lines'") -> str:
+                     advice: str = "search a literal with fixed_strings=true, or read around a line with "
+                                   "mode='lines'") -> str:
     """The notice of a search that ran out of time after line ``searched``."""
     done = searched or 0
     return (f"Timed out: the search stopped after {tb.search_timeout:g} s at line {done + 1} of {entry.lines}; "
@@ -169,7 +174,7 @@ def grep_lines(
 
 
 def list_result(tb: ToolContext, budget: int, skip: int, describe: Callable[[Entry], dict[str, Any]],
-                 next_tool_args: bool = True) -> dict[str, Any]:
+                next_tool_args: bool = True) -> dict[str, Any]:
     entries = tb.entries()
     rows: list[dict[str, Any]] = []
     used = 0

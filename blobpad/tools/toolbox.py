@@ -258,7 +258,7 @@ class Toolbox:
         except NotFound:
             raise self._not_found(repr(entry_id)) from None
         except InvalidArgument as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(exc.render("tool")) from None
         if not self.in_scope(e):
             raise self._not_found(repr(entry_id))
         return e
@@ -272,7 +272,7 @@ class Toolbox:
         except NotFound:
             pass
         except InvalidArgument as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(exc.render("tool")) from None
         if is_id(name):  # an id, in either case
             try:
                 return self.entry(name)
@@ -358,13 +358,13 @@ class Toolbox:
             # An entry vanished (expired, deleted) between the scope check and the read.
             return self._error(tool_name, str(self._not_found("with that id or name")))
         except (InvalidArgument, StoreFull) as exc:
-            return self._error(tool_name, str(exc))
+            return self._error(tool_name, exc.render("tool"))
         except CorruptData:
             log.exception("blobpad tool %s: damaged data", tool_name)
             return self._error(tool_name, "this entry is damaged in the store and cannot be read; "
                                           "run the tool that produced it again")
         except BlobpadError as exc:
-            return self._error(tool_name, f"the scratchpad is unavailable: {exc}")
+            return self._error(tool_name, f"the scratchpad is unavailable: {exc.render('tool')}")
         except Exception:  # never let a traceback or foreign data reach the model
             log.exception("blobpad tool %s failed", tool_name)
             return self._error(tool_name, f"internal error in {tool_name}; nothing was changed by this failure. "

@@ -39,12 +39,11 @@ def _read_blobpad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
         if a["pattern"] is None:
             raise ToolError(f"scratchpad_read: mode {mode!r} needs a pattern (RE2 regular expression, or literal text "
                             "with fixed_strings=true)")
-        check_pattern(a["pattern"], ignore_case=a["ignore_case"], fixed=a["fixed_strings"],
-                 fixed_hint="pass fixed_strings=true to search for the literal text")
+        check_pattern(a["pattern"], ignore_case=a["ignore_case"], fixed=a["fixed_strings"])
         if mode == "count":
             n = tb.search(("count", entry.id, a["pattern"], a["ignore_case"], a["fixed_strings"]),
-                        lambda t: tb.store.count(entry.id, a["pattern"], ignore_case=a["ignore_case"],
-                                                 fixed=a["fixed_strings"], timeout=t))
+                          lambda t: tb.store.count(entry.id, a["pattern"], ignore_case=a["ignore_case"],
+                                                   fixed=a["fixed_strings"], timeout=t))
             counted: dict[str, Any] = {"ok": True, "scratchpad_id": entry.id, "mode": "count",
                                        "pattern": a["pattern"], "count": int(n), "total_lines": entry.lines}
             if n.timed_out:
@@ -128,9 +127,9 @@ def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict
     skip, limit, context = a["skip"], a["max_matches"], a["context"]
     pattern, icase, fixed = a["pattern"], a["ignore_case"], a["fixed_strings"]
     res = tb.search(("grep", entry.id, pattern, icase, fixed, context, skip + limit),
-                  lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed, before=context,
-                                          after=context, max_matches=skip + limit, line_window=tb.line_chars + 1,
-                                          timeout=t))
+                    lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed, before=context,
+                                            after=context, max_matches=skip + limit, line_window=tb.line_chars + 1,
+                                            timeout=t))
     matches = res.matches[skip:]
     id_args = {"scratchpad_id": entry.id}
     lines, shown = grep_lines(tb, entry, matches, context, budget, id_args)
@@ -139,7 +138,7 @@ def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict
     counted = None
     if res.truncated:
         counted = tb.search(("count", entry.id, pattern, icase, fixed),
-                          lambda t: tb.store.count(entry.id, pattern, ignore_case=icase, fixed=fixed, timeout=t))
+                            lambda t: tb.store.count(entry.id, pattern, ignore_case=icase, fixed=fixed, timeout=t))
         total = max(int(counted), total)  # a count that timed out counts fewer lines than grep saw
     result: dict[str, Any] = {"ok": True, "scratchpad_id": entry.id, "mode": "grep", "pattern": pattern,
                               "total_matches": total, "shown_matches": shown,

@@ -43,7 +43,7 @@ def _update_notepad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str
         raise ToolError(f"update_notepad: {describe(target)} is in a section kept with session_scratchpad, not in the "
                         "notepad text; change that section with session_scratchpad")
     return note_result(tb.notepad.update_notepad(op, content=a["content"], find=a["find"], replace=a["replace"],
-                                                  replace_all=a["replace_all"]))
+                                                 replace_all=a["replace_all"]))
 
 
 def _shared_words(tb: ToolContext) -> str:

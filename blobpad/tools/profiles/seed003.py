@@ -30,17 +30,17 @@ def _read_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
     name = a["name"]
     if a["regex"] is not None:
         check_pattern(a["regex"], ignore_case=False, fixed=False,
-                 fixed_hint="escape special characters with a backslash to match them literally")
+                      literal_hint="escape special characters with a backslash to match them literally")
         res = tb.search(("grep", entry.id, a["regex"]),
-                      lambda t: tb.store.grep(entry.id, a["regex"], max_matches=100, line_window=tb.line_chars + 1,
-                                              timeout=t))
+                        lambda t: tb.store.grep(entry.id, a["regex"], max_matches=100, line_window=tb.line_chars + 1,
+                                                timeout=t))
         lines, shown = grep_lines(tb, entry, res.matches, 0, budget, {"name": name})
         result: dict[str, Any] = {"ok": True, "name": name, "regex": a["regex"], "matches": shown,
                                   "content": "\n".join(lines), "truncated": res.truncated or shown < len(res)}
         if res.timed_out:
             result["timed_out"] = True
             result["notice"] = timed_out_notice(tb, entry, res.searched_lines, "the lines shown are the matches of",
-                                                 "or read the entry with offset and limit")
+                                                "or read the entry with offset and limit")
             if shown < len(res):
                 result["notice"] += f" Output capped: {shown} of the {len(res)} matching lines found are shown."
         elif res.truncated:
@@ -56,7 +56,7 @@ def _read_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
         raise ToolError(f"scratchpad_read: offset {offset} is past the end; {name!r} has {length} {unit_of(entry)}")
     end = min(length, offset + limit)
     r = slice_result(tb, entry, offset, end, budget, mode="read", id_key="name", id_value=name,
-                      next_args=lambda s, e: {"offset": s, "limit": e - s})
+                     next_args=lambda s, e: {"offset": s, "limit": e - s})
     out: dict[str, Any] = {"ok": True, "name": name, "offset": offset, f"total_{unit_of(entry)}": length}
     if entry.kind != "text":
         out["encoding"] = "base64"
