@@ -58,9 +58,9 @@ MAX_PATTERN = 4096
 #: longest line kept whole in grep results; longer ones become a window around the match
 LINE_WINDOW = 2000
 #: the largest stretch of a single line searched at once (longer lines are searched in
-#: pieces that overlap by _OVERLAP bytes: a match up to that long across a cut is found)
-_MAX_SEGMENT = 8 << 20
-_OVERLAP = 64 << 10
+#: pieces that overlap by SEGMENT_OVERLAP bytes: a match up to that long across a cut is found)
+SEGMENT_BYTES = 8 << 20
+SEGMENT_OVERLAP = 64 << 10
 #: most match spans kept per line: a pattern such as ``.`` matches every character
 MAX_SPANS = 1000
 #: matching lines that one batched RE2 call passes over while counting (see _LineCounter)
@@ -87,7 +87,7 @@ _MAX_WINDOW = 64 << 10
 #: a line longer than the window is searched whole only if its probes took under 1/_MARGIN of the time left
 _MARGIN = 4
 #: line_windows() reads lines totalling at most this many bytes at once, longer ones by their windows
-_BULK_LINES = 1 << 20
+BULK_LINE_BYTES = 1 << 20
 
 _UNANCHORED = re2._Anchor.UNANCHORED  # the binding under re2's pure-Python wrapper: no Match objects
 _ANCHOR_START = re2._Anchor.ANCHOR_START
@@ -715,13 +715,13 @@ class _View:
         """Characters ``column`` to ``column + width`` of each line ``first`` to ``last``
         (existing lines), reading only the chunks that hold them, the line's start and
         its end: memory stays about ``width`` per line plus a few chunks, however long
-        the lines are (lines under _BULK_LINES bytes in all are read at once)."""
+        the lines are (lines under BULK_LINE_BYTES bytes in all are read at once)."""
         out: list[LineWindow] = []
         if first > last:
             return out
         start = self.line_start(first)
         end = self.line_end(last)
-        if end - start <= _BULK_LINES:
+        if end - start <= BULK_LINE_BYTES:
             for k, text in enumerate(self.decode(self.bytes_between(start, end)).split("\n")):
                 out.append(LineWindow(first + k, text[column : column + width], column, len(text)))
             return out
@@ -729,7 +729,7 @@ class _View:
         for k in range(first, last + 1):
             be = end if k == last else next(ends)
             out.append(self.line_window(k, start, be, column, width))
-            if be - start > _BULK_LINES:  # after a long line: keep a few chunks, not all it spans
+            if be - start > BULK_LINE_BYTES:  # after a long line: keep a few chunks, not all it spans
                 self._raw.clear()
                 self._text.clear()
             start = be + 1
@@ -748,7 +748,7 @@ class _View:
 
     def line_window(self, k: int, bs: int, be: int, column: int, width: int) -> LineWindow:
         """Line ``k``, whose bytes are ``bs`` to ``be``, cut to ``width`` characters from ``column``."""
-        if be - bs <= _BULK_LINES:
+        if be - bs <= BULK_LINE_BYTES:
             text = self.decode(self.bytes_between(bs, be))
             return LineWindow(k, text[column : column + width], column, len(text))
         if self.text:
@@ -939,9 +939,9 @@ class ReadsMixin:
                     if len(matches) >= max_matches:
                         truncated = True
                         break
-                    if end - start > _BULK_LINES or not whole:  # a very long line, or a piece of one
+                    if end - start > BULK_LINE_BYTES or not whole:  # a very long line, or a piece of one
                         bs, be = v.line_start(number), v.line_end(number)
-                        if be - bs > _BULK_LINES:  # read a window of it, never the whole line
+                        if be - bs > BULK_LINE_BYTES:  # read a window of it, never the whole line
                             matches.append(_long_match(v, find, number, bs, be, base + first[0], base + first[1],
                                                        line_window))
                             continue
@@ -1071,8 +1071,8 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
     this thread the lines that straddle chunk boundaries, stitched together.
 
     A line is gathered in a bytearray (no quadratic concatenation) of at most
-    ``_MAX_SEGMENT`` bytes: a longer line is searched in pieces of that size, each
-    starting with the last ``_OVERLAP`` bytes of the one before, and is not searched
+    ``SEGMENT_BYTES`` bytes: a longer line is searched in pieces of that size, each
+    starting with the last ``SEGMENT_OVERLAP`` bytes of the one before, and is not searched
     any more once a piece matched.
 
     When the counter's deadline passes (_TimedOut, from a worker or from this thread),
@@ -1090,11 +1090,11 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
         for head, n, tail in _map_chunks(v, task, 2 * v.reader.workers, _TASK_BYTES):
             if n < 0:  # no newline: all of this chunk lies inside one line
                 if not matched:
-                    if carry and len(carry) + len(head) > _MAX_SEGMENT:
+                    if carry and len(carry) + len(head) > SEGMENT_BYTES:
                         # the last byte is context only; the next piece starts with this one's end
                         matched = counter.count(carry, first, len(carry) - 1, utf8) > 0
                         total += matched
-                        carry, first = bytearray(carry[-_OVERLAP:]), 1
+                        carry, first = bytearray(carry[-SEGMENT_OVERLAP:]), 1
                     if not matched:
                         carry += head
                 done += 1
@@ -1123,8 +1123,8 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int,
 
     Chunks end on newlines except inside very long lines; those are gathered in a
     bytearray (so a line of many chunks costs its length, not its length squared) up
-    to ``_MAX_SEGMENT`` bytes, past which a line is searched in pieces, each starting
-    with the last ``_OVERLAP`` bytes of the one before.  The bytes on either side of
+    to ``SEGMENT_BYTES`` bytes, past which a line is searched in pieces, each starting
+    with the last ``SEGMENT_OVERLAP`` bytes of the one before.  The bytes on either side of
     the part of a piece to search stay in the buffer as context (``end`` stops one
     short of a cut; a piece that starts inside a line is searched from its second
     byte), so ``^``, ``$`` and ``\b`` never match at a cut.  Chunks are decompressed
@@ -1139,10 +1139,10 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int,
         cut = raw.rfind(b"\n") + 1
         if cut == 0:
             carry += raw
-            if len(carry) >= _MAX_SEGMENT:  # a piece of a very long line: its last byte is context only
+            if len(carry) >= SEGMENT_BYTES:  # a piece of a very long line: its last byte is context only
                 yield carry, len(carry) - 1, lines_at[i] + 1, base, inside
-                base += len(carry) - _OVERLAP
-                carry = bytearray(carry[-_OVERLAP:])
+                base += len(carry) - SEGMENT_OVERLAP
+                carry = bytearray(carry[-SEGMENT_OVERLAP:])
                 inside = True
             continue
         if carry:

@@ -1,7 +1,7 @@
 """Lines longer than grep holds at once (issue 12, item 4): searched in overlapping
 pieces, reported once, with their true offset and length, in bounded memory.
 
-The piece size is lowered for the test (``reads._MAX_SEGMENT``, a module constant), so
+The piece size is lowered for the test (``reads.SEGMENT_BYTES``, a module constant), so
 that lines of a few hundred KB are "very long"; the needles are put at every byte
 around each cut between pieces (the cuts fall on chunk boundaries, known from
 :func:`blobpad.chunking.cut_chunks`), and every answer is checked against Python.
@@ -21,9 +21,9 @@ SEGMENT, OVERLAP, BULK = 16 << 10, 1024, 4 << 10
 
 @pytest.fixture
 def small_pieces(monkeypatch):
-    monkeypatch.setattr(reads, "_MAX_SEGMENT", SEGMENT)
-    monkeypatch.setattr(reads, "_OVERLAP", OVERLAP)
-    monkeypatch.setattr(reads, "_BULK_LINES", BULK)
+    monkeypatch.setattr(reads, "SEGMENT_BYTES", SEGMENT)
+    monkeypatch.setattr(reads, "SEGMENT_OVERLAP", OVERLAP)
+    monkeypatch.setattr(reads, "BULK_LINE_BYTES", BULK)
 
 
 def _piece_cuts(content: bytes) -> list[int]:

@@ -16,10 +16,12 @@ import json
 import random
 import re
 import subprocess
+import uuid
 from dataclasses import dataclass
 
 import pytest
 import re2
+from conftest import ENGINES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,14 +80,23 @@ def _names(config: str) -> tuple[str, ...]:
     return TINY_NAMES if config == "tiny" else tuple(CORPUS)
 
 
+@pytest.fixture(scope="module", params=ENGINES)
+def reads_engine(request):
+    """Every read test of the corpus runs on every engine."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory):
-    """The corpus stored under each configuration, opened on first use."""
+def stores(tmp_path_factory, reads_engine):
+    """The corpus stored under each configuration, on the engine under test, opened on first use."""
     opened: dict[str, Loaded] = {}
 
     def get(config: str) -> Loaded:
         if config not in opened:
-            s = blobpad.open(tmp_path_factory.mktemp(f"reads-{config}") / "store", sync=False, **CONFIGS[config])
+            if reads_engine == "lmdb":
+                s = blobpad.open(tmp_path_factory.mktemp(f"reads-{config}") / "store", sync=False, **CONFIGS[config])
+            else:
+                s = blobpad.open(f"memory://reads-{config}-{uuid.uuid4().hex[:8]}", **CONFIGS[config])
             opened[config] = Loaded(s, {name: s.put(CORPUS[name], ttl=None).id for name in _names(config)}, config)
         return opened[config]
 
