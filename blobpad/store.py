@@ -1500,9 +1500,11 @@ class _PutWriter:
         """One frame per chunk, as ``compressor.compress`` makes them.
 
         The C backend of zstandard compresses the whole list without taking the GIL
-        back between chunks (with a context of its own, from the same parameters).
+        back between chunks (with a context of its own, from the same parameters,
+        which costs more than compressing a few small chunks one by one: so only from
+        ``_MULTI_FROM`` bytes on).
         """
-        if len(chunks) > 1 and _PutWriter._multi:
+        if len(chunks) > 1 and _PutWriter._multi and sum(len(c) for c in chunks) >= _PutWriter._MULTI_FROM:
             try:
                 out = compressor.multi_compress_to_buffer(chunks, threads=1)
             except (AttributeError, NotImplementedError):  # the cffi or Rust backend
@@ -1546,6 +1548,7 @@ class _PutWriter:
         return equal
 
     _multi = True  # whether the multi_*_to_buffer functions are available (C backend)
+    _MULTI_FROM = 1 << 20  # raw bytes from which a task's chunks are compressed in one call
 
     def _take(
         self, inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]], limit: int
