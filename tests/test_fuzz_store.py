@@ -224,8 +224,8 @@ def hang_guard():
     faulthandler.cancel_dump_traceback_later()
 
 
-def test_every_store_method_survives_hostile_arguments(tmp_path, hang_guard):
-    store = blobpad.open(tmp_path / "fuzz", chunk_params=SMALL)
+def test_every_store_method_survives_hostile_arguments(tmp_path, target, hang_guard):
+    store = blobpad.open(target("fuzz"), chunk_params=SMALL)
     fuzzer = Fuzzer(store, tmp_path)
     examples = [0]
 
@@ -402,9 +402,9 @@ def _toolbox_module():
 
 
 @pytest.mark.skipif(_toolbox_module() is None, reason="blobpad.tools (the Toolbox) does not exist yet")
-def test_toolbox_call_never_raises_and_always_answers_ok(tmp_path, hang_guard):
+def test_toolbox_call_never_raises_and_always_answers_ok(tmp_path, target, hang_guard):
     tools = _toolbox_module()
-    store = blobpad.open(tmp_path / "tools", chunk_params=SMALL)
+    store = blobpad.open(target("tools"), chunk_params=SMALL)
     ids = [store.put(sample.log_text(6000, i), session="agent", turn=1, name=f"n{i}", ttl=None).id for i in range(3)]
     ids.append(store.put(sample.binary_blob(2000, 9), session="agent", turn=1, ttl=None).id)
     other = store.put("another session's secret\n", session="intruder", turn=1, ttl=None).id

@@ -327,7 +327,7 @@ def test_one_inserted_line_stores_at_most_three_chunks(store_factory, params, si
         assert _footprint(s) == base
 
 
-def test_forced_hash_collision_keeps_every_entry_its_own_bytes(tmp_path, monkeypatch):
+def test_forced_hash_collision_keeps_every_entry_its_own_bytes(target, monkeypatch):
     """Every chunk gets the same hash key; each entry must still read back its own bytes.
 
     This is the one monkeypatch in the suite, and it is not a mock of the store: a
@@ -348,7 +348,7 @@ def test_forced_hash_collision_keeps_every_entry_its_own_bytes(tmp_path, monkeyp
         "🙂 multi-byte ünïcödé\n".encode() * 40,
         sample.binary_blob(2000, seed=3),
     ]
-    with blobpad.open(tmp_path / "honest", chunk_params=SMALL) as honest:
+    with blobpad.open(target("honest"), chunk_params=SMALL) as honest:
         for c in contents:
             honest.put(c)
         expected = honest.stats()
@@ -359,7 +359,7 @@ def test_forced_hash_collision_keeps_every_entry_its_own_bytes(tmp_path, monkeyp
     )
     monkeypatch.setattr(store_module, "xxhash", forced)
     monkeypatch.setattr(codec_module, "xxhash", forced)
-    with blobpad.open(tmp_path / "colliding", chunk_params=SMALL) as s:
+    with blobpad.open(target("colliding"), chunk_params=SMALL) as s:
         ids = [s.put(c).id for c in contents]
         got = s.stats()
         assert (got.chunks, got.unique_bytes, got.logical_bytes) == (
