@@ -47,7 +47,8 @@ def run(db: str | None = None, *, size: int = 6 << 20, out: IO[str] | None = Non
     """Run the demo on the store at ``db`` (default: ``blobpad.open()``'s); return 0.
 
     Every line that starts with ``$ `` is a command that works on that store right
-    after the demo (the demo's entry is kept for an hour); the others are its output.
+    after the demo (the demo's entry is kept for an hour; on an in-memory store the
+    demo says that it is gone when the command ends); the others are its output.
     """
     out = out or sys.stdout
 
@@ -95,10 +96,14 @@ def run(db: str | None = None, *, size: int = 6 << 20, out: IO[str] | None = Non
             say(f"$ {prefix} {command}    # {ms:.1f} ms")
             say(text.rstrip("\n"))
         say()
-        say("5. The entry stays for an hour (the next demo replaces it): try the commands above, or these.")
-        say(f"$ {prefix} read {eid} --lines -3:-1    # the last 3 lines")
-        say(f"$ {prefix} grep {eid} -i 'quota' -C 1 -m 2")
-        say(f"$ {prefix} rm {eid}    # delete it now")
+        if not store.engine.capabilities.persistent:
+            say(f"5. {store.path} is an in-memory store: the entry is gone when this command ends, so the commands")
+            say("   above work inside one process only (the library, blobpad mcp); give --db a directory to keep it.")
+        else:
+            say("5. The entry stays for an hour (the next demo replaces it): try the commands above, or these.")
+            say(f"$ {prefix} read {eid} --lines -3:-1    # the last 3 lines")
+            say(f"$ {prefix} grep {eid} -i 'quota' -C 1 -m 2")
+            say(f"$ {prefix} rm {eid}    # delete it now")
     out.flush()
     return 0
 

@@ -147,3 +147,15 @@ def test_the_cli_takes_the_same_target(tmp_path, capsys):
     entry_id = json.loads(capsys.readouterr().out)["id"]
     assert cli.main(["--db", str(tmp_path / "db"), "ls"]) == 0  # the same store, named as a path
     assert entry_id in capsys.readouterr().out
+
+
+def test_the_demo_on_a_memory_store_says_its_entry_is_gone_at_exit():
+    import io
+
+    from blobpad.demo import run
+
+    out = io.StringIO()
+    assert run("memory://demo-test", size=300_000, out=out) == 0
+    text = out.getvalue()
+    assert "in-memory store" in text and "gone when this command ends" in text
+    assert "stays for an hour" not in text and "rm " not in text  # no command that would fail in another process
