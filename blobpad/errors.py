@@ -255,6 +255,19 @@ def check_str(label: str, value: object, *, allow_none: bool = True) -> None:
         )
 
 
+def check_turn(turn: object) -> None:
+    """Raise InvalidArgument unless ``turn`` is None, a string :func:`check_str` accepts or
+    an integer :func:`check_int` accepts: the one check of a turn, wherever one is given."""
+    if turn is None:
+        return
+    if isinstance(turn, bool) or not isinstance(turn, (str, int)):
+        raise InvalidArgument(f"turn must be a string, an integer or None, not {typename(turn)}")
+    if isinstance(turn, str):
+        check_str("turn", turn)
+    else:
+        check_int("turn", turn)
+
+
 def check_ttl(ttl: object, label: str = "ttl") -> float | None:
     """Return ``ttl`` (seconds an entry or a notepad lives; None: never) if it is a
     positive number of at most :data:`MAX_TTL` seconds, else raise InvalidArgument.

@@ -122,6 +122,43 @@ def test_unknown_profile_flavor_and_scope_are_rejected(store):
         Toolbox(store, session="s", turn=1, line_chars=10)
 
 
+def test_each_profile_is_one_record_the_toolbox_reads(store):
+    from blobpad.tools.profiles import REGISTRY
+
+    assert list(REGISTRY) == list(PROFILES)
+    for name, record in REGISTRY.items():
+        assert record.name == name and PROFILES[name] == record.description
+        tb = Toolbox(store, session="s", turn=1, profile=name, always_show=True)
+        assert (tb.scope, tb.max_result_chars, tb.offloader.policy) == (
+            record.scope, record.max_result_chars, record.offload_policy)
+        assert tb.tool_names() == [spec.name for spec in record.tools(tb)]
+        assert tb.profiles == (record,) and tb.combined_notepad is False
+    # a combination: the first part's scope, the largest cap, the policy that is not the default
+    tb = Toolbox(store, session="s", turn=1, profile="blobpad+seed002")
+    assert (tb.scope, tb.max_result_chars, tb.offloader.policy) == ("turn", 20_000, "seed000")
+    tb = Toolbox(store, session="s", turn=1, profile="seed002+blobpad")
+    assert (tb.scope, tb.max_result_chars, tb.offloader.policy) == ("session", 20_000, "seed000")
+    tb = Toolbox(store, session="s", turn=1, profile="seed002+seed003")
+    assert (tb.scope, tb.max_result_chars, tb.offloader.policy) == ("session", 34_000, "seed003")
+    assert Toolbox(store, session="s", profile="seed002+seed004").combined_notepad is True
+    assert Toolbox(store, session="s", profile="seed001+seed002").combined_notepad is True
+
+
+def test_the_toolbox_checks_ttl_and_turn_with_the_stores_checks(store):
+    for ttl in (0, -1, float("nan"), float("inf"), 10**100, 200 * 365 * 86400, "1h", True):
+        with pytest.raises(blobpad.InvalidArgument) as by_store:
+            store.put("x", ttl=ttl)
+        with pytest.raises(blobpad.InvalidArgument) as by_toolbox:
+            Toolbox(store, session="s", profile="seed003", ttl=ttl)
+        assert str(by_toolbox.value) == str(by_store.value)
+    for turn in (10**100, -(10**100), 1.5, True, [1], "t" * 241, "\ud800"):
+        with pytest.raises(blobpad.InvalidArgument):
+            store.put("x", session="s", turn=turn)
+        with pytest.raises(blobpad.InvalidArgument, match="turn"):
+            Toolbox(store, session="s", turn=turn)
+    assert store.entries() == []
+
+
 def test_read_tool_appears_only_once_the_turn_has_an_entry(store):
     tb = Toolbox(store, session="s", turn=1)
     seed0 = Toolbox(store, session="s", turn=1, profile="seed000")

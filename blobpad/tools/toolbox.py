@@ -10,7 +10,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from ..errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, check_int, check_str, check_ttl, describe
+from ..errors import (
+    BlobpadError,
+    CorruptData,
+    InvalidArgument,
+    NotFound,
+    StoreFull,
+    check_int,
+    check_str,
+    check_ttl,
+    check_turn,
+    describe,
+)
 from ..index import Entry, is_id
 from ..offload import Offloader
 from ..reads import SEARCH_TIMEOUT, check_timeout
@@ -215,10 +226,7 @@ class Toolbox:
 
     @turn.setter
     def turn(self, value: str | int | None) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
-            raise InvalidArgument(f"turn must be a string, an integer or None, not {type(value).__name__}")
-        if isinstance(value, str):
-            check_str("turn", value)
+        check_turn(value)
         if value is None and self.scope == "turn":
             raise InvalidArgument("a turn-scoped toolbox needs a turn; pass turn=..., or scope='session'")
         self._turn = value
