@@ -119,8 +119,8 @@ def _engine_state() -> dict[str, Any]:
 
     package = Path(__file__).resolve().parent.parent / "blobpad"
     digest = hashlib.sha256()
-    for path in sorted(package.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(package.rglob("*.py")):  # the subpackages too (engine/, tools/)
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     dirty = _git("status", "--porcelain", "--", "blobpad")
     return {
         "commit": _git("rev-parse", "--short", "HEAD"),
