@@ -139,7 +139,8 @@ class Toolbox:
                 raise InvalidArgument(f"allowed directory {d!r} does not exist or is not a directory")
         if offloader is None:
             # the first part's policy that is not the offloader's default ("seed000") wins
-            policy = next((r.offload_policy for r in records if r.offload_policy != "seed000"), "seed000")
+            policy: Literal["seed000", "seed003"] = next(
+                (r.offload_policy for r in records if r.offload_policy != "seed000"), "seed000")
             offloader = Offloader(store, policy=policy)
         self.offloader = offloader
         self.notepad_options = dict(notepad_options or {})

@@ -70,9 +70,9 @@ def _lines(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dic
     column = a["column"]
     last = _line_number(a["end_line"], total) if a["end_line"] is not None else first + _LINES_PER_CALL - 1
     if last < first:
-        def shown(name: str, n: int) -> str:
+        def where(name: str, n: int) -> str:
             return f"{name} {a[name]}" + (f" (line {n} of {total})" if a[name] < 0 else "")
-        raise ToolError(f"scratchpad_read: {shown('end_line', last)} is before {shown('start_line', first)}; "
+        raise ToolError(f"scratchpad_read: {where('end_line', last)} is before {where('start_line', first)}; "
                         "both are inclusive")
     if total and first > total:
         raise ToolError(f"scratchpad_read: start_line {first} is past the end; the entry has {total} lines")
