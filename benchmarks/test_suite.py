@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from . import engines
 from .config import Settings, parse_sizes, resolve
 from .peers import run_pipeline, split_window, tool
 from .report import Results, chart, render
@@ -99,3 +100,14 @@ def test_report_renders(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     assert chart(res, tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000
+
+
+def test_engines_table() -> None:
+    md = engines.render(Results(_fake_run()), "pytest benchmarks/bench_read.py ...", "python -m benchmarks.engines x")
+    assert "| read | size | blobpad (cache off) | blobpad (warm cache) | blobpad memory (cache off) " \
+           "| blobpad memory (warm cache) |" in md
+    # lines_mid at 100 MB: 100 µs, 30 µs on LMDB; 80 µs, 20 µs in memory
+    assert "| lines_mid (log) | 100 MB | 100 µs | 30 µs | 80 µs | 20 µs | 0.8× | 0.67× |" in md
+    assert "| count (log) | 1 MB | 3 ms | – | 2.5 ms | – | 0.83× | – |" in md
+    assert "put" not in md.split("| read |", 1)[1].split("The operations", 1)[0]  # reads only
+    assert "pytest benchmarks/bench_read.py ..." in md
