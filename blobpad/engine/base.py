@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -312,15 +312,29 @@ class Checked:
     def capabilities(self) -> Capabilities:
         return self.engine.capabilities
 
-    @contextmanager
-    def read(self) -> Iterator[ReadTxn]:
-        """A checked read snapshot."""
-        with self.engine.read() as raw:
-            yield ReadTxn(raw)
+    def read(self) -> AbstractContextManager[ReadTxn]:
+        """A checked read snapshot (a context manager giving a :class:`ReadTxn`)."""
+        return _CheckedRead(self.engine.read())
 
     def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` on a checked write transaction and commit."""
         return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
+
+
+class _CheckedRead:
+    """The context manager of ``Checked.read()``: the engine's, with its transaction wrapped (a class, not a
+    generator: it is on every read's path)."""
+
+    __slots__ = ("_cm",)
+
+    def __init__(self, cm: AbstractContextManager[RawReadTxn]) -> None:
+        self._cm = cm
+
+    def __enter__(self) -> ReadTxn:
+        return ReadTxn(self._cm.__enter__())
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._cm.__exit__(*exc)
 
 
 class TxnGuard:
