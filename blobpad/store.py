@@ -16,8 +16,10 @@ put's id in the ``pending`` keyspace; the entry becomes visible only in the fina
 transaction, which holds the last batch and removes those records.  A put that fails
 rolls its batches back; one whose process was killed is rolled back by the next
 ``open`` or ``gc`` in any process, so nothing half-written is ever visible and no
-reference leaks.  How durable a returned put is depends on the engine's ``sync``
-setting (see "Durability" in the README).
+reference leaks.  The final transactions of puts that several threads of one
+process make at the same time are committed together (one transaction and one
+flush to disk for all of them, :class:`_GroupCommit`).  How durable a returned put
+is depends on the engine's ``sync`` setting (see "Durability" in the README).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ import secrets
 import socket
 import stat
 import struct
+import threading
 import time
+import weakref
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -696,7 +700,8 @@ class Store(ReadsMixin):
             self._evict_for(txn, raw_id, cap)  # only now: a put that fails evicts nothing
             return entry, keys, counts.get("stored_bytes", 0)
 
-        entry, keys, added = self._backend.write(txn_fn)
+        group = self.__dict__.get("_group") or self.__dict__.setdefault("_group", _GroupCommit())
+        entry, keys, added = group.write(self._backend.write, txn_fn)
         writer.keys.extend(keys)
         writer.new_stored += added
         return entry
@@ -1299,6 +1304,119 @@ class _ClosedBackend:
 
     def close(self) -> None:
         pass
+
+
+class _GroupJob:
+    """One thread's function waiting in a :class:`_GroupCommit`, and what became of it."""
+
+    __slots__ = ("fn", "wake", "batch", "finished", "result", "error")
+
+    def __init__(self, fn: Callable[[WriteTxn], Any]) -> None:
+        self.fn = fn
+        self.wake = threading.Event()  # set when the job is finished, or its thread is to commit
+        self.batch: list[_GroupJob] | None = None  # the jobs this job's thread is to commit
+        self.finished = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: Any = None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.finished = result, error, True
+        self.wake.set()
+
+
+class _GroupCommit:
+    """The final transactions of puts that threads of this process make at the same time,
+    committed together: one write transaction, and one flush to disk, for all of them.
+
+    A thread that finds no commit under way commits its own at once (a lone put waits
+    for nobody).  Threads that arrive while one runs queue their functions; when it is
+    done, the first of them commits every queued function in one transaction (in the
+    order they came, each seeing the writes of those before it, as in transactions of
+    their own), and each thread gets its own result.  Should one of them raise, that
+    transaction is abandoned and each function is run again in a transaction of its
+    own, so one put's failure never fails another's.  The functions only touch ``txn``
+    (the rule of ``write(fn)``), so it does not matter which thread runs them; a
+    waiting thread holds no transaction (see "Locking rules" in :mod:`blobpad.engine`).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # a leaf lock: held only around the queue
+        self._queue: list[_GroupJob] = []
+        self._busy = False
+        self._pid = os.getpid()
+        _GROUPS.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # a fork may have caught another thread holding the lock, or committing: that
+        # thread is not in the child, and neither are the threads that queued
+        self._lock = threading.Lock()
+        self._queue, self._busy, self._pid = [], False, os.getpid()
+
+    def write(self, write: Callable[[Callable[[WriteTxn], Any]], Any], fn: Callable[[WriteTxn], Any]) -> Any:
+        """``write(fn)``'s result, committed alone or with other threads' functions."""
+        job = _GroupJob(fn)
+        with self._lock:
+            if self._busy:
+                self._queue.append(job)
+            else:
+                self._busy = True
+                job.batch = [job]
+        if job.batch is None:
+            job.wake.wait()
+        batch = job.batch
+        if batch is not None:  # this thread commits the batch (its own job is the first), then hands over
+            job.batch = None
+            try:
+                self._commit(write, batch)
+            finally:
+                self._hand_over(batch)
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    @staticmethod
+    def _commit(write: Callable[[Callable[[WriteTxn], Any]], Any], batch: list[_GroupJob]) -> None:
+        if len(batch) > 1:
+            try:
+                results = write(lambda txn: [job.fn(txn) for job in batch])
+            except Exception:
+                pass  # one of them failed: each runs on its own below
+            else:
+                for job, result in zip(batch, results, strict=True):
+                    job.finish(result)
+                return
+        for job in batch:
+            try:
+                job.finish(write(job.fn))
+            except Exception as exc:
+                job.finish(error=exc)
+
+    def _hand_over(self, batch: list[_GroupJob]) -> None:
+        """Release the jobs of ``batch`` and make the first queued thread commit the queue."""
+        for job in batch:
+            if not job.finished:  # the committing thread was interrupted (KeyboardInterrupt)
+                job.finish(error=BlobpadError(
+                    "the put was interrupted while another thread committed it; it may or may not be stored"
+                ))
+        with self._lock:
+            if not self._queue:
+                self._busy = False
+                return
+            queued, self._queue = self._queue, []
+            queued[0].batch = queued
+        queued[0].wake.set()
+
+
+_GROUPS: weakref.WeakSet[_GroupCommit] = weakref.WeakSet()
+
+
+def _groups_after_fork_in_child() -> None:
+    for group in list(_GROUPS):
+        group._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_groups_after_fork_in_child)
 
 
 class _Sha256:

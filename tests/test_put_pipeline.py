@@ -119,3 +119,52 @@ def test_a_put_starts_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         for text in small:
             store.put(text + "again", session="s")
         assert started == pool, "the pool is long-lived: later puts start no thread"
+
+
+def test_threads_putting_at_once_each_get_their_own_result(tmp_path: Path) -> None:
+    """Final transactions of several threads may be committed together: every put lands
+    whole, with its own entry, and a put that fails inside the shared transaction (over
+    ``max_bytes`` by itself) fails alone."""
+    path = tmp_path / "store"
+    texts = {t: [_log(3000 + 10 * i, 100 * t + i) for i in range(25)] for t in range(6)}
+    results: dict[int, list[tuple[str, str]]] = {t: [] for t in texts}
+    failures: list[BaseException] = []
+    too_big: list[BaseException] = []
+    barrier = threading.Barrier(len(texts) + 1)
+    with blobpad.open(path, max_bytes=8 << 20) as store:
+
+        def putter(t: int) -> None:
+            barrier.wait()
+            try:
+                for text in texts[t]:
+                    results[t].append((store.put(text, session=f"s{t}", turn=1).id, text))
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                failures.append(exc)
+
+        def oversized() -> None:
+            barrier.wait()
+            for _ in range(10):
+                try:
+                    store.put(os.urandom(9 << 20))
+                except blobpad.StoreFull as exc:
+                    too_big.append(exc)
+
+        threads = [threading.Thread(target=putter, args=(t,)) for t in texts]
+        threads.append(threading.Thread(target=oversized))
+        before = _last_txnid(path)
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert failures == []
+        assert len(too_big) == 10
+        puts = sum(len(r) for r in results.values())
+        assert puts == 150
+        assert _last_txnid(path) - before <= puts  # at most one each (fewer when committed together)
+        for t, done in results.items():
+            assert [e.id for e in store.entries(session=f"s{t}")] == [eid for eid, _ in done]
+            for eid, text in done:
+                assert store.get(eid) == text
+        assert store.stats().entries == puts
+        report = store.verify()
+        assert report.ok, report.problems
