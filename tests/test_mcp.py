@@ -70,7 +70,7 @@ async def _call(client: Client, log: Transcript, name: str, args: dict[str, Any]
     return result.is_error, payload
 
 
-def _params(db: Path, *extra: str, module: tuple[str, ...] = ("blobpad.mcp_server",)) -> StdioServerParameters:
+def _params(db: Path | str, *extra: str, module: tuple[str, ...] = ("blobpad.mcp_server",)) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", *module, "--db", str(db), *extra],
                                  env={"PYTHONPATH": os.pathsep.join(sys.path)})
 
@@ -178,12 +178,12 @@ def test_mcp_session_end_to_end(store_factory, tmp_path):
     assert store.notepad(SESSION).read() == "## Findings\n- 106 worker crashes\n- disk quota: 2x"
 
 
-def test_mcp_seed003_and_notepad_profiles_without_allow(store_factory, tmp_path):
-    store_factory("db")
+def test_mcp_seed003_and_notepad_profiles_without_allow(target):
+    db = target("db")  # a directory, or a memory:// store that lives inside the server's process
 
     async def scenario() -> None:
         # launched the way users do: the blobpad command's "mcp" subcommand
-        params = _params(tmp_path / "db", "--session", "s3", "--profile", "seed003", module=("blobpad", "mcp"))
+        params = _params(db, "--session", "s3", "--profile", "seed003", module=("blobpad", "mcp"))
         async with Client(params) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             assert names == ["scratchpad_write", "scratchpad_read", "scratchpad_edit", "scratchpad_list",
@@ -221,7 +221,7 @@ def test_blobpad_imports_without_mcp():
 class RawClient:
     """``blobpad mcp`` in a subprocess, spoken to line by line; every read is bounded by a timeout."""
 
-    def __init__(self, db: Path | None, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, db: Path | str | None, *extra: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "blobpad", "mcp", *(["--db", str(db)] if db is not None else []), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -387,9 +387,8 @@ def test_mcp_every_hostile_line_gets_a_reply_and_the_server_reads_on(store_facto
     assert code == 0 and "Traceback" not in err, err
 
 
-def test_mcp_oversized_lines_are_answered_and_skipped(store_factory, tmp_path):
-    store_factory("db")
-    client = RawClient(tmp_path / "db", "--session", "s", "--max-message-bytes", "100000")
+def test_mcp_oversized_lines_are_answered_and_skipped(target):
+    client = RawClient(target("db"), "--session", "s", "--max-message-bytes", "100000")
     try:
         client.initialize()
         # Just under the limit: a valid request; over it: skipped and answered with its id (the id comes
