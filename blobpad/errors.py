@@ -185,7 +185,7 @@ def describe(value: object, limit: int = 80) -> str:
     characters, because messages travel back to a model's context.
     """
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
-        return f"an integer of about {value.bit_length() * 3 // 10 + 1} digits"
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"  # log10(2) digits a bit
     try:
         text = repr(value)
     except Exception:  # RecursionError, a __repr__ that raises, ...

@@ -59,7 +59,7 @@ import re
 from collections.abc import Mapping
 from typing import IO, Any, Literal, Protocol
 
-from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_int, check_str, check_ttl
+from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_int, check_str, check_ttl, describe
 from .index import Entry
 from .store import Store
 
@@ -216,7 +216,7 @@ def _check_name(name: object) -> None:
     assert isinstance(name, str)
     if not name.strip() or len(name) > _MAX_NAME:
         raise InvalidArgument(
-            f"the scratchpad name must be a non-empty string of at most {_MAX_NAME} characters, not {name[:60]!r}"
+            f"the scratchpad name must be a non-empty string of at most {_MAX_NAME} characters, not {describe(name, 60)}"
         )
 
 
@@ -258,8 +258,8 @@ class Offloader:
         note: str | None = None,
         runtime_resolves_refs: bool = False,
     ) -> None:
-        if policy not in POLICIES:
-            raise InvalidArgument(f"policy must be one of {sorted(POLICIES)}, not {policy!r}")
+        if not isinstance(policy, str) or policy not in POLICIES:
+            raise InvalidArgument(f"policy must be one of {sorted(POLICIES)}, not {describe(policy)}")
         self.store = store
         self.policy = policy
         default_threshold = 4096 if policy == "seed000" else 30_000

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import re2
 
-from .errors import HINT_FIXED, HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_int
+from .errors import HINT_FIXED, HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_int, describe
 
 _Bytes = bytes | bytearray
 _T = TypeVar("_T")
@@ -235,7 +235,7 @@ def check_timeout(timeout: object, label: str = "timeout") -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
         isinstance(timeout, int) or math.isfinite(timeout)
     ) or timeout <= 0:
-        raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {timeout!r}"[:200])
+        raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {describe(timeout)}")
     return float(min(timeout, 1e9))
 
 

@@ -92,6 +92,32 @@ def test_the_cli_words_an_invalid_pattern_with_its_own_option(tmp_path):
     assert err.render("cli").endswith("; pass -F for a literal")
 
 
+HOSTILE = [10**5000, -(10**5000), "x" * 100_000, ["y"] * 50_000]
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=["huge int", "huge negative int", "long string", "long list"])
+def test_a_hostile_argument_is_named_in_a_short_message(store, value):
+    from blobpad.reads import check_timeout
+
+    calls = [
+        lambda: check_timeout(value, "timeout"),
+        lambda: blobpad.Offloader(store, policy=value),
+        lambda: blobpad.Offloader(store, ttl=value),
+        lambda: Toolbox(store, session="s", turn=1, scope=value),
+        lambda: Toolbox(store, session="s", turn=1).schemas(value),
+        lambda: Toolbox(store, session="s", turn=1, search_timeout=value),
+        lambda: Toolbox(store, session="s", turn=value),
+        lambda: Toolbox(store, session="s", turn=1, profile=value),
+        lambda: store.notepad("s", ttl=value),
+    ]
+    for i, call in enumerate(calls):
+        if isinstance(value, int) and value > 0 and i in (0, 5):
+            continue  # a huge positive timeout is a valid one (no limit in practice)
+        with pytest.raises(InvalidArgument) as caught:
+            call()
+        assert len(str(caught.value)) < 300, (i, str(caught.value)[:300])
+
+
 # -- no face rewrites another's words --------------------------------------------------------
 
 

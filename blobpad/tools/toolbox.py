@@ -110,7 +110,7 @@ class Toolbox:
         if scope is None:
             scope = records[0].scope
         if scope not in ("turn", "session"):
-            raise InvalidArgument(f"scope must be 'turn' or 'session', not {scope!r}")
+            raise InvalidArgument(f"scope must be 'turn' or 'session', not {describe(scope)}")
         if max_result_chars is None:
             max_result_chars = max(r.max_result_chars for r in records)
         check_int("max_result_chars", max_result_chars, minimum=_MIN_RESULT)
@@ -136,7 +136,7 @@ class Toolbox:
         self.allow_dirs = [os.path.realpath(os.fspath(d)) for d in allow_dirs]
         for d in self.allow_dirs:
             if not os.path.isdir(d):
-                raise InvalidArgument(f"allowed directory {d!r} does not exist or is not a directory")
+                raise InvalidArgument(f"allowed directory {describe(d, 300)} does not exist or is not a directory")
         if offloader is None:
             # the first part's policy that is not the offloader's default ("seed000") wins
             policy: Literal["seed000", "seed003"] = next(
@@ -321,7 +321,7 @@ class Toolbox:
         ``always_show``), so a model without offloaded observations sees no noise.
         """
         if flavor not in FLAVORS:
-            raise InvalidArgument(f"unknown schema flavor {flavor!r}; use one of {', '.join(FLAVORS)}")
+            raise InvalidArgument(f"unknown schema flavor {describe(flavor)}; use one of {', '.join(FLAVORS)}")
         out = []
         for name in self.tool_names():
             t = self._tools[name]
