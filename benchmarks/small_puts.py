@@ -11,7 +11,10 @@ directory of its own under a temporary directory:
   setting;
 * ``throughput [--procs 4] [--seconds 10] [--sync on]``: ``--procs`` processes put
   5 KB observations (each one different) into one store for ``--seconds``, and the
-  total puts per second is printed per peer.
+  total puts per second is printed per peer;
+* ``threads [--threads 1,4,8] [--seconds 5] [--sync on]``: the same with threads of
+  one process sharing one store (blobpad commits the final transactions of puts made
+  at the same time together), with blobpad's write transactions per put.
 
 The peers, with the same text and, per table, the same sync setting:
 
@@ -39,7 +42,10 @@ import os
 import secrets
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -176,6 +182,70 @@ MAKERS: dict[str, Callable[[Path, bool], Peer]] = {
 }
 
 
+def _last_txnid(path: Path) -> int:
+    """LMDB's last committed write transaction at ``path``, read by another process (the store is open here)."""
+    code = "import lmdb, sys; print(lmdb.open(sys.argv[1], readonly=True, max_dbs=32).info()['last_txnid'])"
+    return int(subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                              check=True).stdout)
+
+
+def _put_from_threads(name: str, directory: Path, sync: bool, n: int, seconds: float, bodies: list[str]) -> tuple[int, int]:
+    """``n`` threads putting into one store of peer ``name`` for ``seconds``: (puts, blobpad's write transactions)."""
+    shared = MAKERS[name](directory, sync) if name != "sqlite-wal" else None  # SQLite: a connection per thread
+    done = [0] * n
+    barrier = threading.Barrier(n + 1)
+
+    def run(i: int) -> None:
+        peer = shared or MAKERS[name](directory, sync)
+        barrier.wait()
+        deadline = time.perf_counter() + seconds
+        k = 0
+        last: tuple[Any, str] | None = None
+        while time.perf_counter() < deadline:
+            text = f"thread={i} put={k}\n" + bodies[k % len(bodies)]
+            last = (peer.put(text), text)
+            k += 1
+        if last is not None:
+            peer.check(*last)
+        if shared is None:
+            peer.close()
+        done[i] = k
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for w in workers:
+        w.start()
+    before = _last_txnid(directory / "store") if name == "blobpad" else 0
+    barrier.wait()
+    for w in workers:
+        w.join()
+    txns = _last_txnid(directory / "store") - before if name == "blobpad" else 0
+    if shared is not None:
+        shared.close()
+    return sum(done), txns
+
+
+def threads(counts: list[int], seconds: float, syncs: list[bool], workdir: Path) -> list[dict[str, Any]]:
+    """Total puts/s of threads of one process sharing one store, per peer; print and return the rows."""
+    rows: list[dict[str, Any]] = []
+    bodies = texts(5000, 64, seed=7)
+    for sync in syncs:
+        print(f"\n{_sync_label(sync)}")
+        print(f"  threads of one process putting 5 KB observations for {seconds:g} s into one store")
+        print(f"    {'threads':>7} {'peer':12} {'puts/s':>8} {'x lmdb':>7} {'txns/put':>9}")
+        for n in counts:
+            rates: dict[str, float] = {}
+            for name in ("lmdb", "blobpad", "sqlite-wal"):
+                directory = workdir / f"th-{'sync' if sync else 'nosync'}-{n}-{name}"
+                puts, txns = _put_from_threads(name, directory, sync, n, seconds, bodies)
+                rates[name] = puts / seconds
+                per = f"{txns / max(1, puts):9.2f}" if name == "blobpad" else ""
+                print(f"    {n:7} {name:12} {rates[name]:8.0f} {rates[name] / rates['lmdb']:7.2f} {per:>9}")
+                rows.append({"test": "threads", "sync": sync, "threads": n, "seconds": seconds, "peer": name,
+                             "puts_per_s": rates[name], "ratio_lmdb": rates[name] / rates["lmdb"],
+                             **({"txns_per_put": txns / max(1, puts)} if name == "blobpad" else {})})
+    return rows
+
+
 def _sync_label(sync: bool) -> str:
     if sync:
         return "sync on (fsync on every commit: survives a killed process and an OS crash or power loss)"
@@ -301,6 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--procs", type=int, default=4)
     tp.add_argument("--seconds", type=float, default=10.0)
     tp.add_argument("--sync", choices=("on", "off", "both"), default="on")
+    th = sub.add_parser("threads", help="puts/s of several threads of one process")
+    th.add_argument("--threads", default="1,4,8", help="thread counts, comma-separated")
+    th.add_argument("--seconds", type=float, default=5.0)
+    th.add_argument("--sync", choices=("on", "off", "both"), default="on")
     args = parser.parse_args(argv)
     whats = [args.what] if args.what else ["latency", "throughput"]
     with tempfile.TemporaryDirectory(prefix="blobpad-small-puts-", dir=os.environ.get("BLOBPAD_BENCH_TMP")) as d:
@@ -308,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             if what == "latency":
                 latency(getattr(args, "rounds", 200), [int(s) for s in getattr(args, "sizes", "5,50").split(",")],
                         _syncs(getattr(args, "sync", "both")), Path(d))
+            elif what == "threads":
+                threads([int(n) for n in args.threads.split(",")], args.seconds, _syncs(args.sync), Path(d))
             else:
                 throughput(getattr(args, "procs", 4), getattr(args, "seconds", 10.0),
                            _syncs(getattr(args, "sync", "on")), Path(d))
