@@ -57,6 +57,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import IO, Any, Literal, Protocol
 
 from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_int, check_str, check_ttl, describe
@@ -68,11 +69,29 @@ __all__ = [
     "SCRATCHPAD_PARAMETER", "add_scratchpad_parameter",
 ]
 
+@dataclass(frozen=True)
+class _Policy:
+    """One offload policy, in one record: the :class:`Offloader` reads its defaults and
+    its behaviour from here, never from the policy's name."""
+
+    name: str
+    description: str
+    threshold: int                          # default threshold
+    ttl: float | None                       # default ttl of the entries (None: never expire)
+    measure: Literal["json", "chars"]       # the size compared: len(json.dumps(observation)), or characters
+    auto_names: bool                        # an unnamed output is stored as <tool>_<n>
+    shows: Literal["summary", "preview"]    # what the model sees instead of the content, and the note with it
+
+
+_POLICY_RECORDS: dict[str, _Policy] = {p.name: p for p in (
+    _Policy("seed000", "offload when len(json.dumps(observation)) > 4096; head+tail summary; TTL 1 hour (seed 000)",
+            threshold=4096, ttl=3600, measure="json", auto_names=False, shows="summary"),
+    _Policy("seed003", "offload output over 30,000 characters under the name <tool>_<n> with a preview; no TTL "
+            "(seed 003)", threshold=30_000, ttl=None, measure="chars", auto_names=True, shows="preview"),
+)}
+
 #: The offload policies, by name.
-POLICIES: dict[str, str] = {
-    "seed000": "offload when len(json.dumps(observation)) > 4096; head+tail summary; TTL 1 hour (seed 000)",
-    "seed003": "offload output over 30,000 characters under the name <tool>_<n> with a preview; no TTL (seed 003)",
-}
+POLICIES: dict[str, str] = {name: p.description for name, p in _POLICY_RECORDS.items()}
 
 SEED000_NOTE = "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
 
@@ -262,14 +281,15 @@ class Offloader:
             raise InvalidArgument(f"policy must be one of {sorted(POLICIES)}, not {describe(policy)}")
         self.store = store
         self.policy = policy
-        default_threshold = 4096 if policy == "seed000" else 30_000
+        self._rules = rules = _POLICY_RECORDS[policy]
+        default_threshold = rules.threshold
         self.threshold = check_int("threshold", default_threshold if threshold is None else threshold, minimum=0,
                                    maximum=_MAX_INT)
         self.head_chars = check_int("head_chars", head_chars, minimum=0, maximum=_MAX_INT)
         self.tail_chars = check_int("tail_chars", tail_chars, minimum=0, maximum=_MAX_INT)
         self.preview_chars = check_int("preview_chars", preview_chars, minimum=0, maximum=_MAX_INT)
         if ttl is _UNSET:
-            ttl = 3600 if policy == "seed000" else None
+            ttl = rules.ttl
         self.ttl: float | None = check_ttl(ttl)
         self.truncate = check_int("truncate", truncate, minimum=0, maximum=_MAX_INT, allow_none=True)
         if content_field is not None and not isinstance(content_field, str):
@@ -284,7 +304,7 @@ class Offloader:
 
     def size_of(self, observation: Any) -> int:
         """The size the policy compares with the threshold (exact up to the threshold)."""
-        if self.policy == "seed000":
+        if self._rules.measure == "json":
             return _json_len(observation, limit=self.threshold)
         if isinstance(observation, str):
             return len(observation)
@@ -455,7 +475,7 @@ class Offloader:
         name: str | None = None,
     ) -> dict[str, Any]:
         explicit = name is not None  # the tool call's scratchpad argument named it
-        if name is None and self.policy == "seed003":
+        if name is None and self._rules.auto_names:
             name = self._auto_name(session or "", tool)
         meta = {"field": field, "encoding": encoding}
         kind = "binary" if encoding in ("bytes", "base64") else None
@@ -466,7 +486,7 @@ class Offloader:
         )
         text = content if isinstance(content, str) else None
         note_args = {"id": entry.id, "name": name or "", "field": field or "", "step": "" if step is None else step}
-        if self.policy == "seed000":
+        if self._rules.shows == "summary":
             summary = entry_summary(self.store, entry, self.head_chars, self.tail_chars, text=text)
             return {
                 "ok": ok,
@@ -511,7 +531,7 @@ class Offloader:
             except (KeyError, IndexError, ValueError):
                 return self.note
         name = args["name"]
-        if self.policy == "seed000":
+        if self._rules.shows == "summary":
             saved, how = SEED000_NOTE.split(". ", 1)  # the seed's two sentences
             first = f"Observation saved in scratchpad as {name!r}" if explicit else saved
             note = f"{first}. {how[:-1]} with scratchpad_id \"{args['id']}\"."
