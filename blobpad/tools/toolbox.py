@@ -105,7 +105,6 @@ class Toolbox:
         notepad_options: Mapping[str, Any] | None = None,
     ) -> None:
         records = profile_records(profile)
-        parts = [r.name for r in records]
         check_str("session", session, allow_none=False)
         if scope is None:
             scope = records[0].scope
@@ -120,8 +119,7 @@ class Toolbox:
         self.store = store
         self.session = session
         self.profile = profile
-        self._parts = parts
-        self.profiles: tuple[Profile, ...] = tuple(records)  # the records of profile's parts, in order
+        self.profiles: tuple[Profile, ...] = tuple(records)  # the records of the profile's parts, in order
         self.scope = scope
         self.max_result_chars = max_result_chars
         self.line_chars = line_chars
