@@ -84,6 +84,9 @@ class Toolbox:
             ``"timed_out": true`` and a notice; see :meth:`blobpad.Store.grep`.
         notepad_options: keyword arguments of :class:`blobpad.notepad.Notepad` (budgets,
             counter, ttl, max_versions) for the notepad profiles.
+
+    ``toolbox.profiles`` holds the :class:`~blobpad.tools.spec.Profile` record of each
+    part of ``profile``, in order: everything the toolbox knows of a profile.
     """
 
     def __init__(
