@@ -9,9 +9,10 @@ directory of its own under a temporary directory:
   run (the starting peer rotates every round), and prints the median and p90 of each
   peer and its ratio to a bare LMDB write transaction of the same bytes, per sync
   setting;
-* ``throughput [--procs 4] [--seconds 10] [--sync on]``: ``--procs`` processes put
-  5 KB observations (each one different) into one store for ``--seconds``, and the
-  total puts per second is printed per peer;
+* ``throughput [--procs 4] [--seconds 10] [--slices 5] [--sync on]``: ``--procs``
+  processes put 5 KB observations (each one different) into one store for
+  ``--seconds`` in all, in ``--slices`` turns with the peers alternating, and the total
+  puts per second is printed per peer;
 * ``threads [--threads 1,4,8] [--seconds 5] [--sync on]``: the same with threads of
   one process sharing one store (blobpad commits the final transactions of puts made
   at the same time together), with blobpad's write transactions per put.
@@ -301,7 +302,7 @@ def _writer(name: str, directory: str, sync: bool, seconds: float, child: int,
             ready: Any, go: Any, out: Any) -> None:
     """One process of the throughput run: open, wait for the start, put until the time is up."""
     peer = MAKERS[name](Path(directory), sync)
-    bodies = texts(5000, 64, seed=100 + child)
+    bodies = texts(5000, 64, seed=100 + child % 16)
     ready.release()
     go.wait()
     n = 0
@@ -309,7 +310,7 @@ def _writer(name: str, directory: str, sync: bool, seconds: float, child: int,
     last: tuple[Any, str] | None = None
     while time.perf_counter() < deadline:
         # every observation is different (a first line of its own), as in a real run
-        text = f"child={child} put={n} t={time.time():.6f}\n" + bodies[n % len(bodies)]
+        text = f"writer={child} put={n} t={time.time():.6f}\n" + bodies[n % len(bodies)]
         last = (peer.put(text), text)
         n += 1
     elapsed = time.perf_counter() - deadline + seconds
@@ -319,37 +320,54 @@ def _writer(name: str, directory: str, sync: bool, seconds: float, child: int,
     out.put((n, elapsed))
 
 
-def throughput(procs: int, seconds: float, syncs: list[bool], workdir: Path) -> list[dict[str, Any]]:
-    """Total puts/s of ``procs`` processes per peer; print and return the rows."""
+def _run_writers(ctx: Any, name: str, directory: Path, sync: bool, procs: int, seconds: float,
+                 tag: int) -> tuple[int, float]:
+    """``procs`` processes putting into the store of ``name`` for ``seconds``: (puts, seconds taken)."""
+    ready = ctx.Semaphore(0)
+    go = ctx.Event()
+    out = ctx.Queue()
+    workers = [ctx.Process(target=_writer, args=(name, str(directory), sync, seconds, tag * procs + i, ready, go, out))
+               for i in range(procs)]
+    for w in workers:
+        w.start()
+    for _ in workers:
+        ready.acquire()
+    go.set()
+    counts = [out.get() for _ in workers]
+    for w in workers:
+        w.join()
+        if w.exitcode:
+            raise RuntimeError(f"a {name} writer failed (exit code {w.exitcode})")
+    return sum(n for n, _ in counts), max(elapsed for _, elapsed in counts)
+
+
+def throughput(procs: int, seconds: float, syncs: list[bool], workdir: Path, slices: int = 5) -> list[dict[str, Any]]:
+    """Total puts/s of ``procs`` processes per peer; print and return the rows.
+
+    Each peer's ``seconds`` are cut into ``slices`` runs, the peers taking turns, so
+    that a change in the machine's load (a disk shared with other jobs) falls on all
+    of them alike.
+    """
     ctx = multiprocessing.get_context("spawn")
     rows: list[dict[str, Any]] = []
     for sync in syncs:
         print(f"\n{_sync_label(sync)}")
-        print(f"  {procs} processes putting 5 KB observations for {seconds:g} s into one store")
-        results: dict[str, float] = {}
+        print(f"  {procs} processes putting 5 KB observations for {seconds:g} s into one store "
+              f"({slices} turns of {seconds / slices:g} s, peers alternating)")
+        puts = dict.fromkeys(THROUGHPUT_PEERS, 0)
+        spent = dict.fromkeys(THROUGHPUT_PEERS, 0.0)
         for name in THROUGHPUT_PEERS:
-            directory = workdir / f"tp-{'sync' if sync else 'nosync'}-{name}"
-            MAKERS[name](directory, sync).close()  # created once, before the writers race to open it
-            ready = ctx.Semaphore(0)
-            go = ctx.Event()
-            out = ctx.Queue()
-            workers = [ctx.Process(target=_writer, args=(name, str(directory), sync, seconds, i, ready, go, out))
-                       for i in range(procs)]
-            for w in workers:
-                w.start()
-            for _ in workers:
-                ready.acquire()
-            go.set()
-            counts = [out.get() for _ in workers]
-            for w in workers:
-                w.join()
-                if w.exitcode:
-                    raise RuntimeError(f"a {name} writer failed (exit code {w.exitcode})")
-            total = sum(n for n, _ in counts)
-            results[name] = total / max(elapsed for _, elapsed in counts)
-        base = results["lmdb"]
+            MAKERS[name](workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync).close()  # made before the race
+        for turn in range(slices):
+            for name in THROUGHPUT_PEERS:
+                n, elapsed = _run_writers(ctx, name, workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync,
+                                          procs, seconds / slices, turn)
+                puts[name] += n
+                spent[name] += elapsed
+        base = puts["lmdb"] / spent["lmdb"]
         print(f"    {'peer':12} {'puts/s':>8} {'x lmdb':>7}")
-        for name, rate in results.items():
+        for name in THROUGHPUT_PEERS:
+            rate = puts[name] / spent[name]
             print(f"    {name:12} {rate:8.0f} {rate / base:7.2f}")
             rows.append({"test": "throughput", "sync": sync, "procs": procs, "seconds": seconds, "peer": name,
                          "puts_per_s": rate, "ratio_lmdb": rate / base})
@@ -370,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     tp = sub.add_parser("throughput", help="puts/s of several processes")
     tp.add_argument("--procs", type=int, default=4)
     tp.add_argument("--seconds", type=float, default=10.0)
+    tp.add_argument("--slices", type=int, default=5, help="turns the peers take, each of seconds/slices")
     tp.add_argument("--sync", choices=("on", "off", "both"), default="on")
     th = sub.add_parser("threads", help="puts/s of several threads of one process")
     th.add_argument("--threads", default="1,4,8", help="thread counts, comma-separated")
@@ -386,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                 threads([int(n) for n in args.threads.split(",")], args.seconds, _syncs(args.sync), Path(d))
             else:
                 throughput(getattr(args, "procs", 4), getattr(args, "seconds", 10.0),
-                           _syncs(getattr(args, "sync", "on")), Path(d))
+                           _syncs(getattr(args, "sync", "on")), Path(d), getattr(args, "slices", 5))
     return 0
 
 
