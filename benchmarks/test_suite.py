@@ -111,3 +111,16 @@ def test_engines_table() -> None:
     assert "| count (log) | 1 MB | 3 ms | – | 2.5 ms | – | 0.83× | – |" in md
     assert "put" not in md.split("| read |", 1)[1].split("The operations", 1)[0]  # reads only
     assert "pytest benchmarks/bench_read.py ..." in md
+
+
+def test_small_puts_runs(tmp_path: Path) -> None:
+    """python -m benchmarks.small_puts, in miniature: every mode runs and reads its puts back."""
+    from . import small_puts
+
+    rows = small_puts.latency(3, [5], [False], tmp_path / "latency", warmup=1)
+    assert {r["peer"] for r in rows} == set(small_puts.PEERS)
+    assert all(r["median_ms"] > 0 for r in rows)
+    rows = small_puts.threads([2], 0.2, [False], tmp_path / "threads")
+    assert {r["peer"] for r in rows} == set(small_puts.THROUGHPUT_PEERS)
+    rows = small_puts.throughput(2, 0.2, [False], tmp_path / "throughput", slices=1)
+    assert all(r["puts_per_s"] > 0 for r in rows)
