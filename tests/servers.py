@@ -389,10 +389,11 @@ class Cluster:
 
     :meth:`start` launches the nodes on fresh directories and ports whose bus ports are free too, then forms
     the cluster without ``redis-cli``: distinct config epochs, ``CLUSTER ADDSLOTSRANGE`` on each primary
-    (an even split of the 16384 slots), ``CLUSTER MEET`` from the first node, ``CLUSTER REPLICATE`` on each
-    replica, and waits until every node states ``cluster_state:ok``, sees the whole topology and each
-    replica's link to its primary is up.  ``nodes[:primaries]`` are the primaries, then the replicas of
-    primary 0, 1, 2 in that order (for ``replicas=1``).
+    (an even split of the 16384 slots), ``CLUSTER MEET`` between every pair of nodes, ``CLUSTER REPLICATE`` on
+    each replica, and waits until every node states ``cluster_state:ok`` and sees the whole topology, each
+    replica's link to its primary is up, and every node's ``CLUSTER SLOTS`` lists every replica (what a
+    client sees).  ``nodes[:primaries]`` are the primaries, then the replicas: ``nodes[i]`` follows
+    ``nodes[primary_of(i)]`` (primary 0, 1, 2, then 0, 1, 2 again for ``replicas=2``).
     """
 
     def __init__(
@@ -485,8 +486,9 @@ class Cluster:
                 first = i * per
                 last = SLOTS - 1 if i == self.primaries_count - 1 else first + per - 1
                 c.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
-            for node in self.nodes[1:]:
-                clients[0].execute_command("CLUSTER", "MEET", node.host, node.port)
+            for i, c in enumerate(clients):  # every pair meets directly: faster than waiting for gossip
+                for node in self.nodes[i + 1 :]:
+                    c.execute_command("CLUSTER", "MEET", node.host, node.port)
             self._poll("every node to know every other one", clients, self._everyone_met)
             for i in range(self.primaries_count, len(self.nodes)):
                 clients[i].execute_command("CLUSTER", "REPLICATE", self.ids[self.primary_of(i)])
@@ -545,25 +547,35 @@ class Cluster:
         tails = "\n".join(f"--- {n!r}\n{n.log_tail(8)}" for n in self.nodes)
         raise ServerError(f"the cluster did not reach {what} within {CLUSTER_TIMEOUT:g} s; last log lines:\n{tails}")
 
+    def serving(self) -> bool:
+        """True when every running node states ``cluster_state:ok`` and its ``CLUSTER SLOTS`` gives every one of
+        the 16384 slots to a running primary (after a kill: the failover is done and known everywhere)."""
+        running = [n for n in self.nodes if n.pid is not None]
+        live = {n.port for n in running}
+        for node in running:
+            try:
+                with contextlib.closing(node.client(decode_responses=True)) as c:
+                    info = c.execute_command("CLUSTER", "INFO")
+                    ranges = c.execute_command("CLUSTER", "SLOTS")
+            except (redis.ConnectionError, redis.TimeoutError):
+                return False
+            if "cluster_state:ok" not in info:
+                return False
+            if sum(last - first + 1 for first, last, primary, *_ in ranges if primary[1] in live) != SLOTS:
+                return False
+        return bool(running)
+
     def wait_ok(self, timeout: float = CLUSTER_TIMEOUT) -> None:
-        """Wait until every running node states ``cluster_state:ok`` (after a kill and restart, a failover)."""
+        """Wait until :meth:`serving` (after a kill, a failover, a restart); raise :class:`ServerError` after
+        ``timeout`` seconds (a cluster that lost a primary without a replica never serves again)."""
         deadline = time.monotonic() + timeout
         for _ in range(CLUSTER_POLLS):
-            states = []
-            for node in self.nodes:
-                if node.pid is None:
-                    continue
-                try:
-                    with contextlib.closing(node.client(decode_responses=True)) as c:
-                        states.append("cluster_state:ok" in c.execute_command("CLUSTER", "INFO"))
-                except (redis.ConnectionError, redis.TimeoutError):
-                    states.append(False)
-            if states and all(states):
+            if self.serving():
                 return
             if time.monotonic() > deadline:
                 break
             time.sleep(CLUSTER_POLL_INTERVAL)
-        raise ServerError(f"{self!r} did not state cluster_state:ok within {timeout:g} s")
+        raise ServerError(f"{self!r} did not serve every slot from a running primary within {timeout:g} s")
 
     def kill(self, index: int) -> None:
         """SIGKILL node ``index`` by its PID."""
