@@ -177,6 +177,31 @@ def test_acknowledged_write_survives_sigkill_with_appendfsync_always(program, se
     assert not (server.dir / "dump.rdb").exists()
 
 
+def test_cluster_kill_fails_over_and_restart_rejoins(cluster_factory):
+    """SIGKILL of the primary holding a key (written with WAIT 1): wait_ok() waits for the failover, the key
+    reads back from the promoted replica, and the killed node restarted on its directory rejoins as a replica."""
+    cluster = cluster_factory("valkey-server")
+    key = f"{{{uuid.uuid4().hex}}}:k"
+    with cluster.client(decode_responses=True) as rc:
+        owner = rc.get_node_from_key(key).port
+    index = cluster.ports.index(owner)
+    with cluster.nodes[index].client(decode_responses=True) as primary:
+        assert primary.set(key, "acknowledged") is True
+        assert primary.wait(1, 5000) == 1  # the replica has it
+    pid = cluster.pids[index]
+    cluster.kill(index)
+    assert _gone(pid) and not cluster.serving()
+    cluster.wait_ok()
+    replica = next(i for i in range(3, 6) if cluster.primary_of(i) == index)
+    with cluster.nodes[replica].client(decode_responses=True) as promoted:
+        assert promoted.execute_command("ROLE")[0] == "master"
+        assert promoted.get(key) == "acknowledged"
+    cluster.restart(index)
+    cluster.wait_ok()
+    with cluster.nodes[index].client(decode_responses=True) as back:
+        assert back.execute_command("ROLE")[0] == "slave"
+
+
 def test_a_taken_port_is_retried_on_a_fresh_one(monkeypatch):
     with servers.socket.socket() as squatter:
         squatter.bind((servers.HOST, 0))
@@ -217,6 +242,7 @@ def _run(args: list[str], tmp_path: Path, out: Path) -> subprocess.CompletedProc
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]),
         "SERVERS_OUT": str(out),
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # the inner run needs only this conftest (hypothesis alone takes 1-3 s)
     }
     return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
 
