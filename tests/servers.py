@@ -98,7 +98,7 @@ def find_binary(program: str) -> str | None:
             return None
         return path if os.access(path, os.X_OK) else None
     if program == "redis-server":
-        path = shutil.which(program) or shutil.which(program, path="/usr/bin:/usr/local/bin")
+        path = _on_path(program)
         if path is None:
             return None
         try:
@@ -109,8 +109,20 @@ def find_binary(program: str) -> str | None:
     raise ValueError(f"unknown server program {program!r}: expected one of {sorted(WHERE)}")
 
 
+def _on_path(program: str) -> str | None:
+    return shutil.which(program) or shutil.which(program, path="/usr/bin:/usr/local/bin")
+
+
 def missing_reason(program: str) -> str:
     """Why ``program`` cannot be used here, naming where it comes from."""
+    path = _on_path(program) if program == "redis-server" else None
+    if path is not None:  # there, but not Redis (Debian's valkey-redis-compat) or not running at all
+        try:
+            product, version = binary_version(path)
+        except ServerError as exc:
+            return f"{exc}: {program} comes from {WHERE[program]}"
+        if product != PRODUCT[program]:
+            return f"{path} is {product} {version}, not Redis: {program} comes from {WHERE[program]}"
     return f"{program} is not installed: it comes from {WHERE[program]}"
 
 
