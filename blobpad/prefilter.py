@@ -1,0 +1,488 @@
+"""Per-chunk trigram filters: which chunks cannot hold a match of a grep pattern.
+
+A filter is built once per chunk at put (:func:`build`) and tells a later grep or
+count, before anything is decompressed, that the chunk holds no match of the
+pattern, or that it may.  It never says "no" for a chunk that holds a match.
+
+**The filter** is a one-hash Bloom filter of the chunk's byte trigrams after ASCII
+case folding (``A-Z`` -> ``a-z``, every other byte unchanged): for each trigram
+``g`` (its three bytes read as a little-endian integer) it sets bit
+``(s * m) >> 18`` of ``m`` bits, where ``s = ((g * 0x9E3779B1) mod 2**32) >> 14`` is
+an 18-bit hash.  ``m`` is :data:`BITS_PER_GRAM` bits per distinct trigram of the
+chunk (64 bits at least, 2**16 at most, rounded up to whole bytes, and at most what
+``max_bytes`` allows), so that about 60% of its bits are set: a single trigram passes
+a chunk that lacks it more often than not, but a literal of ``L`` bytes needs its
+``L - 2`` trigrams at once, and an absent literal of a dozen bytes passes a chunk by
+chance about one time in a hundred (benchmarks/README.md, "Chunk prefilters", has
+the measures that chose this design).  The serialized form is ``[VERSION]``, the
+number of bytes of bits as two bytes little-endian, then the bits (bit ``j`` is bit
+``j % 8`` of byte ``j // 8``); a reader that meets another version, or a damaged
+filter, must read the chunk.
+
+One folded filter serves case-sensitive and case-insensitive queries alike: a query
+folds its literals the same way, and a string present in the chunk is present,
+folded, in the folded chunk.
+
+**Queries** (:meth:`Query.compile`) turn a pattern's parsed form into an AND/OR
+formula of literals that any match must contain, in the spirit of Russ Cox's
+"Regular Expression Matching with a Trigram Index": concatenation is AND,
+alternation OR, an optional or starred part requires nothing, ``x+`` requires what
+``x`` requires, a small character class is the OR of its members, ``.``, ``\\w`` and
+the like, anchors and ``\\b`` require nothing.  Short exact sets are carried along
+(``colou?r`` requires ``color`` or ``colour``).  Anything not understood - a pattern
+Python's parser reads differently from RE2 or cannot read, look-around,
+back-references - gives :data:`MATCH_ALL`, which excludes nothing.  Under
+case-insensitive matching, a character whose case variants include another byte
+sequence (``k`` and the Kelvin sign, ``s`` and the long s, ``i`` and the dotted or
+dotless i, and every non-ASCII character outside a few caseless scripts) requires
+nothing: folding never makes a match look absent.
+
+**Chunk boundaries.**  Matches lie within lines, and chunks end at line ends except
+where a line is longer than the largest chunk.  ``build`` takes the first
+:data:`SPILL` bytes of the next chunk so that the trigrams that start in a chunk and
+end in the next are in its filter; a line that runs over several chunks must then be
+checked against all of their filters at once (:meth:`Query.may_match_run`): a match
+``foo.*bar`` may have ``foo`` in one and ``bar`` in the next.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy comes with the test and bench extras
+    _np = None  # type: ignore[assignment]
+
+__all__ = ["build", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM", "BITS_PER_GRAM", "MIN_BYTES", "MAX_BYTES"]
+
+#: The first byte of every filter this module writes.
+VERSION = 1
+#: The n-gram size.
+GRAM = 3
+#: How many bytes of the next chunk :func:`build` uses (``GRAM - 1``).
+SPILL = GRAM - 1
+#: Bits of filter per distinct trigram of the chunk (before rounding to a power of two).
+BITS_PER_GRAM = 1.0
+#: Bounds of the filter's bits, in bytes (the serialized filter has 3 bytes more).
+MIN_BYTES = 8
+MAX_BYTES = 8192
+
+_MULT = 0x9E3779B1
+_SCRATCH_LOG = 18  # the trigram hash the filter's bits are taken from has 18 bits
+_HEADER = 3
+_FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+
+#: Exact sets of strings are carried through a pattern while they hold at most this many strings.
+_MAX_EXACT = 16
+#: A character class of more members than this requires nothing.
+_MAX_CLASS = 16
+#: At most this many trigrams of one literal are checked (any subset is safe).
+_MAX_GRAMS = 32
+#: A formula of more literals than this requires nothing.
+_MAX_LITERALS = 256
+
+# ASCII letters that case-insensitive matching (RE2's or Python's) also matches with a
+# non-ASCII character: i (U+0130, U+0131 in Python), k (U+212A), s (U+017F).
+_UNSAFE_ASCII = frozenset("iksIKS")
+# Non-ASCII code points without case variants (in RE2's and Python's folding): their
+# UTF-8 bytes are kept under case-insensitive matching; tests/test_prefilter.py checks
+# the ranges against every code point.
+_CASELESS = (
+    (0x0600, 0x06FF),  # Arabic
+    (0x0900, 0x097F),  # Devanagari
+    (0x2000, 0x206F),  # general punctuation
+    (0x3000, 0x30FF),  # CJK punctuation, Hiragana, Katakana
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xAC00, 0xD7A3),  # Hangul syllables
+    (0x1F300, 0x1FAFF),  # pictographs and emoji
+)
+
+
+def _caseless(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in _CASELESS)
+
+
+# -- building -------------------------------------------------------------------------
+
+
+def _size(distinct: int, max_bytes: int | None) -> int:
+    """The filter's bytes of bits for ``distinct`` trigram hashes."""
+    size = math.ceil(distinct * BITS_PER_GRAM / 8)
+    if max_bytes is not None:
+        size = min(size, max_bytes - _HEADER)
+    return max(MIN_BYTES, min(MAX_BYTES, size))
+
+
+def _header(size: int) -> bytes:
+    return bytes((VERSION, size & 0xFF, size >> 8))
+
+
+def _scratch_numpy(data: bytes) -> Any:
+    """The 2**18-entry presence table of the trigram hashes of ``data`` (folded), with numpy."""
+    a = _np.frombuffer(data, dtype=_np.uint8).astype(_np.uint32)
+    g = a[:-2] | (a[1:-1] << 8) | (a[2:] << 16)
+    g *= _np.uint32(_MULT)
+    g >>= _np.uint32(32 - _SCRATCH_LOG)
+    table = _np.zeros(1 << _SCRATCH_LOG, dtype=_np.bool_)
+    table[g] = True
+    return table
+
+
+def _build_numpy(data: bytes, max_bytes: int | None) -> bytes:
+    hashes = _np.flatnonzero(_scratch_numpy(data))
+    size = _size(len(hashes), max_bytes)
+    bits = _np.zeros(size * 8, dtype=_np.bool_)
+    bits[(hashes * (size * 8)) >> _SCRATCH_LOG] = True
+    return _header(size) + _np.packbits(bits, bitorder="little").tobytes()
+
+
+def _build_python(data: bytes, max_bytes: int | None) -> bytes:
+    """The same bytes as :func:`_build_numpy`, without numpy (about 50 times slower)."""
+    shift = 32 - _SCRATCH_LOG
+    hashes = {((data[i] | data[i + 1] << 8 | data[i + 2] << 16) * _MULT & 0xFFFFFFFF) >> shift
+              for i in range(len(data) - 2)}
+    size = _size(len(hashes), max_bytes)
+    out = bytearray(size)
+    m = size * 8
+    for s in hashes:
+        j = s * m >> _SCRATCH_LOG
+        out[j >> 3] |= 1 << (j & 7)
+    return _header(size) + bytes(out)
+
+
+def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> bytes:
+    """The serialized filter of one chunk (see the module docstring for its format).
+
+    ``spill`` is what follows the chunk in its entry (b"" for the last chunk): only its
+    first :data:`SPILL` bytes are used, taken from as many chunks as it takes when the
+    next one is shorter, so that a trigram starting in ``chunk`` and ending after it is
+    in this filter.
+
+    The result is about one bit per distinct trigram of the chunk, 11 to 8195 bytes
+    long, and at most ``max_bytes`` long when that is given (at least 11): put passes
+    a share of the chunk's compressed size, so that filters never take more than that
+    share of the stored bytes (a smaller filter only lets more chunks through).
+    """
+    data = bytes(chunk).translate(_FOLD) + bytes(spill[:SPILL]).translate(_FOLD)
+    if len(data) < GRAM:
+        return _header(MIN_BYTES) + bytes(MIN_BYTES)
+    if _np is not None:
+        return _build_numpy(data, max_bytes)
+    return _build_python(data, max_bytes)
+
+
+# -- queries --------------------------------------------------------------------------
+
+# A formula is True (nothing required), False (nothing can match), a tuple of 18-bit
+# trigram hashes (all required: one literal), or ("and" | "or", tuple of formulas).
+_Formula = Any
+
+
+class _Unsupported(Exception):
+    """Something in the parsed pattern this module does not understand."""
+
+
+@dataclass(frozen=True)
+class _Info:
+    """What a part of a pattern requires of any string it matches: ``req`` holds for
+    it, and when ``exact`` is not None the string (folded) is one of ``exact``."""
+
+    exact: frozenset[bytes] | None
+    req: _Formula = True
+
+
+_ANY = _Info(None, True)
+_EMPTY = _Info(frozenset({b""}), True)
+
+
+def _and(parts: Iterable[_Formula]) -> _Formula:
+    out: list[_Formula] = []
+    for p in parts:
+        if p is False:
+            return False
+        if p is True:
+            continue
+        if isinstance(p, tuple) and p and p[0] == "and":
+            out.extend(p[1])
+        elif p not in out:
+            out.append(p)
+    if not out:
+        return True
+    return out[0] if len(out) == 1 else ("and", tuple(out))
+
+
+def _or(parts: Iterable[_Formula]) -> _Formula:
+    out: list[_Formula] = []
+    for p in parts:
+        if p is True:
+            return True
+        if p is False:
+            continue
+        if isinstance(p, tuple) and p and p[0] == "or":
+            out.extend(p[1])
+        elif p not in out:
+            out.append(p)
+    if not out:
+        return False
+    return out[0] if len(out) == 1 else ("or", tuple(out))
+
+
+def _literal(s: bytes) -> _Formula:
+    """The requirement of a folded literal: its trigrams (None of it across a newline)."""
+    grams: list[int] = []
+    for piece in s.split(b"\n"):
+        for i in range(len(piece) - GRAM + 1):
+            h = ((piece[i] | piece[i + 1] << 8 | piece[i + 2] << 16) * _MULT & 0xFFFFFFFF) >> (32 - _SCRATCH_LOG)
+            if h not in grams:
+                grams.append(h)
+    if not grams:
+        return True
+    if len(grams) > _MAX_GRAMS:  # keep grams spread over the literal
+        step = len(grams) / _MAX_GRAMS
+        grams = [grams[int(i * step)] for i in range(_MAX_GRAMS)]
+    return tuple(grams)
+
+
+def _full(info: _Info) -> _Formula:
+    if info.exact is None:
+        return info.req
+    return _and((info.req, _or(_literal(s) for s in info.exact)))
+
+
+def _char(cp: int, icase: bool) -> _Info:
+    """A single character of the pattern."""
+    if cp == 0x0A or (0xD800 <= cp < 0xE000):
+        return _ANY
+    if icase:
+        if cp < 0x80:
+            ch = chr(cp)
+            if ch in _UNSAFE_ASCII:
+                return _ANY
+            return _Info(frozenset({ch.lower().encode()}))
+        if not _caseless(cp):
+            return _ANY
+        return _Info(frozenset({chr(cp).encode()}))
+    return _Info(frozenset({chr(cp).encode().translate(_FOLD)}))
+
+
+class _Compiler:
+    def __init__(self, sre: Any, verbose_flag: int, icase_flag: int) -> None:
+        self.c = sre
+        self.icase_flag = icase_flag
+        self.verbose_flag = verbose_flag
+
+    def seq(self, items: Iterable[tuple[Any, Any]], icase: bool) -> _Info:
+        """A concatenation: exact sets are multiplied while small, otherwise flushed into ``req``."""
+        req: _Formula = True
+        exact: frozenset[bytes] | None = frozenset({b""})
+        flushed = False
+        for op, av in items:
+            part = self.node(op, av, icase)
+            if exact is not None and part.exact is not None and len(exact) * len(part.exact) <= _MAX_EXACT:
+                exact = frozenset(a + b for a in exact for b in part.exact)
+                req = _and((req, part.req))
+                continue
+            flushed = True
+            if exact is not None:
+                req = _and((req, _or(_literal(s) for s in exact)))
+            req = _and((req, part.req))
+            exact = part.exact
+        if not flushed:
+            return _Info(exact, req)
+        return _Info(None, _full(_Info(exact, req)))
+
+    def node(self, op: Any, av: Any, icase: bool) -> _Info:
+        c = self.c
+        if op is c.LITERAL:
+            if av in (0x7B, 0x7D):  # { and }: never trust a reading of braces that RE2 may not share
+                return _ANY
+            return _char(av, icase)
+        if op in (c.NOT_LITERAL, c.ANY):
+            return _ANY
+        if op is c.AT:
+            return _EMPTY
+        if op is c.IN:
+            return self.klass(av, icase)
+        if op is c.SUBPATTERN:
+            _group, add, delete, sub = av
+            if (add | delete) & ~self.icase_flag & ~c.SRE_FLAG_MULTILINE & ~c.SRE_FLAG_DOTALL:
+                raise _Unsupported("flag")
+            if add & self.icase_flag:
+                icase = True
+            if delete & self.icase_flag:
+                icase = False
+            return self.seq(sub, icase)
+        if op is c.BRANCH:
+            branches = [self.seq(b, icase) for b in av[1]]
+            if all(b.exact is not None and b.req is True for b in branches):
+                union = frozenset().union(*(b.exact for b in branches))  # type: ignore[misc]
+                if len(union) <= _MAX_EXACT:
+                    return _Info(union)
+            return _Info(None, _or(_full(b) for b in branches))
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)):
+            lo, hi, sub = av
+            inner = self.seq(sub, icase)
+            if lo == 0:
+                if hi == 1 and inner.exact is not None and inner.req is True and len(inner.exact) < _MAX_EXACT:
+                    return _Info(inner.exact | {b""})
+                return _ANY
+            if lo == hi == 1:
+                return inner
+            return _Info(None, _full(inner))
+        raise _Unsupported(str(op))
+
+    def klass(self, items: list[tuple[Any, Any]], icase: bool) -> _Info:
+        c = self.c
+        members: set[bytes] = set()
+        for op, av in items:
+            if op is c.LITERAL:
+                cps: Iterable[int] = (av,)
+            elif op is c.RANGE:
+                lo, hi = av
+                if hi - lo >= _MAX_CLASS:
+                    return _ANY
+                cps = range(lo, hi + 1)
+            else:  # NEGATE, CATEGORY (\d \w \s ...)
+                return _ANY
+            for cp in cps:
+                one = _char(cp, icase)
+                if one.exact is None:
+                    return _ANY
+                members |= one.exact
+            if len(members) > _MAX_CLASS:
+                return _ANY
+        return _Info(frozenset(members))
+
+
+def _count_literals(f: _Formula) -> int:
+    if f is True or f is False:
+        return 0
+    if f[0] in ("and", "or"):
+        return sum(_count_literals(x) for x in f[1])
+    return 1
+
+
+def _compile(pattern: str, ignore_case: bool, fixed: bool) -> _Formula:
+    if fixed:
+        return _fixed(pattern, ignore_case)
+    if re.search(r"\\[0-9]|\[[:=.]", pattern):  # octal/back-references and POSIX classes read differently
+        raise _Unsupported("escape")
+    from re import _constants as sre  # noqa: PLC0415 - the parser's private modules (Python 3.11+)
+    from re import _parser as parser  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "possible nested set" and the like: RE2 may read it otherwise
+        parsed = parser.parse(pattern, 0)
+    flags = parsed.state.flags
+    allowed = sre.SRE_FLAG_IGNORECASE | sre.SRE_FLAG_MULTILINE | sre.SRE_FLAG_DOTALL | sre.SRE_FLAG_UNICODE
+    if flags & ~allowed:
+        raise _Unsupported("flags")
+    icase = ignore_case or bool(flags & sre.SRE_FLAG_IGNORECASE)
+    comp = _Compiler(sre, sre.SRE_FLAG_VERBOSE, sre.SRE_FLAG_IGNORECASE)
+    return _full(comp.seq(list(parsed), icase))
+
+
+def _fixed(pattern: str, ignore_case: bool) -> _Formula:
+    req: _Formula = True
+    run = b""
+    for ch in pattern:
+        one = _char(ord(ch), ignore_case)
+        if one.exact is None:
+            req = _and((req, _literal(run)))
+            run = b""
+        else:
+            run += next(iter(one.exact))
+    return _and((req, _literal(run)))
+
+
+class Query:
+    """A pattern's requirement on chunk filters: :meth:`may_match` is False only for a
+    chunk that cannot hold a matching line.  Build with :meth:`compile`."""
+
+    __slots__ = ("_formula",)
+
+    def __init__(self, formula: _Formula = True) -> None:
+        self._formula = formula
+
+    @classmethod
+    def compile(cls, pattern: str, *, ignore_case: bool = False, fixed: bool = False) -> Query:
+        """The query of ``pattern`` as blobpad's grep reads it (RE2 syntax, or a literal
+        with ``fixed``; ``ignore_case`` as RE2's case-insensitive option).
+
+        Never raises: a pattern it cannot read, or reads with any doubt, gives
+        :data:`MATCH_ALL`.
+        """
+        if not isinstance(pattern, str):
+            return MATCH_ALL
+        try:
+            formula = _compile(pattern, bool(ignore_case), bool(fixed))
+        except (_Unsupported, re.error, Warning, RecursionError, ValueError, TypeError, OverflowError, AttributeError):
+            return MATCH_ALL
+        if formula is True or _count_literals(formula) > _MAX_LITERALS:
+            return MATCH_ALL
+        return cls(formula)
+
+    @property
+    def selective(self) -> bool:
+        """Whether this query can ever exclude a chunk (else every chunk must be read)."""
+        return self._formula is not True
+
+    def may_match(self, filter: bytes) -> bool:
+        """False only when the chunk whose filter this is holds no match (its filter
+        from :func:`build`; a filter of an unknown version or damaged: True)."""
+        return self.may_match_run((filter,))
+
+    def may_match_run(self, filters: Sequence[bytes]) -> bool:
+        """:meth:`may_match` for consecutive chunks checked as one: those of a line
+        that runs over chunk boundaries (a chunk not ending in a newline, and the
+        chunks after it up to the one where that line ends)."""
+        f = self._formula
+        if f is True:
+            return True
+        if f is False:
+            return False
+        parsed: list[tuple[int, bytes]] = []
+        for flt in filters:
+            if len(flt) < _HEADER or flt[0] != VERSION:
+                return True
+            size = flt[1] | flt[2] << 8
+            if not MIN_BYTES <= size <= MAX_BYTES or len(flt) != _HEADER + size:
+                return True
+            parsed.append((size * 8, flt))
+        if not parsed:
+            return True
+        return _eval(f, parsed)
+
+    def __repr__(self) -> str:
+        return "Query(MATCH_ALL)" if self._formula is True else f"Query({self._formula!r})"
+
+
+def _eval(f: _Formula, filters: list[tuple[int, bytes]]) -> bool:
+    if f is True:
+        return True
+    if f is False:
+        return False
+    kind = f[0]
+    if kind == "and":
+        return all(_eval(x, filters) for x in f[1])
+    if kind == "or":
+        return any(_eval(x, filters) for x in f[1])
+    for s in f:
+        for m, flt in filters:
+            j = s * m >> _SCRATCH_LOG
+            if flt[_HEADER + (j >> 3)] >> (j & 7) & 1:
+                break
+        else:
+            return False
+    return True
+
+
+#: The query that excludes no chunk.
+MATCH_ALL = Query(True)
