@@ -39,8 +39,8 @@ nothing: folding never makes a match look absent.
 
 **Chunk boundaries.**  Matches lie within lines, and chunks end at line ends except
 where a line is longer than the largest chunk.  ``build`` takes the first
-:data:`SPILL` bytes of the next chunk so that the trigrams that start in a chunk and
-end in the next are in its filter; a line that runs over several chunks must then be
+:data:`SPILL` bytes after a chunk that does not end in a newline, so that the
+trigrams that start in it and end in the next are in its filter; a line that runs over several chunks must then be
 checked against all of their filters at once (:meth:`Query.may_match_run`): a match
 ``foo.*bar`` may have ``foo`` in one and ``bar`` in the next.
 """
@@ -127,11 +127,12 @@ def _header(size: int) -> bytes:
 def _scratch_numpy(data: bytes) -> Any:
     """The 2**18-entry presence table of the trigram hashes of ``data`` (folded), with numpy."""
     a = _np.frombuffer(data, dtype=_np.uint8).astype(_np.uint32)
-    g = a[:-2] | (a[1:-1] << 8) | (a[2:] << 16)
+    g = a[:-2] | (a[1:-1] << 8)
+    g |= a[2:] << 16
     g *= _np.uint32(_MULT)
     g >>= _np.uint32(32 - _SCRATCH_LOG)
     table = _np.zeros(1 << _SCRATCH_LOG, dtype=_np.bool_)
-    table[g] = True
+    table[g.astype(_np.intp)] = True  # numpy converts other index types on every call: slower
     return table
 
 
@@ -163,14 +164,19 @@ def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> 
     ``spill`` is what follows the chunk in its entry (b"" for the last chunk): only its
     first :data:`SPILL` bytes are used, taken from as many chunks as it takes when the
     next one is shorter, so that a trigram starting in ``chunk`` and ending after it is
-    in this filter.
+    in this filter.  A chunk that ends in a newline ignores ``spill`` (no literal a
+    query requires holds a newline), so its filter is a function of its bytes alone:
+    it can be kept with the chunk and shared by every entry holding the chunk.
 
     The result is about one bit per distinct trigram of the chunk, 11 to 8195 bytes
     long, and at most ``max_bytes`` long when that is given (at least 11): put passes
     a share of the chunk's compressed size, so that filters never take more than that
     share of the stored bytes (a smaller filter only lets more chunks through).
     """
-    data = bytes(chunk).translate(_FOLD) + bytes(spill[:SPILL]).translate(_FOLD)
+    chunk = bytes(chunk)
+    if spill and not chunk.endswith(b"\n"):
+        chunk += bytes(spill[:SPILL])
+    data = chunk.translate(_FOLD)
     if len(data) < GRAM:
         return _header(MIN_BYTES) + bytes(MIN_BYTES)
     if _np is not None:

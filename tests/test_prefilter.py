@@ -341,6 +341,7 @@ def test_spill_puts_boundary_trigrams_in_the_first_chunk() -> None:
     assert not query.may_match(build(a)) and not query.may_match(build(b))
     assert query.may_match_run([build(a, b[:SPILL]), build(b)])
     assert build(a, b) == build(a, b[:SPILL])
+    assert build(a + b"\n", b) == build(a + b"\n")  # a chunk ending a line does not depend on the next
 
 
 def test_numpy_and_pure_python_builders_agree() -> None:
