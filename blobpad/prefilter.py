@@ -209,35 +209,46 @@ _EMPTY = _Info(frozenset({b""}), True)
 
 
 def _and(parts: Iterable[_Formula]) -> _Formula:
-    out: list[_Formula] = []
+    out: dict[_Formula, None] = {}  # ordered and without duplicates
     for p in parts:
         if p is False:
             return False
         if p is True:
             continue
-        if isinstance(p, tuple) and p and p[0] == "and":
-            out.extend(p[1])
-        elif p not in out:
-            out.append(p)
+        out.update(dict.fromkeys(p[1] if p[0] == "and" else (p,)))
     if not out:
         return True
-    return out[0] if len(out) == 1 else ("and", tuple(out))
+    return next(iter(out)) if len(out) == 1 else ("and", tuple(out))
 
 
 def _or(parts: Iterable[_Formula]) -> _Formula:
-    out: list[_Formula] = []
+    out: dict[_Formula, None] = {}
     for p in parts:
         if p is True:
             return True
         if p is False:
             continue
-        if isinstance(p, tuple) and p and p[0] == "or":
-            out.extend(p[1])
-        elif p not in out:
-            out.append(p)
+        out.update(dict.fromkeys(p[1] if p[0] == "or" else (p,)))
     if not out:
         return False
-    return out[0] if len(out) == 1 else ("or", tuple(out))
+    return next(iter(out)) if len(out) == 1 else ("or", tuple(out))
+
+
+def _trim(f: _Formula) -> _Formula:
+    """At most _MAX_LITERALS literals: an AND keeps its first conjuncts (requiring less is
+    safe), anything else that is too big requires nothing."""
+    if _count_literals(f) <= _MAX_LITERALS:
+        return f
+    if f[0] != "and":
+        return True
+    kept: list[_Formula] = []
+    n = 0
+    for part in f[1]:
+        k = _count_literals(part)
+        if n + k <= _MAX_LITERALS:
+            kept.append(part)
+            n += k
+    return _and(kept)
 
 
 def _literal(s: bytes) -> _Formula:
@@ -431,7 +442,8 @@ class Query:
             formula = _compile(pattern, bool(ignore_case), bool(fixed))
         except (_Unsupported, re.error, Warning, RecursionError, ValueError, TypeError, OverflowError, AttributeError):
             return MATCH_ALL
-        if formula is True or _count_literals(formula) > _MAX_LITERALS:
+        formula = _trim(formula)
+        if formula is True:
             return MATCH_ALL
         return cls(formula)
 
