@@ -1,6 +1,6 @@
 """The metadata index: entry records and the keys that find them.
 
-Keyspaces (see :mod:`blobpad.backend`):
+Keyspaces (see :mod:`blobpad.engine.base`):
 
 * ``entries``: 8-byte id -> the entry's JSON record;
 * ``by_seq``: creation sequence -> id, for listing everything in creation order;

@@ -121,7 +121,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .engine import ReadTxn, WriteTxn
+from .engine import ReadTxn, WriteTxn, prefix_end
 from .errors import (
     HINT_NOTEPAD_SIZE,
     HINT_VERIFY,
@@ -147,7 +147,6 @@ from .notes import (
     log_key,
     log_prefix,
     part,
-    prefix_end,
     read_head,
     scan_first,
     scan_prefix,

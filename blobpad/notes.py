@@ -22,7 +22,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .engine import Checked, ReadTxn, WriteTxn
+from .engine import Checked, ReadTxn, WriteTxn, prefix_end
 from .errors import HINT_VERIFY, CorruptData
 
 __all__ = ["NotesHost", "delete_notepad", "purge_expired", "verify_notepads"]
@@ -80,15 +80,6 @@ def expiry_key(expires_at: float, session: str) -> bytes:
 
 def micros(t: float) -> int:
     return max(0, min((1 << 64) - 1, int(t * 1_000_000)))
-
-
-def prefix_end(prefix: bytes) -> bytes:
-    # prefixes here end with a length-prefixed string or start with a letter < 0xFF
-    p = bytearray(prefix)
-    while p[-1] == 0xFF:
-        p.pop()
-    p[-1] += 1
-    return bytes(p)
 
 
 def scan_first(txn: ReadTxn, prefix: bytes) -> bool:

@@ -1003,7 +1003,7 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
     inside it; that is safe only because a task is pure computation on the bytes it
     is given (``fn`` must not touch the store either): it never opens a transaction,
     so it never waits behind a map growth, which waits for this reader (see "Locking
-    rules" in :mod:`blobpad.backend`).
+    rules" in :mod:`blobpad.engine.lmdb`).
     """
     reader = v.reader
     m = v.m

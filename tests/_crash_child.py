@@ -27,7 +27,7 @@ from blobpad import sample
 
 #: the chunk sizes of the crash store: a 35 MB put is ~4,000 chunks
 CRASH_PARAMS = blobpad.ChunkParams(min_size=4096, avg_extra=4096, max_size=16384)
-#: an entry that big is written in at least three transactions (store._BATCH is 16 MiB,
+#: an entry that big is written in at least three transactions (blobpad.put.BATCH_BYTES is 16 MiB,
 #: and the first batch is written once 32 MiB are cut)
 BIG = 33 << 20
 SESSIONS = ("alpha", "beta", "")

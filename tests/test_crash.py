@@ -302,9 +302,9 @@ def test_the_crash_model_sees_a_lost_put(tmp_path):
 
 def test_big_content_really_spans_several_write_batches():
     """The multi-batch puts of the crash loop are bigger than one write transaction."""
-    from blobpad import store as store_module
+    from blobpad import put as put_module
 
-    assert BIG > store_module._BATCH
+    assert BIG > put_module.BATCH_BYTES
 
 
 # -- the store cannot grow: max_bytes cap, map-size ceiling, full disk ------------------------------

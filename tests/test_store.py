@@ -27,7 +27,7 @@ import xxhash
 
 import blobpad
 import blobpad.codec as codec_module
-import blobpad.store as store_module
+import blobpad.put as put_module
 from blobpad import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, sample
 
 #: tiny chunks, so that even a few KB of content spans many chunk boundaries
@@ -332,7 +332,7 @@ def test_forced_hash_collision_keeps_every_entry_its_own_bytes(target, monkeypat
 
     This is the one monkeypatch in the suite, and it is not a mock of the store: a
     real xxh3-128 collision cannot be produced on demand, so the hash function is
-    forced.  ``blobpad.store`` computes chunk keys (``_PutWriter._flush``) and
+    forced.  ``blobpad.put`` computes chunk keys (``PutWriter``) and
     ``blobpad.codec`` checks them on read (``Codec.decompress``), each through its
     module global ``xxhash``; forcing ``xxh3_128_digest`` in both makes put and read
     agree on the colliding key, so only
@@ -357,7 +357,7 @@ def test_forced_hash_collision_keeps_every_entry_its_own_bytes(target, monkeypat
         xxh3_128_digest=lambda data, seed=0: b"\x42" * 16,
         xxh3_64_digest=xxhash.xxh3_64_digest,
     )
-    monkeypatch.setattr(store_module, "xxhash", forced)
+    monkeypatch.setattr(put_module, "xxhash", forced)
     monkeypatch.setattr(codec_module, "xxhash", forced)
     with blobpad.open(target("colliding"), chunk_params=SMALL) as s:
         ids = [s.put(c).id for c in contents]

@@ -4,7 +4,7 @@ The deadlock this guards against: a reader (count(), grep) holds a read transact
 while it waits for the store's worker pool; the pool's tasks (a put's) waited for a
 transaction of their own, behind the map growth that the put had asked for; and the
 growth waited for the reader.  The rules that exclude it are in
-:mod:`blobpad.backend` ("Locking rules").
+:mod:`blobpad.engine.lmdb` ("Locking rules").
 
 Each workload runs in a child process (``python tests/test_stress.py ...``) opened on
 a store with a 1 MiB map, so that multi-MB puts cross several growths while the

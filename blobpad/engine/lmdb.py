@@ -45,7 +45,7 @@ What follows from them:
 * ``write(fn)``'s ``fn`` runs with the shared side and LMDB's writer mutex held
   (the latter blocks every other process's writes): it only touches ``txn`` and
   computes; it never waits for pool work, another thread, a lock or caller code.
-* The store's worker pool (``Store._executor``, shared by puts, count() and grep)
+* The store's worker pool (``Codec.executor``, shared by puts, count() and grep)
   runs pure computation on bytes read beforehand: hash, count, compress,
   decompress, compare.  A pool task never opens a transaction, never takes the
   resize lock or LMDB's writer mutex, never submits to the pool nor waits on a

@@ -1,0 +1,311 @@
+"""The catalog: entry records, chunk lists and the indexes that find them, chunk references, counters.
+
+Keyspaces (see :mod:`blobpad.engine.base`): ``entries`` and ``manifests`` by id; the
+indexes ``by_seq``, ``by_scope``, ``expiry``, ``names`` and ``digests`` (key layouts in
+:mod:`blobpad.index`); ``refs``, one reference count per chunk with its sizes; and the
+``counters`` record in ``meta``.  Every function here works inside a transaction the
+caller opened; none opens one.  Damage never stops a delete: what cannot be read is
+found by scanning, or left flagged (``REPAIR``) for the next gc() to recount.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from .chunking import Manifest
+from .engine import ReadTxn, WriteTxn
+from .errors import HINT_MAX_BYTES, CorruptData, StoreFull
+from .index import NEVER, Entry, expiry_key, name_key, scope_key, seq_key
+from .view import Reader
+
+__all__ = [
+    "REF", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "decode_entry", "digest_key", "expiry_us",
+    "purge_index", "recount", "due", "counters", "stored_counters", "bump", "release",
+]
+
+
+REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw length
+
+
+COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
+
+
+#: ``meta`` key set when a deleted entry's chunk list was damaged: gc() recounts references
+REPAIR = b"repair_refs"
+
+
+def unpack_ref(rec: bytes) -> tuple[int, int, int] | None:
+    """(reference count, stored length, raw length) of a ``refs`` record, or None when damaged."""
+    return REF.unpack(rec) if len(rec) == REF.size else None
+
+
+def get_or_damaged(txn: ReadTxn, space: str, key: bytes) -> tuple[bool, bytes | None]:
+    """(whether a record is stored under ``key``, its value or None when damaged): for
+    the paths that must go on past damage (delete, gc, repair)."""
+    try:
+        value = txn.get(space, key)
+    except CorruptData:
+        return True, None
+    return value is not None, value
+
+
+def decode_entry(raw: bytes) -> Entry | None:
+    """The entry record ``raw``, or None when it is damaged (unreadable, or fields of the wrong type)."""
+    try:
+        e = Entry.decode(raw)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+    def is_int(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
+
+    if not (is_int(e.seq) and is_int(e.size_bytes) and isinstance(e.session, str)):
+        return None
+    if not isinstance(e.sha256, str) or len(e.sha256) != 64 or not set(e.sha256) <= set("0123456789abcdef"):
+        return None
+    if e.turn is not None and (isinstance(e.turn, bool) or not isinstance(e.turn, (str, int))):
+        return None
+    if e.name is not None and not isinstance(e.name, str):
+        return None
+    exp = e.expires_at
+    if exp is not None and (isinstance(exp, bool) or not isinstance(exp, (int, float)) or not math.isfinite(exp)):
+        return None
+    return e
+
+
+def digest_key(size: int, sha256: str, raw_id: bytes) -> bytes:
+    return size.to_bytes(8, "big") + bytes.fromhex(sha256) + raw_id
+
+
+def expiry_us(expires_at: float | None) -> int:
+    if expires_at is None:
+        return NEVER
+    return max(0, min(NEVER - 1, int(expires_at * 1_000_000)))
+
+
+def purge_index(txn: WriteTxn, raw_id: bytes) -> None:
+    """Remove every index key of ``raw_id`` by scanning (its record is damaged: its keys are unknown)."""
+    doomed: list[tuple[str, bytes]] = []
+    for space in ("by_seq", "by_scope", "names"):  # a damaged index record names nothing: it goes too
+        doomed.extend((space, key) for key, value in txn.scan(space, on_damage=lambda k, sp=space: doomed.append((sp, k)))
+                      if value == raw_id)
+    doomed.extend(("expiry", key) for key, _ in txn.scan("expiry", on_damage=lambda k: doomed.append(("expiry", k)))
+                  if key[8:] == raw_id)
+    doomed.extend(("digests", key) for key, _ in txn.scan("digests", on_damage=lambda k: doomed.append(("digests", k)))
+                  if key[40:] == raw_id)
+    for space, key in doomed:
+        txn.delete(space, key)
+
+
+def recount(txn: ReadTxn) -> dict[str, int]:
+    """Counters computed from the records themselves (when the counters record is damaged)."""
+    entries = logical = chunks = stored = unique = 0
+    for _, raw in txn.scan("entries", on_damage=lambda key: None):
+        e = decode_entry(raw)
+        entries += 1
+        logical += e.size_bytes if e is not None else 0
+    for _, rec in txn.scan("refs", on_damage=lambda key: None):
+        ref = unpack_ref(rec)
+        if ref is not None:
+            chunks += 1
+            stored += ref[1]
+            unique += ref[2]
+    seq = 0
+    for key, _ in txn.scan("by_seq", reverse=True, on_damage=lambda key: None):
+        seq = int.from_bytes(key[:8], "big")
+        break
+    return {"entries": entries, "chunks": chunks, "logical_bytes": logical, "stored_bytes": stored, "seq": seq,
+            "unique_bytes": unique}
+
+
+def due(
+    txn: ReadTxn, now: float, on_damage: Callable[[bytes], None] | None = None
+) -> Iterator[tuple[bytes, Entry | None]]:
+    """The expiry index from its front up to ``now``, with each record's entry (None when
+    missing or damaged), as gc() removes them; an entry that expires later within the
+    same microsecond is left out (reads still see it)."""
+    for key, _ in txn.scan("expiry", b"", expiry_key(expiry_us(now) + 1, b""), on_damage=on_damage):
+        raw = get_or_damaged(txn, "entries", key[8:])[1]
+        e = decode_entry(raw) if raw is not None else None
+        if e is not None and e.expires_at is not None and e.expires_at > now:
+            continue
+        yield key, e
+
+
+def counters(txn: ReadTxn) -> dict[str, int]:
+    """The store's counters; damaged ones are recounted from the records (and rewritten by the next write)."""
+    return stored_counters(txn) or recount(txn)
+
+
+def stored_counters(txn: ReadTxn) -> dict[str, int] | None:
+    """The counters record, or None when it is damaged."""
+    try:
+        raw = txn.get("meta", b"counters")
+    except CorruptData:
+        return None
+    if raw is None:
+        return dict.fromkeys(COUNTERS, 0) | {"unique_bytes": 0}
+    try:
+        counters = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(counters, dict) or any(type(counters.get(k)) is not int for k in COUNTERS):
+        return None
+    return counters
+
+
+def bump(txn: WriteTxn, counters: dict[str, int] | None = None, /, **deltas: int) -> None:
+    """Add ``deltas`` to the counters; ``counters``: the record as this transaction already read it."""
+    c = counters if counters is not None else stored_counters(txn)
+    if c is None:  # damaged: recount; the records already hold this transaction's changes
+        c = recount(txn)
+    else:
+        for k, v in deltas.items():
+            c[k] = c.get(k, 0) + v
+    txn.put("meta", b"counters", json.dumps(c).encode())
+
+
+def release(txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
+    chunks = stored = unique = 0
+    for key in keys:
+        rec = get_or_damaged(txn, "refs", key)[1]
+        ref = None if rec is None else unpack_ref(rec)
+        if ref is None:  # missing or damaged: gc() recounts the references
+            txn.put("meta", REPAIR, b"1")
+            continue
+        count, slen, rlen = ref
+        if count <= 1:
+            txn.delete("refs", key)
+            txn.delete("chunks", key)
+            chunks += 1
+            stored += slen
+            unique += rlen
+        else:
+            txn.put("refs", key, REF.pack(count - 1, slen, rlen))
+    if chunks:
+        bump(txn, chunks=-chunks, stored_bytes=-stored, unique_bytes=-unique)
+    return chunks, stored
+
+
+class Catalog:
+    """Writes to the catalog: an entry made visible, an entry deleted, entries evicted for ``max_bytes``.
+
+    Parameters:
+        reader: the store's read path (a deleted entry's chunk list leaves its LRU).
+        now: the store's clock.
+    """
+
+    def __init__(self, reader: Reader, now: Callable[[], float]) -> None:
+        self._reader = reader
+        self._now = now
+
+    def commit_entry(
+        self, txn: WriteTxn, raw_id: bytes, packed: bytes, n_chunks: int, *, kind: str, size: int,
+        chars: int | None, lines: int, sha256: str, session: str, turn: str | int | None, ttl: float | None,
+        name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], created: float,
+        counts: dict[str, int] | None = None,
+    ) -> Entry:
+        """Make an entry visible: its record, manifest and every index, in ``txn``.
+
+        ``counts`` are more counter changes of the same transaction (the chunks it
+        created), written with the entry's in one update of the counters.
+        """
+        if name is not None:
+            old = txn.get("names", name_key(session, name))
+            if old is not None:
+                self.delete_in(txn, old)
+        counters = stored_counters(txn)  # read once: the sequence, then the update
+        seq = (counters or recount(txn))["seq"] + 1
+        expires = None if ttl is None else created + ttl
+        entry = Entry(
+            id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
+            size_bytes=size, chars=chars, lines=lines, created_at=created, expires_at=expires,
+            sha256=sha256, meta=meta, chunks=n_chunks, seq=seq,
+        )
+        txn.put("entries", raw_id, entry.encode())
+        txn.put("manifests", raw_id, packed)
+        txn.put("by_seq", seq_key(seq), raw_id)
+        txn.put("by_scope", scope_key(session) + seq_key(seq), raw_id)
+        if turn is not None:
+            txn.put("by_scope", scope_key(session, turn) + seq_key(seq), raw_id)
+        txn.put("expiry", expiry_key(expiry_us(expires), raw_id), b"")
+        txn.put("digests", digest_key(size, sha256, raw_id), b"")
+        if name is not None:
+            txn.put("names", name_key(session, name), raw_id)
+        bump(txn, counters, **(counts or {}), entries=1, logical_bytes=size, seq=1)
+        return entry
+
+    def delete_in(self, txn: WriteTxn, raw_id: bytes) -> tuple[int, int]:
+        """Delete one entry inside ``txn``; return (chunks freed, stored bytes freed).
+
+        Damage does not stop it: the index keys of a record that does not decode are
+        found by scanning the indexes, and the chunks of a chunk list that is missing
+        or does not decode are left for the next gc() to recount (``repair_refs``).
+        """
+        present, raw = get_or_damaged(txn, "entries", raw_id)
+        if not present:
+            return 0, 0
+        e = decode_entry(raw) if raw is not None else None
+        blob = get_or_damaged(txn, "manifests", raw_id)[1]
+        keys: list[bytes] | None = None
+        size = 0
+        if blob is not None:
+            try:
+                m = Manifest.unpack(blob)
+                keys, size = m.keys, m.bytes_at[-1]
+            except ValueError:
+                keys = None
+        txn.delete("entries", raw_id)
+        if e is None:
+            purge_index(txn, raw_id)
+        else:
+            size = e.size_bytes
+            txn.delete("by_seq", seq_key(e.seq))
+            txn.delete("by_scope", scope_key(e.session) + seq_key(e.seq))
+            if e.turn is not None:
+                txn.delete("by_scope", scope_key(e.session, e.turn) + seq_key(e.seq))
+            txn.delete("expiry", expiry_key(expiry_us(e.expires_at), raw_id))
+            txn.delete("digests", digest_key(e.size_bytes, e.sha256, raw_id))
+            if e.name is not None and get_or_damaged(txn, "names", name_key(e.session, e.name)) == (True, raw_id):
+                txn.delete("names", name_key(e.session, e.name))
+        txn.delete("manifests", raw_id)
+        freed = (0, 0)
+        if keys is None:
+            txn.put("meta", REPAIR, b"1")  # its chunks' references are unknown: gc() recounts them
+        else:
+            freed = release(txn, keys)
+        bump(txn, entries=-1, logical_bytes=-size)
+        self._reader.forget(raw_id)
+        return freed
+
+    def evict_for(self, txn: WriteTxn, keep: bytes, cap: int | None) -> None:
+        """Evict the entries closest to expiry until the stored bytes fit under ``cap``
+        (``max_bytes`` as ``txn`` reads it).
+
+        Runs in the final transaction of a put (``keep`` is its id), whose chunks are
+        already counted, never in its batches: a put that fails has evicted nothing.
+        """
+        if not cap:
+            return
+        over = counters(txn)["stored_bytes"] - cap
+        if over <= 0:
+            return
+        victims = []
+        for key, _ in txn.scan("expiry"):
+            if key[8:] != keep:
+                victims.append(key[8:])
+            if len(victims) > 10_000:
+                break
+        for raw_id in victims:
+            _, freed = self.delete_in(txn, raw_id)
+            over -= freed
+            if over <= 0:
+                return
+        raise StoreFull(
+            f"the store is capped at max_bytes={cap} and this put does not fit even after evicting "
+            "every other entry", hint=HINT_MAX_BYTES,
+        )

@@ -1,0 +1,88 @@
+"""The pending-put journal: what a put in progress has placed, so that a killed one can be undone.
+
+A put of several batches commits each batch's chunks with a ``pending`` record (the
+chunk keys, and a head record naming the process by host, pid and start time) before
+its final transaction makes the entry visible and clears them.  When the process that
+wrote them is gone, :func:`recover` (run at open and by gc()) rolls the put back: its
+chunks' references are released and nothing of it stays visible.  A put that fits in
+one batch writes no journal: its single transaction is all or nothing.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import socket
+
+from .catalog import release
+from .chunking import KEY_SIZE
+from .engine import Checked, WriteTxn
+from .engine import prefix_end as _prefix_end
+
+__all__ = ["process_token", "token_alive", "rollback_pending", "recover"]
+
+
+def process_token() -> str:
+    """``host:pid:start time`` of this process (computed once per process: a forked
+    child has its own pid, so it computes its own)."""
+    global _TOKEN
+    pid = os.getpid()
+    if _TOKEN is None or _TOKEN[0] != pid:
+        _TOKEN = (pid, f"{socket.gethostname()}:{pid}:{start_time(pid)}")
+    return _TOKEN[1]
+
+
+_TOKEN: tuple[int, str] | None = None
+
+
+def start_time(pid: int) -> str:
+    """A process's start time from /proc (tells a reused pid apart), or "?"."""
+    try:
+        with builtins.open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return "?"
+
+
+def token_alive(token: str) -> bool:
+    """Whether the process a token names still runs (True when it cannot tell)."""
+    host, _, rest = token.partition(":")
+    pid_s, _, start = rest.partition(":")
+    if host != socket.gethostname():
+        return True  # cannot tell; LMDB stores are not shared across machines anyway
+    try:
+        pid = int(pid_s)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return start == "?" or start_time(pid) in ("?", start)
+
+
+def rollback_pending(txn: WriteTxn, raw_id: bytes) -> None:
+    """Undo a pending put in ``txn``: release the chunks its batches placed (unless it completed) and drop its records."""
+    keys: list[bytes] = []
+    doomed = []
+    for key, value in txn.scan("pending", raw_id, _prefix_end(raw_id)):
+        doomed.append(key)
+        if key[8:9] == b"B":
+            keys.extend(value[i : i + KEY_SIZE] for i in range(0, len(value), KEY_SIZE))
+    if txn.get("entries", raw_id) is not None:
+        keys = []  # the put completed; only the bookkeeping is stale
+    release(txn, keys)
+    for key in doomed:
+        txn.delete("pending", key)
+
+
+def recover(engine: Checked) -> int:
+    """Roll back the pending puts of processes that died; return how many."""
+    with engine.read() as txn:
+        dead = [
+            key[:8]
+            for key, value in txn.scan("pending")
+            if key[8:9] == b"H" and not token_alive(value.decode("utf-8", "replace"))
+        ]
+    for raw_id in dead:
+        engine.write(lambda txn, r=raw_id: rollback_pending(txn, r), frees=True)
+    return len(dead)

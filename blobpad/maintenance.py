@@ -1,0 +1,430 @@
+"""Maintenance: gc (expiry, reference repair, expired notepads) and verify (every record checked).
+
+gc() removes expired entries through the expiry index in bounded transactions,
+recounts chunk references when the store was flagged for it (a damaged chunk list
+deleted, or verify() finding a wrong record), and purges expired notepads.  verify()
+reads every record of every keyspace and cross-checks entries, chunk lists, indexes,
+references, counters and notepads, reporting instead of raising.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import zstandard
+
+from . import notes
+from .catalog import (
+    COUNTERS,
+    REF,
+    REPAIR,
+    Catalog,
+    counters,
+    decode_entry,
+    digest_key,
+    due,
+    expiry_us,
+    get_or_damaged,
+    recount,
+    unpack_ref,
+)
+from .chunking import KEY_SIZE, Manifest
+from .codec import Codec
+from .engine import SPACES, Checked, ReadTxn, WriteTxn
+from .errors import BlobpadError, CorruptData
+from .index import expiry_key, name_key, scope_key, seq_key
+
+__all__ = ["GcReport", "VerifyReport", "gc", "verify", "repair_refs"]
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What ``Store.gc()`` freed: expired ``entries``, the ``chunks`` and stored ``bytes``
+    nobody referenced any more, ``aborted_puts`` of dead processes rolled back, and
+    expired session ``notepads`` (those given a ttl) removed."""
+
+    entries: int
+    chunks: int
+    bytes: int
+    aborted_puts: int = 0
+    notepads: int = 0
+    #: damage gc() met and could not repair (empty when the store is sound): run
+    #: verify() for the whole picture and delete the entries it names
+    problems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if k == "problems" else v for k, v in ((k, getattr(self, k)) for k in self.__dataclass_fields__)}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What ``Store.verify()`` found: ``ok`` is true when ``problems`` is empty."""
+
+    ok: bool
+    entries: int
+    chunks: int
+    problems: list[str]
+    damaged_entries: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class Verifier:
+    """One verify() pass over a read transaction (see :meth:`Store.verify`)."""
+
+    def __init__(self, codec: Codec, txn: ReadTxn, problems: list[str], damaged: set[str], totals: list[int]) -> None:
+        self.codec = codec
+        self.txn = txn
+        self.problems = problems
+        self.damaged = damaged
+        self.totals = totals
+        self.recount = False
+
+    def run(self) -> bool:
+        # Every keyspace but the chunks, whose frames are checked one at a time (_chunks).
+        records = {space: self._read_space(space) for space in SPACES if space != "chunks"}
+        for phase in (self._entries, self._chunks, self._counters):
+            try:
+                phase(records)
+            except BlobpadError as exc:  # damage that stops one phase must not hide the others
+                self.problems.append(f"verify stopped early in {phase.__name__.strip('_')}: {exc}")
+        try:
+            self.problems.extend(notes.verify_notepads(self.txn, records["notes"]))
+        except BlobpadError as exc:
+                self.problems.append(f"verify stopped early in the notepads: {exc}")
+        return self.recount
+
+    def _read_space(self, space: str, check: Callable[[bytes, bytes], None] | None = None) -> dict[bytes, bytes]:
+        """Every sound record of ``space``; damaged ones and lost pages are reported.
+
+        With ``check``, each value is handed to it and only the keys are kept (the
+        chunks: memory stays one frame, whatever the store's size)."""
+        found: dict[bytes, bytes] = {}
+        bad: list[bytes] = []
+        try:
+            for key, value in self.txn.scan(space, on_damage=bad.append):
+                if check is not None:
+                    check(key, value)
+                    value = b""
+                found[key] = value
+        except BlobpadError as exc:
+            self.problems.append(f"the {space} keyspace cannot be read to its end: {exc}")
+        for key in bad:
+            self.problems.append(f"{space} record {key[:40].hex()}: damaged (checksum mismatch)")
+            if space in ("entries", "manifests") and len(key) == 8:
+                self.damaged.add(key.hex())
+        recorded = self.txn.recorded_count(space)
+        if recorded is not None and recorded != len(found) + len(bad):
+            self.problems.append(
+                f"the {space} keyspace records {recorded} records but {len(found) + len(bad)} can be read: "
+                "pages of the store file are damaged"
+            )
+        return found
+
+    def _entries(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        entries, manifests = records["entries"], records["manifests"]
+        self.totals[0] = len(entries)
+        want: dict[str, dict[bytes, bytes]] = {space: {} for space in ("by_seq", "by_scope", "expiry", "digests")}
+        names: dict[bytes, bytes] = {}
+        for raw_id, raw in entries.items():
+            eid = raw_id.hex()
+            e = decode_entry(raw)
+            if e is None or e.id != eid:
+                self.problems.append(f"entry {eid}: record unreadable")
+                self.damaged.add(eid)
+                continue
+            want["by_seq"][seq_key(e.seq)] = raw_id
+            want["by_scope"][scope_key(e.session) + seq_key(e.seq)] = raw_id
+            if e.turn is not None:
+                want["by_scope"][scope_key(e.session, e.turn) + seq_key(e.seq)] = raw_id
+            want["expiry"][expiry_key(expiry_us(e.expires_at), raw_id)] = b""
+            want["digests"][digest_key(e.size_bytes, e.sha256, raw_id)] = b""
+            if e.name is not None:
+                names[name_key(e.session, e.name)] = raw_id
+            blob = manifests.get(raw_id)
+            try:
+                m = Manifest.unpack(blob) if blob is not None else None
+            except ValueError:
+                m = None
+            if m is None:
+                self.problems.append(f"entry {eid}: chunk list missing or damaged")
+                self.damaged.add(eid)
+            elif m.bytes_at[-1] != e.size_bytes or len(m) != e.chunks:
+                self.problems.append(f"entry {eid}: its chunk list holds {m.bytes_at[-1]} bytes, not {e.size_bytes}")
+                self.damaged.add(eid)
+        for raw_id in manifests.keys() - entries.keys():
+            self.problems.append(f"chunk list {raw_id.hex()}: no entry owns it")
+            self.recount = True
+        for space, expected in want.items():
+            self._compare_index(space, expected, records[space])
+        self._compare_index("names", names, records["names"])
+
+    def _compare_index(self, space: str, expected: dict[bytes, bytes], actual: dict[bytes, bytes]) -> None:
+        """Every entry indexed in ``space`` and every record of ``space`` naming a live entry."""
+        for key, value in expected.items():
+            got = actual.get(key)
+            if got != value:
+                owner = value.hex() if len(value) == 8 else key[-8:].hex()
+                state = "missing" if got is None else f"pointing at {got.hex()}"
+                self.problems.append(f"entry {owner}: its {space} record is {state}")
+                self.damaged.add(owner)
+        for key in actual.keys() - expected.keys():
+            self.problems.append(f"{space} record {key[:40].hex()}: names no entry (a stale or damaged index record)")
+
+    def _chunks(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        expected: dict[bytes, int] = {}
+        raw_len: dict[bytes, int] = {}
+        chunk_owner: dict[bytes, list[str]] = {}
+        for raw_id, blob in records["manifests"].items():
+            try:
+                m = Manifest.unpack(blob)
+            except ValueError:
+                continue  # reported with its entry
+            count_keys(m, expected, raw_len)
+            for key in m.keys:
+                chunk_owner.setdefault(key, []).append(raw_id.hex())
+        for key, value in records["pending"].items():
+            if key[8:9] == b"B":
+                for i in range(0, len(value), KEY_SIZE):
+                    k = value[i : i + KEY_SIZE]
+                    expected[k] = expected.get(k, 0) + 1
+        failed: dict[bytes, str] = {}
+
+        def check(key: bytes, frame: bytes) -> None:
+            if key in raw_len:
+                try:
+                    self.codec.decompress(frame, key, raw_len[key])
+                except CorruptData as exc:
+                    failed[key] = str(exc)
+
+        refs, chunks = records["refs"], self._read_space("chunks", check)
+        self.totals[1] = len(refs)
+        for key, rec in refs.items():
+            ref = unpack_ref(rec)
+            if ref is None:
+                self.problems.append(f"chunk {key.hex()}: reference record damaged ({len(rec)} bytes); gc() rebuilds it")
+                self.recount = True
+            elif expected.get(key, 0) != ref[0]:
+                self.problems.append(
+                    f"chunk {key.hex()}: reference count {ref[0]}, but {expected.get(key, 0)} references; gc() recounts them"
+                )
+                self.recount = True
+        for key in expected.keys() - refs.keys():
+            self.problems.append(f"chunk {key.hex()}: referenced but has no reference record; gc() rebuilds it")
+            self.recount = True
+        for key in chunks.keys() - expected.keys():
+            self.problems.append(f"chunk {key.hex()}: stored, but nothing references it; gc() frees it")
+            self.recount = True
+        for key, owners in chunk_owner.items():
+            if key not in chunks or key in failed:
+                self.problems.append(failed.get(key, f"chunk {key.hex()}: missing"))
+                self.damaged.update(owners)
+
+    def _counters(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        raw = records["meta"].get(b"counters")
+        if raw is None:
+            if records["entries"] or records["refs"]:
+                self.problems.append("the counters record is missing; the next write recounts it")
+            return
+        try:
+            stored = json.loads(raw)
+        except ValueError:
+            stored = None
+        actual = recount(self.txn)
+        if not isinstance(stored, dict) or any(stored.get(k) != actual[k] for k in COUNTERS if k != "seq"):
+            self.problems.append(f"the counters record is wrong ({raw[:120]!r}); gc() recounts it")
+            self.recount = True
+
+
+def census(txn: ReadTxn) -> tuple[dict[bytes, int], dict[bytes, int], dict[bytes, int]] | None:
+    """(references each chunk should have, each chunk's raw length, each entry's size), from
+    every chunk list and the pending journal; None while a chunk list does not decode."""
+    expected: dict[bytes, int] = {}
+    raw_len: dict[bytes, int] = {}
+    sizes: dict[bytes, int] = {}
+    damaged: list[bytes] = []
+    for raw_id, blob in txn.scan("manifests", on_damage=damaged.append):
+        try:
+            m = Manifest.unpack(blob)
+        except ValueError:
+            return None
+        sizes[raw_id] = m.bytes_at[-1]
+        count_keys(m, expected, raw_len)
+    if damaged:
+        return None
+    count_pending(txn, expected)
+    return expected, raw_len, sizes
+
+
+def count_keys(m: Manifest, expected: dict[bytes, int], raw_len: dict[bytes, int]) -> None:
+    """Add one reference per chunk occurrence in ``m`` to ``expected``; note each chunk's raw length."""
+    at = m.bytes_at
+    for i, key in enumerate(m.keys):
+        expected[key] = expected.get(key, 0) + 1
+        raw_len[key] = at[i + 1] - at[i]
+
+
+def count_pending(txn: ReadTxn, expected: dict[bytes, int]) -> None:
+    """Add the references held by puts in flight (their journal's chunk batches)."""
+    for key, value in txn.scan("pending"):
+        if key[8:9] == b"B":
+            for i in range(0, len(value), KEY_SIZE):
+                k = value[i : i + KEY_SIZE]
+                expected[k] = expected.get(k, 0) + 1
+
+
+def content_size(frame: bytes) -> int:
+    """The raw length a zstd frame declares, 0 when it declares none or is not a frame."""
+    try:
+        return max(zstandard.frame_content_size(frame), 0)
+    except zstandard.ZstdError:
+        return 0
+
+
+def repair_refs(txn: WriteTxn) -> tuple[int, int]:
+    """Recount the references of every chunk, when the store is flagged for it.
+
+    The references of a chunk list that does not decode cannot be released when its
+    entry is deleted, nor those of a damaged or missing reference record; the
+    delete flags the store instead (so does verify() when it finds a wrong record),
+    and gc() runs this: the references are recounted from the surviving chunk lists
+    and the pending journal (in one transaction, so puts in flight are counted
+    right), damaged or missing records are rebuilt from the stored frame and the
+    chunk lists, chunks nothing references are freed, and the counters are
+    recounted.  While a damaged chunk list is still stored nothing is changed (its
+    references are unknown).  Returns (chunks freed, stored bytes freed).
+    """
+    if txn.get("meta", REPAIR) is None:
+        return 0, 0
+    counted = census(txn)
+    if counted is None:
+        return 0, 0  # repaired by the gc() after that entry is deleted
+    expected, raw_len, sizes = counted
+    fixes: list[tuple[bytes, bytes | None]] = []
+    chunks = stored = unique = freed_chunks = freed_bytes = 0
+    recorded = set()
+    for key, rec in txn.scan("refs", on_damage=lambda k: None):  # a damaged one: rebuilt below, as a missing one
+        recorded.add(key)
+        want = expected.get(key, 0)
+        ref = unpack_ref(rec)
+        frame = get_or_damaged(txn, "chunks", key)[1] if ref is None else None
+        if ref is None and frame is not None:  # damaged: rebuilt from the frame and the chunk lists
+            ref = (0, len(frame), raw_len.get(key, content_size(frame)))
+        if not want or ref is None:
+            fixes.append((key, None))
+            freed_chunks += 1
+            freed_bytes += ref[1] if ref is not None else 0
+            continue
+        count, slen, rlen = ref
+        chunks += 1
+        stored += slen
+        unique += rlen
+        if want != count:  # a rebuilt record (count 0) is always rewritten
+            fixes.append((key, REF.pack(want, slen, rlen)))
+    for key, frame in txn.scan("chunks", on_damage=lambda k: None):  # chunks whose record is missing
+        if key in recorded:
+            continue
+        if key in expected:
+            rlen = raw_len.get(key, content_size(frame))
+            fixes.append((key, REF.pack(expected[key], len(frame), rlen)))
+            chunks += 1
+            stored += len(frame)
+            unique += rlen
+        else:
+            fixes.append((key, None))
+            freed_chunks += 1
+            freed_bytes += len(frame)
+    for key, new in fixes:
+        if new is None:
+            txn.delete("refs", key)
+            txn.delete("chunks", key)
+        else:
+            txn.put("refs", key, new)
+    entries = logical = 0
+    for raw_id, raw in txn.scan("entries", on_damage=lambda k: None):
+        entries += 1
+        e = decode_entry(raw)
+        logical += e.size_bytes if e is not None else sizes.get(raw_id, 0)
+    totals = counters(txn)
+    totals.update(entries=entries, logical_bytes=logical, chunks=chunks, stored_bytes=stored, unique_bytes=unique)
+    txn.put("meta", b"counters", json.dumps(totals).encode())
+    txn.delete("meta", REPAIR)
+    return freed_chunks, freed_bytes
+
+
+def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
+    """Remove expired entries (through the expiry index), free unreferenced chunks,
+    roll back puts whose process died, and remove expired notepads; report what was freed."""
+    total_entries = total_chunks = total_bytes = 0
+    problems: list[str] = []
+    while True:  # in bounded transactions, so a big gc never holds the writer for long
+
+        def txn_fn(txn: WriteTxn) -> tuple[int, int, int, list[str]]:
+            n = chunks = freed = 0
+            damaged_keys: list[bytes] = []
+            for key, _ in due(txn, now, damaged_keys.append):
+                c, b = catalog.delete_in(txn, key[8:])
+                if not c and not b and not get_or_damaged(txn, "entries", key[8:])[0]:
+                    txn.delete("expiry", key)
+                n += 1
+                chunks += c
+                freed += b
+                if n >= 500:
+                    break
+            for key in damaged_keys:  # an index record that names nothing it can be trusted for
+                txn.delete("expiry", key)
+            return n, chunks, freed, [f"removed a damaged expiry index record {k.hex()}" for k in damaged_keys]
+
+        n, c, b, found = engine.write(txn_fn, frees=True)
+        problems.extend(found)
+        total_entries += n
+        total_chunks += c
+        total_bytes += b
+        if n < 500:
+            break
+    with engine.read() as txn:
+        repair = get_or_damaged(txn, "meta", REPAIR)[0]
+    if repair:
+        c, b = engine.write(repair_refs, frees=True)
+        total_chunks += c
+        total_bytes += b
+        with engine.read() as txn:
+            if get_or_damaged(txn, "meta", REPAIR)[0]:
+                problems.append(
+                    "chunk references cannot be recounted while a damaged chunk list or entry remains; "
+                    "delete the entries verify() names, then run gc() again"
+                )
+    notepads = engine.write(lambda txn: notes.purge_expired(txn, now), frees=True)
+    return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads, tuple(problems))
+
+
+def verify(engine: Checked, codec: Codec) -> VerifyReport:
+    """Read every record of every keyspace and report what is damaged; never raises for damage.
+
+    Checks each record's checksum, that LMDB's own record counts match what a
+    scan finds (pages lost to damage), every entry against its chunk list and
+    every index both ways (each entry is indexed, each index record names a live
+    record of the right session), every chunk's content against its hash, the
+    reference counts and the counters, and each notepad's heads, versions and
+    texts.  ``damaged_entries`` names the entries whose content or lookup cannot
+    be trusted.  Wrong reference records or counters damage no content: verify()
+    flags the store so that the next gc() rebuilds them.
+    """
+    problems: list[str] = []
+    damaged: set[str] = set()
+    totals = [0, 0]  # entries, chunks
+    try:
+        with engine.read() as txn:
+            recount = Verifier(codec, txn, problems, damaged, totals).run()
+    except BlobpadError as exc:  # the store file cannot even be read through
+        problems.append(f"the store cannot be read: {exc}")
+        recount = False
+    if recount:  # flag the store so that the next gc() recounts every reference
+        with contextlib.suppress(BlobpadError):
+            engine.write(lambda txn: txn.put("meta", REPAIR, b"1"), frees=True)
+    return VerifyReport(not problems, totals[0], totals[1], problems, sorted(damaged))
