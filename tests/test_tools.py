@@ -768,7 +768,7 @@ def test_unexpected_exceptions_become_a_generic_error(store):
         raise RuntimeError("session B's secret content")
 
     # A tool of the test's own, registered like the built-in ones, to reach the last-resort handler.
-    tb._tools["explode"] = ToolSpec("explode", "raises", (), explode)
+    tb.add_tool(ToolSpec("explode", "raises", (), explode))
     r = tb.call("explode", {})
     assert r["ok"] is False and "internal error" in r["error"]
     assert "secret" not in json.dumps(r) and "RuntimeError" not in json.dumps(r)
@@ -789,8 +789,8 @@ def test_call_never_raises_and_stays_under_the_cap(store, tmp_path, data):
     tb = Toolbox(store, session="fz", turn=1, profile=profile, always_show=True, allow_dirs=[tmp_path],
                  max_result_chars=3000)
     e = store.put("alpha\nbeta gamma\n" * 50, session="fz", turn=1, name="n")
-    tool = data.draw(st.sampled_from(sorted(tb._tools)))
-    names = [p.name for p in tb._tools[tool].params] + ["extra"]
+    tool = data.draw(st.sampled_from(sorted(tb.tools)))
+    names = [p.name for p in tb.tools[tool].params] + ["extra"]
     values = st.one_of(_json_values, st.just(e.id), st.just("n"), st.sampled_from(
         ["head", "tail", "range", "lines", "grep", "count", "full", "a|b", "(", "*"]))
     args = data.draw(st.one_of(st.dictionaries(st.sampled_from(names), values, max_size=6), _json_values))
@@ -858,7 +858,7 @@ def test_offload_reports_a_path_that_changes_or_fails_under_it(store, dirs, monk
         raise OSError(5, "Input/output error")
 
     with monkeypatch.context() as m:
-        m.setattr(blobpad.tools._Limited, "read", failing_read)
+        m.setattr(blobpad.tools.LimitedReader, "read", failing_read)
         r = tb.call("scratchpad_offload", {"path": "big.log"})
     assert r["ok"] is False and "cannot read" in r["error"] and "Input/output error" in r["error"]
     assert not [rec for rec in caplog.records if rec.levelname == "ERROR"]
@@ -914,7 +914,7 @@ def test_a_writing_tool_runs_once_and_its_result_is_cut(store):
         return {"ok": True, "echo": "é\x01" * 40_000, "small": "kept"}
 
     # A tool of the test's own with side effects (read_only=False): it must never be re-run to fit.
-    tb._tools["write_big"] = ToolSpec("write_big", "writes", (), write_big, read_only=False)
+    tb.add_tool(ToolSpec("write_big", "writes", (), write_big, read_only=False))
     r = tb.call("write_big", {})
     assert len(calls) == 1
     assert r["ok"] is True and r["truncated"] is True and r["small"] == "kept"
@@ -1199,7 +1199,7 @@ def test_deeply_nested_arguments_are_a_clear_error_not_an_internal_one(store, pr
     deep: object = {}
     for _ in range(100_000):
         deep = {"x": deep}
-    for name in tb._tools:
+    for name in tb.tools:
         for args in ("[" * 100_000, '{"a":' * 100_000, {"scratchpad_id": deep, "content": deep, "name": deep}):
             r = tb.call(name, args)
             assert r["ok"] is False and "internal error" not in r["error"], (name, r["error"][:200])
@@ -1227,3 +1227,18 @@ def test_an_argument_the_mode_does_not_use_is_an_error_not_ignored(store):
     # the same arguments with the mode that uses them work, and defaults restated are fine
     r = tb.call("scratchpad_read", {"scratchpad_id": eid, "mode": "lines", "start_line": 4, "end_line": 5, "n": 2000})
     assert r["ok"] and r["content"] == "4\tline 4\n5\tline 5"
+
+
+def test_add_tool_adds_a_tool_of_ones_own_and_refuses_a_taken_name(store):
+    tb = Toolbox(store, session="s", turn=1, always_show=True)
+    before = set(tb.tools)
+    tb.add_tool(ToolSpec("echo", "says it back", (), lambda tb, a, budget: {"ok": True, "said": "hi"}))
+    assert set(tb.tools) == before | {"echo"} and "echo" in tb.tool_names()
+    assert tb.call("echo", {}) == {"ok": True, "said": "hi"}
+    assert any(s["name"] == "echo" for s in tb.schemas("anthropic"))
+    with pytest.raises(blobpad.InvalidArgument, match="already has a tool named 'echo'"):
+        tb.add_tool(ToolSpec("echo", "again", (), lambda tb, a, budget: {"ok": True}))
+    with pytest.raises(blobpad.InvalidArgument, match="ToolSpec"):
+        tb.add_tool({"name": "x"})  # type: ignore[arg-type]
+    tb.tools.pop("echo")  # a copy: the toolbox keeps it
+    assert "echo" in tb.tools

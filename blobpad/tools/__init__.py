@@ -25,9 +25,8 @@ share) and :mod:`~blobpad.tools.sandbox` (the file-offload sandbox).
 
 from __future__ import annotations
 
-# importable from here as before the split, beside __all__: the tests fail the reads of
-# blobpad.tools._Limited, and import result_size
-from .sandbox import _Limited as _Limited
+# importable from here as before the split, beside __all__
+from .sandbox import LimitedReader as LimitedReader
 from .spec import Handler as Handler
 from .spec import Param, ToolSpec
 from .spec import Profile as Profile

@@ -126,8 +126,9 @@ def _open_confined(tb: ToolContext, raw_path: str) -> tuple[int, str, int]:
     return fd, real, st.st_size
 
 
-class _Limited:
-    """A binary reader that fails once more than ``limit`` bytes were read (a file growing while read)."""
+class LimitedReader:
+    """The binary reader scratchpad_offload reads a file through: it fails once more than ``limit``
+    bytes were read (a file growing while read)."""
 
     def __init__(self, fh: Any, limit: int) -> None:
         self._fh = fh
@@ -144,7 +145,7 @@ class _Limited:
 def _offload_file(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     fd, real, size = _open_confined(tb, a["path"])
     with os.fdopen(fd, "rb") as raw:
-        fh = _Limited(raw, tb.max_file_bytes)
+        fh = LimitedReader(raw, tb.max_file_bytes)
         try:
             result = tb.offloader.offload_content(
                 fh, session=tb.session, turn=tb.turn, tool="scratchpad_offload", field="content",

@@ -21,6 +21,7 @@ from ..errors import (
     check_ttl,
     check_turn,
     describe,
+    typename,
 )
 from ..index import Entry, is_id
 from ..offload import Offloader
@@ -158,6 +159,24 @@ class Toolbox:
             if t.name in self._tools:
                 raise InvalidArgument(f"profiles {profile!r} both define the tool {t.name!r}; combine other profiles")
             self._tools[t.name] = t
+
+    # -- the tools ------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> dict[str, ToolSpec]:
+        """Every tool of this toolbox by name, shown or not (a copy: change it with :meth:`add_tool`)."""
+        return dict(self._tools)
+
+    def add_tool(self, spec: ToolSpec) -> None:
+        """Add a tool of your own; :meth:`call` dispatches it and :meth:`schemas` lists it like the profile's.
+
+        Raises InvalidArgument when a tool of that name exists.
+        """
+        if not isinstance(spec, ToolSpec):
+            raise InvalidArgument(f"add_tool takes a blobpad.tools.ToolSpec, not {typename(spec)}")
+        if spec.name in self._tools:
+            raise InvalidArgument(f"this toolbox already has a tool named {spec.name!r}")
+        self._tools[spec.name] = spec
 
     # -- notepad ------------------------------------------------------------------------
 
