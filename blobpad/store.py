@@ -76,7 +76,10 @@ class Stats:
     deduplicated chunks of both occupy (an expired entry's chunks are freed when it is
     removed); ``compression_ratio`` compares the raw bytes of the stored chunks with
     their compressed size, ``dedup_ratio`` the logical bytes of every entry held with
-    the raw bytes of the distinct chunks.
+    the raw bytes of the distinct chunks.  ``disk_bytes`` is what the engine occupies
+    (the blocks of ``data.mdb`` for LMDB, the bytes of keys and values held for the
+    memory engine), ``map_size`` LMDB's current map size (0 for an engine without a
+    size ceiling).
     """
 
     entries: int
