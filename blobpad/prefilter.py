@@ -14,10 +14,10 @@ chunk (64 bits at least, 2**16 at most, rounded up to whole bytes, and at most w
 a chunk that lacks it more often than not, but a literal of ``L`` bytes needs its
 ``L - 2`` trigrams at once, and an absent literal of a dozen bytes passes a chunk by
 chance about one time in a hundred (benchmarks/README.md, "Chunk prefilters", has
-the measures that chose this design).  The serialized form is ``[VERSION]``, the
-number of bytes of bits as two bytes little-endian, then the bits (bit ``j`` is bit
-``j % 8`` of byte ``j // 8``); a reader that meets another version, or a damaged
-filter, must read the chunk.
+the measures that chose this design).  The serialized form is ``[VERSION]``, a flags
+byte (bit 0: the chunk ends in a newline), the number of bytes of bits as two bytes
+little-endian, then the bits (bit ``j`` is bit ``j % 8`` of byte ``j // 8``); a
+reader that meets another version, or a damaged filter, must read the chunk.
 
 One folded filter serves case-sensitive and case-insensitive queries alike: a query
 folds its literals the same way, and a string present in the chunk is present,
@@ -42,7 +42,9 @@ where a line is longer than the largest chunk.  ``build`` takes the first
 :data:`SPILL` bytes after a chunk that does not end in a newline, so that the
 trigrams that start in it and end in the next are in its filter; a line that runs over several chunks must then be
 checked against all of their filters at once (:meth:`Query.may_match_run`): a match
-``foo.*bar`` may have ``foo`` in one and ``bar`` in the next.
+``foo.*bar`` may have ``foo`` in one and ``bar`` in the next.  :meth:`Query.select`
+does that for an entry's chunks: it tells which to read, from their filters alone
+(each filter says whether its chunk ends in a newline).
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ MAX_BYTES = 8192
 
 _MULT = 0x9E3779B1
 _SCRATCH_LOG = 18  # the trigram hash the filter's bits are taken from has 18 bits
-_HEADER = 3
+_HEADER = 4
+_ENDS_LINE = 1  # flags: the chunk ends in a newline
 _FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 
 #: Exact sets of strings are carried through a pattern while they hold at most this many strings.
@@ -120,8 +123,8 @@ def _size(distinct: int, max_bytes: int | None) -> int:
     return max(MIN_BYTES, min(MAX_BYTES, size))
 
 
-def _header(size: int) -> bytes:
-    return bytes((VERSION, size & 0xFF, size >> 8))
+def _header(size: int, flags: int) -> bytes:
+    return bytes((VERSION, flags, size & 0xFF, size >> 8))
 
 
 def _scratch_numpy(data: bytes) -> Any:
@@ -136,15 +139,15 @@ def _scratch_numpy(data: bytes) -> Any:
     return table
 
 
-def _build_numpy(data: bytes, max_bytes: int | None) -> bytes:
+def _build_numpy(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
     hashes = _np.flatnonzero(_scratch_numpy(data))
     size = _size(len(hashes), max_bytes)
     bits = _np.zeros(size * 8, dtype=_np.bool_)
     bits[(hashes * (size * 8)) >> _SCRATCH_LOG] = True
-    return _header(size) + _np.packbits(bits, bitorder="little").tobytes()
+    return _header(size, flags) + _np.packbits(bits, bitorder="little").tobytes()
 
 
-def _build_python(data: bytes, max_bytes: int | None) -> bytes:
+def _build_python(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
     """The same bytes as :func:`_build_numpy`, without numpy (about 50 times slower)."""
     shift = 32 - _SCRATCH_LOG
     hashes = {((data[i] | data[i + 1] << 8 | data[i + 2] << 16) * _MULT & 0xFFFFFFFF) >> shift
@@ -155,7 +158,7 @@ def _build_python(data: bytes, max_bytes: int | None) -> bytes:
     for s in hashes:
         j = s * m >> _SCRATCH_LOG
         out[j >> 3] |= 1 << (j & 7)
-    return _header(size) + bytes(out)
+    return _header(size, flags) + bytes(out)
 
 
 def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> bytes:
@@ -168,20 +171,21 @@ def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> 
     query requires holds a newline), so its filter is a function of its bytes alone:
     it can be kept with the chunk and shared by every entry holding the chunk.
 
-    The result is about one bit per distinct trigram of the chunk, 11 to 8195 bytes
-    long, and at most ``max_bytes`` long when that is given (at least 11): put passes
+    The result is about one bit per distinct trigram of the chunk, 12 to 8196 bytes
+    long, and at most ``max_bytes`` long when that is given (at least 12): put passes
     a share of the chunk's compressed size, so that filters never take more than that
     share of the stored bytes (a smaller filter only lets more chunks through).
     """
     chunk = bytes(chunk)
-    if spill and not chunk.endswith(b"\n"):
+    flags = _ENDS_LINE if chunk.endswith(b"\n") else 0
+    if spill and not flags:
         chunk += bytes(spill[:SPILL])
     data = chunk.translate(_FOLD)
     if len(data) < GRAM:
-        return _header(MIN_BYTES) + bytes(MIN_BYTES)
+        return _header(MIN_BYTES, flags) + bytes(MIN_BYTES)
     if _np is not None:
-        return _build_numpy(data, max_bytes)
-    return _build_python(data, max_bytes)
+        return _build_numpy(data, max_bytes, flags)
+    return _build_python(data, max_bytes, flags)
 
 
 # -- queries --------------------------------------------------------------------------
@@ -468,18 +472,40 @@ class Query:
             return False
         parsed: list[tuple[int, bytes]] = []
         for flt in filters:
-            if len(flt) < _HEADER or flt[0] != VERSION:
-                return True
-            size = flt[1] | flt[2] << 8
-            if not MIN_BYTES <= size <= MAX_BYTES or len(flt) != _HEADER + size:
+            size = _valid_size(flt)
+            if not size:
                 return True
             parsed.append((size * 8, flt))
         if not parsed:
             return True
         return _eval(f, parsed)
 
+    def select(self, filters: Sequence[bytes]) -> list[bool]:
+        """Which of an entry's chunks (their filters, in order) must be read: False only
+        for a chunk no matching line touches.  The chunks of a line that runs over chunk
+        boundaries are checked together (:meth:`may_match_run`); a damaged filter, or one
+        of another version, joins its chunk to the next and makes the group read."""
+        if self._formula is True:
+            return [True] * len(filters)
+        out: list[bool] = []
+        start = 0
+        for i, flt in enumerate(filters):
+            ends = bool(_valid_size(flt)) and bool(flt[1] & _ENDS_LINE)
+            if ends or i == len(filters) - 1:
+                out += [self.may_match_run(filters[start:i + 1])] * (i + 1 - start)
+                start = i + 1
+        return out
+
     def __repr__(self) -> str:
         return "Query(MATCH_ALL)" if self._formula is True else f"Query({self._formula!r})"
+
+
+def _valid_size(flt: bytes) -> int:
+    """The bytes of bits of a well-formed filter of this version, else 0."""
+    if len(flt) < _HEADER or flt[0] != VERSION or flt[1] & ~_ENDS_LINE:
+        return 0
+    size = flt[2] | flt[3] << 8
+    return size if MIN_BYTES <= size <= MAX_BYTES and len(flt) == _HEADER + size else 0
 
 
 def _eval(f: _Formula, filters: list[tuple[int, bytes]]) -> bool:

@@ -95,6 +95,8 @@ def _check(chunks: list[bytes], pattern: str, ignore_case: bool, fixed: bool) ->
     query = Query.compile(pattern, ignore_case=ignore_case, fixed=fixed)
     pyre = _python_re(pattern, ignore_case, fixed)
     filters = _filters(chunks)
+    selected = query.select(filters)
+    assert len(selected) == len(filters)
     hits = 0
     for line, first, last in _lines(chunks):
         matched = regex.search(line) is not None
@@ -104,6 +106,7 @@ def _check(chunks: list[bytes], pattern: str, ignore_case: bool, fixed: bool) ->
             continue
         hits += 1
         assert query.may_match_run(filters[first:last + 1]), (pattern, ignore_case, fixed, line[:200], first, last)
+        assert all(selected[first:last + 1])
         if first == last:
             assert query.may_match(filters[first])
     return hits
@@ -316,22 +319,31 @@ def test_unknown_or_damaged_filters_are_read() -> None:
     query = Query.compile("blobpad-needle", ignore_case=False, fixed=True)
     good = build(b"nothing to see here\n" * 10)
     assert not query.may_match(good)
-    for bad in (b"", b"\x01\x08", bytes([2]) + good[1:], good[:-1], good + b"\0", bytes([1, 4, 0]) + good[3:7],
-                bytes([1, 1, 0x21]) + bytes(0x2101)):
+    for bad in (b"", b"\x01\x01\x08", bytes([2]) + good[1:], good[:-1], good + b"\0", bytes([1, 1, 4, 0]) + good[4:8],
+                bytes([1, 1, 1, 0x21]) + bytes(0x2101)):
         assert query.may_match(bad)
+        assert query.select([good, bad, good, good]) == [False, True, True, False]
     assert query.may_match_run([good, good[:5]])
+
+
+def test_select_reads_a_long_line_with_all_its_chunks() -> None:
+    query = Query.compile("foo.*bar", ignore_case=False, fixed=False)
+    chunks = [b"a line\n", b"x" * 50 + b"foo", b"y" * 50, b"bar and the end\n", b"other\n", b"foo\n", b"bar\n"]
+    assert query.select(_filters(chunks)) == [False, True, True, True, False, False, False]
+    assert MATCH_ALL.select(_filters(chunks)) == [True] * 7
 
 
 def test_filters_are_versioned_and_bounded() -> None:
     for data in (b"", b"ab", b"abc", sample.log_text(300_000).encode(), sample.binary_blob(300_000)):
         f = build(data)
         assert f[0] == prefilter.VERSION
-        assert len(f) == 3 + (f[1] | f[2] << 8)
-        assert 3 + prefilter.MIN_BYTES <= len(f) <= 3 + prefilter.MAX_BYTES
+        assert len(f) == 4 + (f[2] | f[3] << 8)
+        assert 4 + prefilter.MIN_BYTES <= len(f) <= 4 + prefilter.MAX_BYTES
+        assert f[1] == data.endswith(b"\n")
     log = sample.log_text(100_000).encode()
-    for cap in (0, 11, 12, 100, 10_000):
+    for cap in (0, 12, 13, 100, 10_000):
         f = build(log, max_bytes=cap)
-        assert len(f) == max(11, min(cap, len(build(log))))
+        assert len(f) == max(12, min(cap, len(build(log))))
         assert Query.compile("connection", ignore_case=False, fixed=True).may_match(f)
 
 
