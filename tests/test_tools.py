@@ -100,6 +100,89 @@ def test_every_schema_is_valid_for_its_api(store, tmp_path, profile, flavor):
     assert len(names) == len(set(names))
 
 
+#: The keywords OpenAI's strict mode takes in a tool's parameters, as we use them (its "supported schemas").
+STRICT_KEYWORDS = {"type", "description", "enum", "items", "properties", "required", "additionalProperties"}
+
+
+def _strict_parameters(schema: dict, flavor: str) -> dict:
+    if flavor == "openai":
+        assert set(schema) == {"type", "function"} and schema["function"]["strict"] is True
+        return schema["function"]["parameters"]
+    assert schema["type"] == "function" and schema["strict"] is True
+    return schema["parameters"]
+
+
+@pytest.mark.parametrize("profile", _all_profiles() + ["blobpad+seed002", "seed003+seed001"])
+@pytest.mark.parametrize("flavor", ["openai", "openai-responses"])
+def test_strict_schemas_follow_openais_strict_mode(store, tmp_path, profile, flavor):
+    tb = Toolbox(store, session="s", turn=1, profile=profile, always_show=True, allow_dirs=[tmp_path])
+    loose = {t["name"] if "name" in t else t["function"]["name"]: t for t in tb.schemas(flavor)}
+    strict = tb.schemas(flavor, strict=True)
+    assert [s.get("name") or s["function"]["name"] for s in strict] == list(loose) == tb.tool_names()
+    for schema in strict:
+        params = _strict_parameters(schema, flavor)
+        name = schema.get("name") or schema["function"]["name"]
+        spec = tb.tools[name]
+        jsonschema.Draft202012Validator.check_schema(params)
+        assert params["type"] == "object" and params["additionalProperties"] is False
+        assert params["required"] == list(params["properties"]) == [p.name for p in spec.params]
+        assert set(params) <= STRICT_KEYWORDS
+        for p in spec.params:
+            prop = params["properties"][p.name]
+            assert set(prop) <= STRICT_KEYWORDS and prop["description"] == p.description
+            assert prop["type"] == (p.type if p.required else [p.type, "null"])
+            if p.enum:
+                assert prop["enum"] == list(p.enum) + ([] if p.required else [None])
+            if p.type == "array":
+                assert prop["items"] == {"type": "string"}
+        # what a strict-mode model sends: every argument, null for those it leaves out
+        validator = jsonschema.Draft202012Validator(params)
+        required = {p.name: _valid_value(p) for p in spec.params if p.required}
+        nulls = {p.name: None for p in spec.params if not p.required}
+        assert not list(validator.iter_errors({**required, **nulls}))
+        assert list(validator.iter_errors(required)) or not nulls      # leaving one out is refused
+        # the dispatcher takes the nulls as the defaults, for every tool
+        assert spec.validate({**required, **nulls}) == spec.validate(required)
+        assert spec.validate(json.dumps({**required, **nulls})) == spec.validate(required)
+
+
+def _valid_value(p):
+    if p.enum:
+        return p.enum[0]
+    return {"string": "x" * max(1, p.min_length), "integer": max(p.minimum, 1), "boolean": True,
+            "array": ["x"]}[p.type]
+
+
+def test_strict_false_is_the_default_and_strict_is_for_openai_only(store, tmp_path):
+    tb = Toolbox(store, session="s", turn=1, profile="blobpad+seed002", always_show=True, allow_dirs=[tmp_path])
+    for flavor in FLAVORS:
+        assert json.dumps(tb.schemas(flavor, strict=False)) == json.dumps(tb.schemas(flavor))
+        assert '"strict":' not in json.dumps(tb.schemas(flavor))
+    read = next(s for s in tb.schemas("openai") if s["function"]["name"] == "scratchpad_read")["function"]
+    assert read["parameters"]["required"] == ["scratchpad_id"]
+    assert read["parameters"]["properties"]["n"] == {"type": "integer", "description": read["parameters"][
+        "properties"]["n"]["description"], "minimum": 0, "maximum": (1 << 53) - 1, "default": 2000}
+    for flavor in ("anthropic", "mcp"):
+        with pytest.raises(blobpad.InvalidArgument, match="strict mode"):
+            tb.schemas(flavor, strict=True)
+    with pytest.raises(blobpad.InvalidArgument, match="strict must be"):
+        tb.schemas("openai", strict="yes")
+
+
+def test_a_strict_mode_call_reads_like_a_plain_one(store):
+    text = _log(3_000, seed=5)
+    tb, e = _toolbox(store, text)
+    nulls = {p.name: None for p in tb.tools["scratchpad_read"].params if not p.required}
+    for args in ({"mode": "lines", "start_line": 10, "end_line": 20}, {"mode": "grep", "pattern": "ERROR"},
+                 {"mode": "tail", "n": 300}, {}):
+        strict_args = {**nulls, "scratchpad_id": e.id, **args}
+        assert len(strict_args) == len(tb.tools["scratchpad_read"].params)
+        assert tb.call("scratchpad_read", json.dumps(strict_args)) == _read(tb, scratchpad_id=e.id, **args)
+    assert tb.call("scratchpad_list", {"skip": None}) == tb.call("scratchpad_list", {})
+    assert _read(tb, scratchpad_id=e.id, mode="lines", start_line=10, end_line=20)["content"] == "\n".join(
+        f"{i}\t{line}" for i, line in enumerate(text.splitlines()[9:20], start=10))
+
+
 def test_profiles_are_documented():
     assert set(PROFILES) >= {"blobpad", "seed000", "seed003"}
     for name, description in PROFILES.items():
@@ -159,19 +242,38 @@ def test_the_toolbox_checks_ttl_and_turn_with_the_stores_checks(store):
     assert store.entries() == []
 
 
-def test_read_tool_appears_only_once_the_turn_has_an_entry(store):
-    tb = Toolbox(store, session="s", turn=1)
+def test_seed000_read_tool_appears_only_once_the_turn_has_an_entry(store):
     seed0 = Toolbox(store, session="s", turn=1, profile="seed000")
-    assert tb.schemas("openai") == [] and seed0.schemas("anthropic") == []
+    assert seed0.schemas("anthropic") == []
     store.put("x" * 10, session="s", turn=2)          # another turn
     store.put("x" * 10, session="other", turn=1)      # another session
-    assert tb.tool_names() == [] and seed0.tool_names() == []
+    assert seed0.tool_names() == []
     Offloader(store).offload({"content": "y" * 5000}, session="s", turn=1)
-    assert tb.tool_names() == ["scratchpad_read", "scratchpad_list"]
     assert [s["function"]["name"] for s in seed0.schemas("openai")] == ["scratchpad_read"]
-    tb.turn = 3                                       # next turn: nothing offloaded yet
-    assert tb.schemas("mcp") == []
-    assert Toolbox(store, session="s", turn=3, always_show=True).tool_names() == ["scratchpad_read", "scratchpad_list"]
+    seed0.turn = 3                                    # next turn: nothing offloaded yet
+    assert seed0.schemas("mcp") == []
+    assert Toolbox(store, session="s", turn=3, profile="seed000", always_show=True).tool_names() == ["scratchpad_read"]
+    # a reader tool of one's own waits with seed 000's; one added to a blobpad toolbox does not
+    echo = ToolSpec("echo_entry", "Echo the arguments back, for the test of the listing rule.", (),
+                    lambda tb, a, budget: {"ok": True}, reader=True)
+    seed0.add_tool(echo)
+    assert seed0.tool_names() == []
+    tb = Toolbox(store, session="s", turn=3)
+    tb.add_tool(echo)
+    assert tb.tool_names() == ["scratchpad_read", "scratchpad_list", "echo_entry"]
+
+
+def test_blobpad_tools_are_listed_from_the_start(store):
+    # frameworks (the OpenAI Agents SDK, LangGraph) register tools once, before the first offload
+    tb = Toolbox(store, session="s", turn=1)
+    assert tb.tool_names() == ["scratchpad_read", "scratchpad_list"] and store.entries() == []
+    assert [s["name"] for s in tb.schemas("mcp")] == ["scratchpad_read", "scratchpad_list"]
+    listed = tb.call("scratchpad_list", {})
+    assert listed["ok"] is True and store.entries() == []
+    missing = tb.call("scratchpad_read", {"scratchpad_id": "0123456789abcdef"})
+    assert missing["ok"] is False and "scratchpad_list" in missing["error"]
+    tb.turn = 2
+    assert tb.tool_names() == ["scratchpad_read", "scratchpad_list"]
     # seed 003's tools let the model write, so they are always there
     assert Toolbox(store, session="new", profile="seed003").tool_names() == [
         "scratchpad_write", "scratchpad_read", "scratchpad_edit", "scratchpad_list", "scratchpad_delete"]
@@ -819,7 +921,8 @@ def test_offload_tool_exists_only_with_allowed_dirs(store, dirs):
     assert "scratchpad_offload" not in Toolbox(store, session="s", turn=1, always_show=True).tool_names()
     tb = Toolbox(store, session="s", turn=1, allow_dirs=[dirs[0]])
     assert "scratchpad_offload" in tb.tool_names()
-    assert str(dirs[0].resolve()) in next(s["description"] for s in tb.schemas("anthropic"))
+    assert str(dirs[0].resolve()) in next(s["description"] for s in tb.schemas("anthropic")
+                                          if s["name"] == "scratchpad_offload")
     with pytest.raises(blobpad.InvalidArgument, match="not a directory"):
         Toolbox(store, session="s", turn=1, allow_dirs=[dirs[0] / "missing"])
 
@@ -1055,9 +1158,12 @@ def test_seed004_scratchpad_budget(store):
 
 def test_profiles_combine_with_plus(store):
     tb = Toolbox(store, session="s", turn=1, profile="blobpad+seed002")
-    assert tb.scope == "turn" and tb.tool_names() == ["read_notepad", "write_notepad", "update_notepad"]
-    Offloader(store).offload({"content": "z" * 5000}, session="s", turn=1)
+    assert tb.scope == "turn"
     assert tb.tool_names() == ["scratchpad_read", "scratchpad_list", "read_notepad", "write_notepad", "update_notepad"]
+    tb = Toolbox(store, session="s", turn=1, profile="seed000+seed002")
+    assert tb.tool_names() == ["read_notepad", "write_notepad", "update_notepad"]
+    Offloader(store).offload({"content": "z" * 5000}, session="s", turn=1)
+    assert tb.tool_names() == ["scratchpad_read", "read_notepad", "write_notepad", "update_notepad"]
     with pytest.raises(blobpad.InvalidArgument, match="session_scratchpad"):
         Toolbox(store, session="s", profile="seed001+seed004")
     with pytest.raises(blobpad.InvalidArgument, match="unknown profile 'nope'"):

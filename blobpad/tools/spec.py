@@ -63,6 +63,20 @@ class Param:
             s["default"] = self.default
         return s
 
+    def strict_schema(self) -> dict[str, Any]:
+        """Its JSON Schema in OpenAI's strict mode: an optional parameter is typed nullable
+        (``["integer", "null"]``, its enum holding null too), since strict mode lists every
+        property as required and the model sends null for the ones it leaves out; only the
+        keywords strict mode takes are kept (type, description, enum, items): the bounds,
+        lengths and default stay in the description and in :meth:`check`."""
+        s: dict[str, Any] = {"type": self.type if self.required else [self.type, "null"],
+                             "description": self.description}
+        if self.enum:
+            s["enum"] = list(self.enum) if self.required else [*self.enum, None]
+        if self.type == "array":
+            s["items"] = {"type": "string"}
+        return s
+
     def check(self, value: Any, tool: str) -> Any:
         label = f"{tool}: argument {self.name!r}"
         if self.type == "string":
@@ -137,7 +151,8 @@ Handler = Callable[[ToolContext, dict[str, Any], int], dict[str, Any]]
 class ToolSpec:
     """A tool: its name, description, parameters and the function that runs it.
 
-    ``reader`` tools are listed only once the scope holds an entry (seed 000).
+    ``reader`` tools of a profile whose record says ``readers_wait`` (seed 000) are
+    listed only once the scope holds an entry.
     ``handler(toolbox, arguments, budget)`` returns the result; ``budget`` is the
     number of characters its bulk content may take.
     """
@@ -150,7 +165,17 @@ class ToolSpec:
     read_only: bool = True
     destructive: bool = False
 
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self, *, strict: bool = False) -> dict[str, Any]:
+        """The JSON Schema of its arguments; ``strict``: in OpenAI's strict mode (every
+        property required, the optional ones nullable: see :meth:`Param.strict_schema`).
+        :meth:`validate` takes null as the default of an optional argument."""
+        if strict:
+            return {
+                "type": "object",
+                "properties": {p.name: p.strict_schema() for p in self.params},
+                "required": [p.name for p in self.params],
+                "additionalProperties": False,
+            }
         return {
             "type": "object",
             "properties": {p.name: p.schema() for p in self.params},
@@ -212,6 +237,10 @@ class Profile:
             text, from the session's notepad (None: it keeps no such sections).
         kept_words: how the tools that own the notepad text name what this profile
             keeps ("notes, plan and refs").
+        readers_wait: its reader tools (``ToolSpec.reader``) are listed only once the
+            scope holds an entry (seed 000: the runtime adds ``scratchpad_read`` when the
+            turn has an offloaded observation); False: listed from the start, as
+            frameworks that register tools once, before the first offload, need.
     """
 
     name: str
@@ -225,6 +254,7 @@ class Profile:
     context_block: Callable[[Notepad], str] | None = None
     notepad_sections: Callable[[Notepad], list[str]] | None = None
     kept_words: str = ""
+    readers_wait: bool = False
 
 
 # -- the cap of a result -----------------------------------------------------------------------

@@ -72,7 +72,9 @@ class Toolbox:
             34,000 for seed003, so that its default limit of 30,000 fits).
         line_chars: longest line shown whole by the line-numbered modes (default 2000,
             or a quarter of ``max_result_chars`` if that is smaller).
-        always_show: list reader tools even before the scope holds an entry.
+        always_show: list the reader tools of seed 000's profile (the profiles whose
+            record says ``readers_wait``) even before the scope holds an entry; the
+            other profiles list every tool from the start.
         allow_dirs: directories the ``scratchpad_offload`` tool may read files from;
             the tool exists only when this is not empty.
         offloader: the :class:`Offloader` used by ``scratchpad_offload`` (default: one
@@ -151,7 +153,14 @@ class Toolbox:
         self.turn = turn
         if any(r.notepad for r in records):
             _ = self.notepad  # fail now, not at the model's first call, if the notepad is unavailable
-        tools = [t for r in records for t in r.tools(self)]
+        tools: list[ToolSpec] = []
+        waiting: set[str] = set()  # the reader tools listed once the scope holds an entry (tool_names)
+        for r in records:
+            for t in r.tools(self):
+                tools.append(t)
+                if t.reader and r.readers_wait:
+                    waiting.add(t.name)
+        self._waiting = waiting
         if self.allow_dirs:
             tools.append(offload_tool(self))
         self._tools: dict[str, ToolSpec] = {}
@@ -168,7 +177,8 @@ class Toolbox:
         return dict(self._tools)
 
     def add_tool(self, spec: ToolSpec) -> None:
-        """Add a tool of your own; :meth:`call` dispatches it and :meth:`schemas` lists it like the profile's.
+        """Add a tool of your own; :meth:`call` dispatches it and :meth:`schemas` lists it like the profile's
+        (a ``reader`` tool waits for the scope's first entry when one of the profiles' readers do).
 
         Raises InvalidArgument when a tool of that name exists.
         """
@@ -177,6 +187,8 @@ class Toolbox:
         if spec.name in self._tools:
             raise InvalidArgument(f"this toolbox already has a tool named {spec.name!r}")
         self._tools[spec.name] = spec
+        if spec.reader and any(r.readers_wait for r in self.profiles):
+            self._waiting.add(spec.name)
 
     # -- notepad ------------------------------------------------------------------------
 
@@ -328,29 +340,46 @@ class Toolbox:
     # -- schemas ------------------------------------------------------------------------
 
     def tool_names(self) -> list[str]:
-        """Names of the tools :meth:`schemas` lists right now."""
-        show = self.always_show or self._has_entries()
-        return [t.name for t in self._tools.values() if show or not t.reader]
+        """Names of the tools :meth:`schemas` lists right now: all of them, but for the
+        reader tools of seed 000's profile until the scope holds an entry (unless ``always_show``)."""
+        wait = bool(self._waiting) and not self.always_show and not self._has_entries()
+        return [name for name in self._tools if not (wait and name in self._waiting)]
 
-    def schemas(self, flavor: str = "openai") -> list[dict[str, Any]]:
+    def schemas(self, flavor: str = "openai", *, strict: bool = False) -> list[dict[str, Any]]:
         """The tool definitions for an API: ``"openai"`` (Chat Completions ``tools``),
         ``"openai-responses"`` (Responses API), ``"anthropic"`` (Messages ``tools``) or
         ``"mcp"`` (``Tool`` objects of ``tools/list``).
 
-        Reader tools appear only once the scope holds an entry (unless
-        ``always_show``), so a model without offloaded observations sees no noise.
+        The profile ``blobpad`` and the others list every tool from the start (frameworks
+        register tools once, before the first offload); seed 000's ``scratchpad_read``
+        appears only once the scope holds an entry (unless ``always_show``), as the seed says.
+
+        ``strict`` (the OpenAI flavors only): the schemas of OpenAI's strict mode, with
+        ``"strict": true`` on each function: every property required, the optional ones
+        nullable (a null argument means its default), ``additionalProperties: false``,
+        and no keyword strict mode refuses (see :meth:`ToolSpec.input_schema`).
         """
         if flavor not in FLAVORS:
             raise InvalidArgument(f"unknown schema flavor {describe(flavor)}; use one of {', '.join(FLAVORS)}")
+        if not isinstance(strict, bool):
+            raise InvalidArgument(f"strict must be True or False, not {describe(strict)}")
+        if strict and not flavor.startswith("openai"):
+            raise InvalidArgument(f"strict schemas are OpenAI's strict mode: use flavor 'openai' or 'openai-responses', "
+                                  f"not {flavor!r}")
         out = []
         for name in self.tool_names():
             t = self._tools[name]
-            schema = t.input_schema()
+            schema = t.input_schema(strict=strict)
             if flavor == "openai":
-                out.append({"type": "function", "function": {"name": t.name, "description": t.description,
-                                                             "parameters": schema}})
+                function = {"name": t.name, "description": t.description, "parameters": schema}
+                if strict:
+                    function["strict"] = True
+                out.append({"type": "function", "function": function})
             elif flavor == "openai-responses":
-                out.append({"type": "function", "name": t.name, "description": t.description, "parameters": schema})
+                tool = {"type": "function", "name": t.name, "description": t.description, "parameters": schema}
+                if strict:
+                    tool["strict"] = True
+                out.append(tool)
             elif flavor == "anthropic":
                 out.append({"name": t.name, "description": t.description, "input_schema": schema})
             else:

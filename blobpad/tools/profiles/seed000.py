@@ -53,4 +53,5 @@ PROFILE = Profile(
     ),
     tools=_seed000_tools,
     scope="turn",
+    readers_wait=True,
 )
