@@ -4,24 +4,31 @@ A filter is built once per chunk at put (:func:`build`) and tells a later grep o
 count, before anything is decompressed, that the chunk holds no match of the
 pattern, or that it may.  It never says "no" for a chunk that holds a match.
 
-**The filter** is a one-hash Bloom filter of the chunk's byte trigrams after ASCII
-case folding (``A-Z`` -> ``a-z``, every other byte unchanged): for each trigram
+**The filter** is a one-hash Bloom filter of the chunk's byte trigrams after case
+folding: bit 5 (0x20) of every byte is set, which maps ``A-Z`` to ``a-z`` and merges
+a few pairs of other bytes (``@`` and a backquote, a newline and ``*``...), and is
+cheaper than a translation table.  For each trigram
 ``g`` (its three bytes read as a little-endian integer) it sets bit
-``(s * m) >> 18`` of ``m`` bits, where ``s = ((g * 0x9E3779B1) mod 2**32) >> 14`` is
-an 18-bit hash.  ``m`` is :data:`BITS_PER_GRAM` bits per distinct trigram of the
+``(s * m) >> 16`` of ``m`` bits, where ``s = ((g * 0x9E3779B1) mod 2**32) >> 16`` is
+a 16-bit hash.  ``m`` is :data:`BITS_PER_GRAM` bits per distinct trigram of the
 chunk (64 bits at least, 2**16 at most, rounded up to whole bytes, and at most what
 ``max_bytes`` allows), so that about 60% of its bits are set: a single trigram passes
 a chunk that lacks it more often than not, but a literal of ``L`` bytes needs its
 ``L - 2`` trigrams at once, and an absent literal of a dozen bytes passes a chunk by
 chance about one time in a hundred (benchmarks/README.md, "Chunk prefilters", has
-the measures that chose this design).  The serialized form is ``[VERSION]``, a flags
-byte (bit 0: the chunk ends in a newline), the number of bytes of bits as two bytes
-little-endian, then the bits (bit ``j`` is bit ``j % 8`` of byte ``j // 8``); a
-reader that meets another version, or a damaged filter, must read the chunk.
+the measures that chose this design).  When ``max_bytes`` leaves fewer than
+:data:`DENSITY` bits per trigram, only a sample of the trigrams is kept, those with
+``((s * 40503) mod 2**16) >> 8 < R``, at that density (a Bloom filter of fewer keys
+at its best density excludes more than one of all keys filled up); a query takes the
+trigrams left out as present.  The serialized form is ``[VERSION]``, a flags byte
+(bit 0: the chunk ends in a newline), ``R - 1`` (255: every trigram), the number of
+bytes of bits as two bytes little-endian, then the bits (bit ``j`` is bit ``j % 8``
+of byte ``j // 8``); a reader that meets another version, or a damaged filter, must
+read the chunk.
 
 One folded filter serves case-sensitive and case-insensitive queries alike: a query
 folds its literals the same way, and a string present in the chunk is present,
-folded, in the folded chunk.
+folded, in the folded chunk (the fold is a function of each byte).
 
 **Queries** (:meth:`Query.compile`) turn a pattern's parsed form into an AND/OR
 formula of literals that any match must contain, in the spirit of Russ Cox's
@@ -61,7 +68,8 @@ try:
 except ImportError:  # pragma: no cover - numpy comes with the test and bench extras
     _np = None  # type: ignore[assignment]
 
-__all__ = ["build", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM", "BITS_PER_GRAM", "MIN_BYTES", "MAX_BYTES"]
+__all__ = ["build", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM", "BITS_PER_GRAM", "DENSITY", "MIN_BYTES",
+           "MAX_BYTES"]
 
 #: The first byte of every filter this module writes.
 VERSION = 1
@@ -71,15 +79,19 @@ GRAM = 3
 SPILL = GRAM - 1
 #: Bits of filter per distinct trigram of the chunk (before rounding to a power of two).
 BITS_PER_GRAM = 1.0
-#: Bounds of the filter's bits, in bytes (the serialized filter has 3 bytes more).
+#: Under this many bits per trigram (``max_bytes`` binding), a sample of the trigrams is kept at
+#: this density instead (1 / ln 2: half of the bits set, where a Bloom filter is at its best).
+DENSITY = 1.44
+#: Bounds of the filter's bits, in bytes (the serialized filter has 5 bytes more).
 MIN_BYTES = 8
 MAX_BYTES = 8192
 
 _MULT = 0x9E3779B1
-_SCRATCH_LOG = 18  # the trigram hash the filter's bits are taken from has 18 bits
-_HEADER = 4
+_SCRATCH_LOG = 16  # the trigram hash the filter's bits are taken from has 16 bits (18: 15% slower builds)
+_HEADER = 5
+_SAMPLE_MULT = 40503  # the trigrams sampled: ((s * _SAMPLE_MULT) & 0xFFFF) >> 8 < R
 _ENDS_LINE = 1  # flags: the chunk ends in a newline
-_FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_FOLD = bytes(b | 0x20 for b in range(256))  # the case fold, as a translation table
 
 #: Exact sets of strings are carried through a pattern while they hold at most this many strings.
 _MAX_EXACT = 16
@@ -123,15 +135,25 @@ def _size(distinct: int, max_bytes: int | None) -> int:
     return max(MIN_BYTES, min(MAX_BYTES, size))
 
 
-def _header(size: int, flags: int) -> bytes:
-    return bytes((VERSION, flags, size & 0xFF, size >> 8))
+def _rate(distinct: int, size: int) -> int:
+    """R, out of 256: the share of the trigrams kept in ``size`` bytes of bits."""
+    if size * 8 >= DENSITY * distinct:
+        return 256
+    return max(1, math.ceil(256 * size * 8 / (DENSITY * distinct)))
 
 
-def _scratch_numpy(data: bytes) -> Any:
-    """The 2**18-entry presence table of the trigram hashes of ``data`` (folded), with numpy."""
-    a = _np.frombuffer(data, dtype=_np.uint8).astype(_np.uint32)
-    g = a[:-2] | (a[1:-1] << 8)
-    g |= a[2:] << 16
+def _header(size: int, flags: int, rate: int = 256) -> bytes:
+    return bytes((VERSION, flags, rate - 1, size & 0xFF, size >> 8))
+
+
+def _scratch_numpy(data: bytes, fold: bool = True) -> Any:
+    """The 2**16-entry presence table of the 16-bit hashes of the trigrams of ``data``
+    (at least 3 bytes), case-folded unless ``fold`` is false, with numpy."""
+    padded = data + b"\0"
+    # each byte offset read as a little-endian 4-byte integer (unaligned): one pass, no copies per byte lane
+    windows = _np.ndarray(shape=(len(data) - 2,), dtype="<u4", buffer=padded, offset=0, strides=(1,))
+    g = windows | _np.uint32(0x202020) if fold else windows.copy()
+    g &= _np.uint32(0xFFFFFF)
     g *= _np.uint32(_MULT)
     g >>= _np.uint32(32 - _SCRATCH_LOG)
     table = _np.zeros(1 << _SCRATCH_LOG, dtype=_np.bool_)
@@ -142,23 +164,29 @@ def _scratch_numpy(data: bytes) -> Any:
 def _build_numpy(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
     hashes = _np.flatnonzero(_scratch_numpy(data))
     size = _size(len(hashes), max_bytes)
+    rate = _rate(len(hashes), size)
+    if rate < 256:
+        hashes = hashes[((hashes * _SAMPLE_MULT) & 0xFFFF) >> 8 < rate]
     bits = _np.zeros(size * 8, dtype=_np.bool_)
     bits[(hashes * (size * 8)) >> _SCRATCH_LOG] = True
-    return _header(size, flags) + _np.packbits(bits, bitorder="little").tobytes()
+    return _header(size, flags, rate) + _np.packbits(bits, bitorder="little").tobytes()
 
 
 def _build_python(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
     """The same bytes as :func:`_build_numpy`, without numpy (about 50 times slower)."""
+    data = data.translate(_FOLD)
     shift = 32 - _SCRATCH_LOG
     hashes = {((data[i] | data[i + 1] << 8 | data[i + 2] << 16) * _MULT & 0xFFFFFFFF) >> shift
               for i in range(len(data) - 2)}
     size = _size(len(hashes), max_bytes)
+    rate = _rate(len(hashes), size)
     out = bytearray(size)
     m = size * 8
     for s in hashes:
-        j = s * m >> _SCRATCH_LOG
-        out[j >> 3] |= 1 << (j & 7)
-    return _header(size, flags) + bytes(out)
+        if ((s * _SAMPLE_MULT) & 0xFFFF) >> 8 < rate:
+            j = s * m >> _SCRATCH_LOG
+            out[j >> 3] |= 1 << (j & 7)
+    return _header(size, flags, rate) + bytes(out)
 
 
 def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> bytes:
@@ -171,8 +199,8 @@ def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> 
     query requires holds a newline), so its filter is a function of its bytes alone:
     it can be kept with the chunk and shared by every entry holding the chunk.
 
-    The result is about one bit per distinct trigram of the chunk, 12 to 8196 bytes
-    long, and at most ``max_bytes`` long when that is given (at least 12): put passes
+    The result is about one bit per distinct trigram of the chunk, 13 to 8197 bytes
+    long, and at most ``max_bytes`` long when that is given (at least 13): put passes
     a share of the chunk's compressed size, so that filters never take more than that
     share of the stored bytes (a smaller filter only lets more chunks through).
     """
@@ -180,17 +208,16 @@ def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> 
     flags = _ENDS_LINE if chunk.endswith(b"\n") else 0
     if spill and not flags:
         chunk += bytes(spill[:SPILL])
-    data = chunk.translate(_FOLD)
-    if len(data) < GRAM:
+    if len(chunk) < GRAM:
         return _header(MIN_BYTES, flags) + bytes(MIN_BYTES)
     if _np is not None:
-        return _build_numpy(data, max_bytes, flags)
-    return _build_python(data, max_bytes, flags)
+        return _build_numpy(chunk, max_bytes, flags)
+    return _build_python(chunk, max_bytes, flags)
 
 
 # -- queries --------------------------------------------------------------------------
 
-# A formula is True (nothing required), False (nothing can match), a tuple of 18-bit
+# A formula is True (nothing required), False (nothing can match), a tuple of 16-bit
 # trigram hashes (all required: one literal), or ("and" | "or", tuple of formulas).
 _Formula = Any
 
@@ -256,13 +283,12 @@ def _trim(f: _Formula) -> _Formula:
 
 
 def _literal(s: bytes) -> _Formula:
-    """The requirement of a folded literal: its trigrams (None of it across a newline)."""
+    """The requirement of a folded literal: its trigrams."""
     grams: list[int] = []
-    for piece in s.split(b"\n"):
-        for i in range(len(piece) - GRAM + 1):
-            h = ((piece[i] | piece[i + 1] << 8 | piece[i + 2] << 16) * _MULT & 0xFFFFFFFF) >> (32 - _SCRATCH_LOG)
-            if h not in grams:
-                grams.append(h)
+    for i in range(len(s) - GRAM + 1):
+        h = ((s[i] | s[i + 1] << 8 | s[i + 2] << 16) * _MULT & 0xFFFFFFFF) >> (32 - _SCRATCH_LOG)
+        if h not in grams:
+            grams.append(h)
     if not grams:
         return True
     if len(grams) > _MAX_GRAMS:  # keep grams spread over the literal
@@ -286,10 +312,10 @@ def _char(cp: int, icase: bool) -> _Info:
             ch = chr(cp)
             if ch in _UNSAFE_ASCII:
                 return _ANY
-            return _Info(frozenset({ch.lower().encode()}))
+            return _Info(frozenset({ch.lower().encode().translate(_FOLD)}))
         if not _caseless(cp):
             return _ANY
-        return _Info(frozenset({chr(cp).encode()}))
+        return _Info(frozenset({chr(cp).encode().translate(_FOLD)}))
     return _Info(frozenset({chr(cp).encode().translate(_FOLD)}))
 
 
@@ -470,12 +496,12 @@ class Query:
             return True
         if f is False:
             return False
-        parsed: list[tuple[int, bytes]] = []
+        parsed: list[tuple[int, int, bytes]] = []
         for flt in filters:
             size = _valid_size(flt)
             if not size:
                 return True
-            parsed.append((size * 8, flt))
+            parsed.append((size * 8, flt[2] + 1, flt))
         if not parsed:
             return True
         return _eval(f, parsed)
@@ -504,11 +530,11 @@ def _valid_size(flt: bytes) -> int:
     """The bytes of bits of a well-formed filter of this version, else 0."""
     if len(flt) < _HEADER or flt[0] != VERSION or flt[1] & ~_ENDS_LINE:
         return 0
-    size = flt[2] | flt[3] << 8
+    size = flt[3] | flt[4] << 8
     return size if MIN_BYTES <= size <= MAX_BYTES and len(flt) == _HEADER + size else 0
 
 
-def _eval(f: _Formula, filters: list[tuple[int, bytes]]) -> bool:
+def _eval(f: _Formula, filters: list[tuple[int, int, bytes]]) -> bool:
     if f is True:
         return True
     if f is False:
@@ -519,7 +545,10 @@ def _eval(f: _Formula, filters: list[tuple[int, bytes]]) -> bool:
     if kind == "or":
         return any(_eval(x, filters) for x in f[1])
     for s in f:
-        for m, flt in filters:
+        sample = ((s * _SAMPLE_MULT) & 0xFFFF) >> 8
+        for m, rate, flt in filters:
+            if sample >= rate:  # not kept in this filter: may be present
+                break
             j = s * m >> _SCRATCH_LOG
             if flt[_HEADER + (j >> 3)] >> (j & 7) & 1:
                 break
