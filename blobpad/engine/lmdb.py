@@ -482,7 +482,7 @@ DURABILITY = {
     True: "sync=True: an acknowledged write survives a killed process and an operating-system crash or power loss "
           "(every commit is flushed to disk before it returns)",
     False: "sync=False: an acknowledged write survives a killed process; an operating-system crash or power loss "
-           "may undo the last commits (the store stays consistent)",
+           "may undo the last commits (the store stays consistent where the file system keeps the order of writes)",
 }
 
 
