@@ -1,0 +1,232 @@
+"""blobpad in the OpenAI Agents SDK (``pip install 'blobpad[openai-agents]'``, SDK 0.24).
+
+Two pieces, both bound to one :class:`~blobpad.tools.Toolbox` (its store, session and turn):
+
+* :func:`function_tools`: the Toolbox's tools as SDK ``FunctionTool`` objects, with
+  the schemas of OpenAI's strict mode (:meth:`Toolbox.schemas` with ``strict=True``);
+  each call runs :meth:`Toolbox.call` in a worker thread and hands the model its JSON
+  answer (a call never raises: a bad one answers ``{"ok": false, "error": ...}``).
+* :class:`OffloadFilter`: a ``RunConfig.call_model_input_filter`` that, before each
+  model call, puts every tool output over the :class:`~blobpad.Offloader`'s threshold
+  into the store and gives the model seed 000's synthetic observation instead (a
+  head-and-tail summary, the ``scratchpad_id`` and a note saying how to read it), where
+  the SDK's ``ToolOutputTrimmer`` keeps a preview and loses the rest.  The model reads
+  the rest with the tools of :func:`function_tools`: lines, grep, count, ranges.
+
+::
+
+    from agents import Agent, RunConfig, Runner
+    from blobpad.integrations.openai_agents import OffloadFilter, function_tools
+
+    toolbox = blobpad.Toolbox(store, session="run-1", scope="session")
+    agent = Agent(name="ops", tools=[my_tool, *function_tools(toolbox)])
+    result = Runner.run_sync(agent, "why did the deploy fail?",
+                             run_config=RunConfig(call_model_input_filter=OffloadFilter(toolbox)))
+
+Only the model's copy of the conversation changes: the run's items (``result.new_items``,
+a session's history) keep the tool outputs whole, and the filter offloads each of them
+once (a later model call gets the same summary and id without another put, as long as
+the entry lives; an expired one is put again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import BlobpadError, InvalidArgument, typename
+from ..offload import Offloader, text_summary
+from ..tools import Toolbox
+
+try:
+    from agents import Agent, FunctionTool, RunContextWrapper
+    from agents.run_config import CallModelData, ModelInputData
+    from agents.tool_context import ToolContext
+except ImportError as exc:  # pragma: no cover - the test environment has the SDK
+    raise ImportError(
+        "blobpad.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'blobpad[openai-agents]' "
+        f"({exc})"
+    ) from exc
+
+__all__ = ["OffloadFilter", "function_tools"]
+
+log = logging.getLogger("blobpad.integrations.openai_agents")
+
+
+def function_tools(toolbox: Toolbox, *, strict: bool = True) -> list[FunctionTool]:
+    """The tools of ``toolbox`` as Agents SDK ``FunctionTool`` objects, to pass to ``Agent(tools=...)``.
+
+    ``strict`` (default True): their parameters are the schemas of OpenAI's strict mode,
+    which the SDK sends as they are (every argument required, the optional ones nullable:
+    the Toolbox takes null as the default).  A tool is enabled while :meth:`Toolbox.tool_names`
+    lists it: the profile ``blobpad`` lists its tools from the start; seed 000's
+    ``scratchpad_read`` waits for the scope's first entry.  Each call runs
+    :meth:`Toolbox.call` in a worker thread (a grep may take its search budget, 5 s by
+    default) and returns its answer as JSON text.
+    """
+    if not isinstance(toolbox, Toolbox):
+        raise InvalidArgument(f"function_tools takes a blobpad.Toolbox, not {typename(toolbox)}")
+    if not isinstance(strict, bool):
+        raise InvalidArgument(f"strict must be True or False, not {typename(strict)}")
+    return [_function_tool(toolbox, name, strict) for name in toolbox.tools]
+
+
+def _function_tool(toolbox: Toolbox, name: str, strict: bool) -> FunctionTool:
+    spec = toolbox.tools[name]
+
+    async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
+        result = await asyncio.to_thread(toolbox.call, name, arguments)
+        return json.dumps(result, ensure_ascii=False)
+
+    def listed(ctx: RunContextWrapper[Any], agent: Agent[Any]) -> bool:
+        return name in toolbox.tool_names()
+
+    return FunctionTool(
+        name=name,
+        description=spec.description,
+        params_json_schema=spec.input_schema(strict=strict),
+        on_invoke_tool=invoke,
+        strict_json_schema=strict,
+        is_enabled=listed,
+    )
+
+
+class OffloadFilter:
+    """A ``RunConfig.call_model_input_filter`` that offloads large tool outputs into blobpad.
+
+    Before each model call, every ``function_call_output`` whose output is over the
+    offloader's threshold (seed 000's: 4096 characters of JSON) is put into the store,
+    in ``toolbox``'s session and turn, tagged with the tool's name; the model's copy
+    holds the synthetic observation instead, as JSON text: ``{"ok", "scratchpad_id",
+    "size_bytes", "kind", "summary", "metadata", "_note"}`` (see :class:`blobpad.Offloader`).
+    Smaller outputs, and every other item, reach the model as they are (the same objects).
+
+    An output that is a JSON object is offloaded as that object: its ``content`` field
+    (or its largest) is stored as text, so the model reads its lines, and the other
+    fields stay in ``metadata``.  A structured output (a list of ``input_text``,
+    ``input_image``, ``input_file`` parts) has each large text part offloaded on its
+    own; the other parts are left as they are.
+
+    Parameters:
+        toolbox: the :class:`~blobpad.tools.Toolbox` whose tools the model reads with
+            (give them to the agent with :func:`function_tools`); the filter never
+            offloads the outputs of its tools, which are capped already.
+        offloader: decides what is large and what the model sees (default: the
+            toolbox's, seed 000's policy: over 4096 characters of JSON, entries living
+            one hour).
+        tools: offload only the outputs of these tools (default: those of every tool).
+
+    Each output is offloaded once per filter: later model calls get the same
+    observation without another put while its entry lives.  If the store refuses an
+    output (it is full, say), the model gets the output's first and last 500
+    characters and a note saying it could not be saved, never the whole output, and
+    the run goes on.
+    """
+
+    def __init__(self, toolbox: Toolbox, *, offloader: Offloader | None = None,
+                 tools: Iterable[str] | None = None) -> None:
+        if not isinstance(toolbox, Toolbox):
+            raise InvalidArgument(f"OffloadFilter takes a blobpad.Toolbox, not {typename(toolbox)}")
+        if offloader is not None and not isinstance(offloader, Offloader):
+            raise InvalidArgument(f"offloader must be a blobpad.Offloader, not {typename(offloader)}")
+        if isinstance(tools, str):
+            tools = [tools]
+        names = None if tools is None else frozenset(tools)
+        if names is not None and not all(isinstance(n, str) for n in names):
+            raise InvalidArgument("tools must be tool names (strings)")
+        self.toolbox = toolbox
+        self.offloader = offloader if offloader is not None else toolbox.offloader
+        self.tools = names
+        # (call_id, part) -> (fingerprint of the output, entry id, what the model sees)
+        self._done: dict[tuple[str, int], tuple[tuple[int, bytes], str, str]] = {}
+        self._lock = threading.Lock()
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        """The SDK's hook: :meth:`apply` to the model's input, in a worker thread (puts block)."""
+        return await asyncio.to_thread(self.apply, data.model_data)
+
+    def apply(self, model_data: ModelInputData) -> ModelInputData:
+        """The model's input with its large tool outputs offloaded (a new ``ModelInputData``;
+        the items given are not changed)."""
+        items = model_data.input
+        names: dict[str, str] = {}
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                call_id, name = item.get("call_id"), item.get("name")
+                if isinstance(call_id, str) and isinstance(name, str):
+                    names[call_id] = name
+        out: list[Any] = []
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "function_call_output":
+                call_id = item.get("call_id")
+                if isinstance(call_id, str):
+                    item = self._output_item(item, call_id, names.get(call_id))
+            out.append(item)
+        return ModelInputData(input=out, instructions=model_data.instructions)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _output_item(self, item: dict[str, Any], call_id: str, tool: str | None) -> dict[str, Any]:
+        if tool is not None and tool in self.toolbox.tools:
+            return item  # blobpad's own answers: capped, and offloading them would loop
+        if self.tools is not None and tool not in self.tools:
+            return item
+        output = item.get("output")
+        if isinstance(output, str):
+            shown = self._shown(output, call_id, -1, tool)
+            return item if shown is None else {**item, "output": shown}
+        if isinstance(output, list):
+            parts: list[Any] = []
+            changed = False
+            for i, part in enumerate(output):
+                text = part.get("text") if isinstance(part, dict) and part.get("type") == "input_text" else None
+                shown = self._shown(text, call_id, i, tool) if isinstance(text, str) else None
+                if shown is not None:
+                    part = {**part, "text": shown}
+                    changed = True
+                parts.append(part)
+            return {**item, "output": parts} if changed else item
+        return item
+
+    def _shown(self, text: str, call_id: str, part: int, tool: str | None) -> str | None:
+        """What the model sees instead of ``text``: None when it is small enough to stay."""
+        observation: Any = text
+        if text.startswith("{"):
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict):
+                observation = parsed
+        off = self.offloader
+        if off.size_of(observation) <= off.threshold:
+            return None
+        key = (call_id, part)
+        fingerprint = (len(text), hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        with self._lock:
+            done = self._done.get(key)
+        if done is not None and done[0] == fingerprint and off.store.exists(done[1]):
+            return done[2]
+        tb = self.toolbox
+        entry_id: str | None
+        try:
+            synthetic = off.offload(observation, session=tb.session, turn=tb.turn, tool=tool)
+            entry_id = synthetic.get("scratchpad_id")
+        except BlobpadError as exc:
+            log.warning("blobpad: the output of %s (%d characters) could not be offloaded: %s",
+                        tool or "a tool", len(text), exc)
+            synthetic = {"ok": True, "summary": text_summary(text, off.head_chars, off.tail_chars),
+                         "_note": f"This output ({len(text)} characters) was too large for the conversation and could "
+                                  f"not be saved in the scratchpad ({exc.render('tool')}); only its start and end "
+                                  "are shown."}
+            entry_id = None
+        shown = json.dumps(synthetic, ensure_ascii=False)
+        if entry_id is not None:  # a failure is not remembered: the next model call tries again
+            with self._lock:
+                self._done[key] = (fingerprint, entry_id, shown)
+        return shown
