@@ -11,7 +11,6 @@ found by scanning, or left flagged (``REPAIR``) for the next gc() to recount.
 from __future__ import annotations
 
 import json
-import math
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -19,11 +18,11 @@ from typing import Any
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
 from .errors import HINT_MAX_BYTES, CorruptData, StoreFull
-from .index import NEVER, Entry, expiry_key, name_key, scope_key, seq_key
+from .index import NEVER, Entry, decode_entry, expiry_key, name_key, scope_key, seq_key
 from .view import Reader
 
 __all__ = [
-    "REF", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "decode_entry", "digest_key", "expiry_us",
+    "REF", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
     "purge_index", "recount", "due", "counters", "stored_counters", "bump", "release",
 ]
 
@@ -51,30 +50,6 @@ def get_or_damaged(txn: ReadTxn, space: str, key: bytes) -> tuple[bool, bytes | 
     except CorruptData:
         return True, None
     return value is not None, value
-
-
-def decode_entry(raw: bytes) -> Entry | None:
-    """The entry record ``raw``, or None when it is damaged (unreadable, or fields of the wrong type)."""
-    try:
-        e = Entry.decode(raw)
-    except (ValueError, TypeError, RecursionError):
-        return None
-
-    def is_int(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
-
-    if not (is_int(e.seq) and is_int(e.size_bytes) and isinstance(e.session, str)):
-        return None
-    if not isinstance(e.sha256, str) or len(e.sha256) != 64 or not set(e.sha256) <= set("0123456789abcdef"):
-        return None
-    if e.turn is not None and (isinstance(e.turn, bool) or not isinstance(e.turn, (str, int))):
-        return None
-    if e.name is not None and not isinstance(e.name, str):
-        return None
-    exp = e.expires_at
-    if exp is not None and (isinstance(exp, bool) or not isinstance(exp, (int, float)) or not math.isfinite(exp)):
-        return None
-    return e
 
 
 def digest_key(size: int, sha256: str, raw_id: bytes) -> bytes:

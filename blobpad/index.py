@@ -17,6 +17,7 @@ make its key the prefix of another's.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import struct
 from dataclasses import asdict, dataclass, field
@@ -24,7 +25,10 @@ from typing import Any
 
 from .errors import InvalidArgument
 
-__all__ = ["Entry", "new_id", "is_id", "parse_id", "scope_key", "name_key", "expiry_key", "NEVER"]
+__all__ = [
+    "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_key", "expiry_key", "NEVER",
+    "decode_entry",
+]
 
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
 NEVER = (1 << 64) - 1
@@ -74,6 +78,12 @@ def scope_key(session: str, turn: str | int | None = None) -> bytes:
     if turn is None:
         return b"S" + _part(session)
     return b"T" + _part(session) + _turn_part(turn)
+
+
+def session_of_scope_key(key: bytes) -> str:
+    """The session a ``by_scope`` key of a session (``scope_key(session) + ...``) belongs to."""
+    (length,) = struct.unpack_from(">I", key, 1)
+    return key[5 : 5 + length].decode("utf-8", "surrogatepass")
 
 
 def name_key(session: str, name: str) -> bytes:
@@ -152,3 +162,27 @@ class Entry:
     @classmethod
     def decode(cls, raw: bytes) -> Entry:
         return cls(**json.loads(raw))
+
+
+def decode_entry(raw: bytes) -> Entry | None:
+    """The entry record ``raw``, or None when it is damaged (unreadable, or fields of the wrong type)."""
+    try:
+        e = Entry.decode(raw)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+    def is_int(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
+
+    if not (is_int(e.seq) and is_int(e.size_bytes) and isinstance(e.session, str)):
+        return None
+    if not isinstance(e.sha256, str) or len(e.sha256) != 64 or not set(e.sha256) <= set("0123456789abcdef"):
+        return None
+    if e.turn is not None and (isinstance(e.turn, bool) or not isinstance(e.turn, (str, int))):
+        return None
+    if e.name is not None and not isinstance(e.name, str):
+        return None
+    exp = e.expires_at
+    if exp is not None and (isinstance(exp, bool) or not isinstance(exp, (int, float)) or not math.isfinite(exp)):
+        return None
+    return e

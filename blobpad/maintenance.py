@@ -24,7 +24,6 @@ from .catalog import (
     REPAIR,
     Catalog,
     counters,
-    decode_entry,
     digest_key,
     due,
     expiry_us,
@@ -36,7 +35,7 @@ from .chunking import KEY_SIZE, Manifest
 from .codec import Codec
 from .engine import SPACES, Checked, ReadTxn, WriteTxn
 from .errors import BlobpadError, CorruptData
-from .index import expiry_key, name_key, scope_key, seq_key
+from .index import decode_entry, expiry_key, name_key, scope_key, seq_key
 
 __all__ = ["GcReport", "VerifyReport", "gc", "verify", "repair_refs"]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from . import maintenance, notes
-from .catalog import Catalog, counters, decode_entry, due, get_or_damaged
+from .catalog import Catalog, counters, due, get_or_damaged
 from .chunking import ChunkParams
 from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn, open_engine
@@ -51,7 +51,7 @@ from .errors import (
     check_turn,
     describe,
 )
-from .index import Entry, name_key, parse_id, scope_key
+from .index import Entry, decode_entry, name_key, parse_id, scope_key, session_of_scope_key
 from .journal import recover
 from .maintenance import GcReport, VerifyReport
 from .put import Putter, check_meta
@@ -413,9 +413,29 @@ class Store(ReadsMixin):
                     break
         return out
 
-    def sessions(self) -> list[str]:
-        """The sessions that have live entries, in sorted order."""
-        return sorted({e.session for e in self.entries()})
+    def sessions(self, prefix: str | None = None) -> list[str]:
+        """The sessions that have live entries (those starting with ``prefix``), in sorted order.
+
+        Walks the session index one session at a time (a seek per session, plus the
+        session's expired entries gc() has not removed yet), never every entry.
+        """
+        check_str("prefix", prefix)
+        now = self.now()
+        found = []
+        with self._backend.read() as txn:
+            start: bytes | None = scope_key("")[:1]
+            while start is not None:
+                first = next(txn.scan("by_scope", start, b"T"), None)
+                if first is None:
+                    break
+                session = session_of_scope_key(first[0])
+                here = scope_key(session)
+                if prefix is None or session.startswith(prefix):
+                    ids = (raw_id for _, raw_id in txn.scan("by_scope", here, _prefix_end(here)))
+                    if next(self._reader.live(txn, ids, now), None) is not None:
+                        found.append(session)
+                start = _prefix_end(here)
+        return sorted(found)
 
     # -- delete, gc, eviction -----------------------------------------------------------
 

@@ -12,7 +12,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
@@ -20,7 +20,7 @@ from .chunking import Manifest
 from .codec import Codec
 from .engine import Checked, ReadTxn
 from .errors import HINT_UNKNOWN_ID, CorruptData, NotFound
-from .index import Entry, parse_id
+from .index import Entry, decode_entry, parse_id
 
 __all__ = ["Reader", "not_found"]
 
@@ -72,6 +72,15 @@ class Reader:
         """The record of a live entry; NotFound if unknown or expired."""
         with self.engine.read() as txn:
             return self.load(txn, entry_id)[1]
+
+    def live(self, txn: ReadTxn, raw_ids: Iterable[bytes], now: float) -> Iterator[Entry]:
+        """The live entries among ``raw_ids`` (missing, expired and damaged records are skipped:
+        verify() names the damaged ones)."""
+        for raw_id in raw_ids:
+            raw = txn.get("entries", raw_id)
+            entry = None if raw is None else decode_entry(raw)
+            if entry is not None and (entry.expires_at is None or entry.expires_at > now):
+                yield entry
 
     def manifest(self, txn: ReadTxn, raw_id: bytes) -> Manifest:
         """The chunk list of an entry (decoded once, then from a small LRU)."""

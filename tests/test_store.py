@@ -824,3 +824,22 @@ def test_pathlike_put_matches_bytes_put(store_factory, tmp_path):
     chunks = s.stats().chunks
     b = s.put(_log(9000, 2))
     assert s.stats().chunks == chunks and a.sha256 == b.sha256 and a.chunks == b.chunks
+
+
+def test_sessions_walks_the_session_index_and_matches_the_entries(store_factory):
+    t = [1000.0]
+    s = store_factory(clock=lambda: t[0])
+    rng = random.Random(7)
+    names = ["", "a", "ab", "abc", "b", "ß", "é", "a\x00b", "z" * 200, "agent-1", "agent-10", "agent-2"]
+    for i in range(120):
+        s.put(f"line {i}\n", session=rng.choice(names), ttl=rng.choice([None, 5, 50]), turn=rng.choice([None, 1, "x"]))
+    for e in rng.sample(s.entries(), 20):
+        s.delete(e.id)
+    for now in (1000.0, 1010.0, 1100.0):
+        t[0] = now
+        live = sorted({e.session for e in s.entries()})  # the oracle: every live entry
+        assert s.sessions() == live
+        for prefix in ("", "a", "ag", "agent-1", "é", "q"):
+            assert s.sessions(prefix) == [x for x in live if x.startswith(prefix)]
+    with pytest.raises(InvalidArgument):
+        s.sessions(3)  # type: ignore[arg-type]
