@@ -10,6 +10,7 @@ found by scanning, or left flagged (``REPAIR``) for the next gc() to recount.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -189,17 +190,22 @@ class Catalog:
         ``counts`` are more counter changes of the same transaction (the chunks it
         created), written with the entry's in one update of the counters.
         """
+        first_created = created
         if name is not None:
             old = txn.get("names", name_key(session, name))
             if old is not None:
+                replaced = get_or_damaged(txn, "entries", old)[1]
+                previous = None if replaced is None else decode_entry(replaced)
+                if previous is not None and (previous.expires_at is None or previous.expires_at > created):
+                    first_created = previous.created_at  # the name lives on: so does its creation time
                 self.delete_in(txn, old)
         counters = stored_counters(txn)  # read once: the sequence, then the update
         seq = (counters or recount(txn))["seq"] + 1
         expires = None if ttl is None else created + ttl
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
-            size_bytes=size, chars=chars, lines=lines, created_at=created, expires_at=expires,
-            sha256=sha256, meta=meta, chunks=n_chunks, seq=seq,
+            size_bytes=size, chars=chars, lines=lines, created_at=first_created, expires_at=expires,
+            sha256=sha256, meta=meta, chunks=n_chunks, seq=seq, updated_at=created,
         )
         txn.put("entries", raw_id, entry.encode())
         txn.put("manifests", raw_id, packed)
@@ -212,6 +218,18 @@ class Catalog:
         if name is not None:
             txn.put("names", name_key(session, name), raw_id)
         bump(txn, counters, **(counts or {}), entries=1, logical_bytes=size, seq=1)
+        return entry
+
+    def set_expiry(self, txn: WriteTxn, raw_id: bytes, expires: float | None) -> Entry | None:
+        """Give a live entry a new expiry (None: never) in ``txn``; None when there is no live entry ``raw_id``."""
+        raw = txn.get("entries", raw_id)
+        entry = None if raw is None else decode_entry(raw)
+        if entry is None or (entry.expires_at is not None and entry.expires_at <= self._now()):
+            return None
+        txn.delete("expiry", expiry_key(expiry_us(entry.expires_at), raw_id))
+        entry = dataclasses.replace(entry, expires_at=expires)
+        txn.put("entries", raw_id, entry.encode())
+        txn.put("expiry", expiry_key(expiry_us(expires), raw_id), b"")
         return entry
 
     def delete_in(self, txn: WriteTxn, raw_id: bytes) -> tuple[int, int]:

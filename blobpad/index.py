@@ -114,6 +114,10 @@ class Entry:
         lines: number of lines as ``sed`` and ``grep`` count them (a final line
             without a newline counts; empty content has 0 lines).
         created_at, expires_at: Unix times; expires_at is None when it never expires.
+            A named entry replaced by a put of the same name keeps the created_at
+            of the first put of that name.
+        updated_at: Unix time of the put that stored this content (the same as
+            created_at for an entry never replaced; None in records of older stores).
         sha256: hex digest of the content.
         meta: the caller's JSON-serialisable metadata.
         chunks: how many chunks the content was cut into.
@@ -135,6 +139,7 @@ class Entry:
     meta: dict[str, Any] = field(default_factory=dict)
     chunks: int = 0
     seq: int = 0
+    updated_at: float | None = None
 
     @property
     def size(self) -> int:
@@ -182,7 +187,7 @@ def decode_entry(raw: bytes) -> Entry | None:
         return None
     if e.name is not None and not isinstance(e.name, str):
         return None
-    exp = e.expires_at
-    if exp is not None and (isinstance(exp, bool) or not isinstance(exp, (int, float)) or not math.isfinite(exp)):
-        return None
+    for t in (e.expires_at, e.updated_at):
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)):
+            return None
     return e

@@ -439,6 +439,20 @@ class Store(ReadsMixin):
 
     # -- delete, gc, eviction -----------------------------------------------------------
 
+    def touch(self, entry_id: str, ttl: float | None = 3600) -> Entry:
+        """Refresh an entry's expiry: it now expires ``ttl`` seconds from now (None: never).
+
+        Nothing else changes (its content, ``created_at``, ``updated_at``); returns the
+        updated :class:`Entry`.  Raises NotFound if the entry is unknown or has expired.
+        """
+        raw_id = parse_id(entry_id)
+        check_ttl(ttl)
+        expires = None if ttl is None else self.now() + ttl
+        entry = self._backend.write(lambda txn: self._catalog.set_expiry(txn, raw_id, expires))
+        if entry is None:
+            raise not_found(entry_id)
+        return entry
+
     def delete(self, entry_id: str) -> None:
         """Delete an entry and release its chunks; raise NotFound if it does not exist."""
         raw_id = parse_id(entry_id)

@@ -178,6 +178,17 @@ class StoreMachine(RuleBasedStateMachine):
         assert e.expires_at == expires
         self.live[e.id] = Model(e.id, content, expect_kind, session, turn, name, expires, self.seq)
 
+    @rule(data=st.data(), ttl=st.sampled_from([None, 1, 30, 3600]))
+    def touch(self, data, ttl):
+        eid, m = self.pick(data)
+        if m is None:
+            with pytest.raises(NotFound):
+                self.store.touch(eid, ttl=ttl)
+            return
+        e = self.store.touch(eid, ttl=ttl)
+        m.expires_at = None if ttl is None else self.now[0] + ttl
+        assert e.id == eid and e.expires_at == m.expires_at and e.size_bytes == len(m.data)
+
     @rule(data=st.data())
     def delete(self, data):
         eid, m = self.pick(data)

@@ -843,3 +843,50 @@ def test_sessions_walks_the_session_index_and_matches_the_entries(store_factory)
             assert s.sessions(prefix) == [x for x in live if x.startswith(prefix)]
     with pytest.raises(InvalidArgument):
         s.sessions(3)  # type: ignore[arg-type]
+
+
+def test_touch_refreshes_an_entrys_expiry_and_nothing_else(store_factory):
+    t = [1000.0]
+    s = store_factory(clock=lambda: t[0])
+    e = s.put("keep me\n" * 100, session="s", ttl=10)
+    other = s.put("let me go\n", session="s", ttl=10)
+    t[0] = 1008.0
+    touched = s.touch(e.id, ttl=60)
+    assert touched.expires_at == 1068.0 and s.stat(e.id) == touched
+    assert (touched.created_at, touched.updated_at, touched.sha256) == (e.created_at, e.updated_at, e.sha256)
+    t[0] = 1020.0
+    assert s.get(e.id) == "keep me\n" * 100 and not s.exists(other.id)  # the other expired as it would
+    report = s.gc()
+    assert report.entries == 1 and s.exists(e.id)
+    assert s.touch(e.id, ttl=None).expires_at is None
+    t[0] = 10**9
+    assert s.get(e.id) == "keep me\n" * 100 and s.gc().entries == 0
+    s.touch(e.id, ttl=5)
+    t[0] += 6
+    assert s.gc().entries == 1 and s.entries() == []  # the expiry index followed the new expiry
+    with pytest.raises(NotFound):
+        s.touch(e.id)  # gone
+    with pytest.raises(NotFound):
+        s.touch(other.id)
+    with pytest.raises(InvalidArgument):
+        s.touch("not an id")
+    live = s.put("x", ttl=10)
+    with pytest.raises(InvalidArgument):
+        s.touch(live.id, ttl=0)
+    assert s.verify().ok
+
+
+def test_a_named_entry_keeps_its_created_at_across_puts_and_says_when_it_was_updated(store_factory):
+    t = [1000.0]
+    s = store_factory(clock=lambda: t[0])
+    first = s.put("v1\n", session="s", name="plan", ttl=100)
+    assert first.created_at == first.updated_at == 1000.0
+    t[0] = 1050.0
+    second = s.put("v2\n", session="s", name="plan", ttl=100)
+    assert (second.created_at, second.updated_at, second.expires_at) == (1000.0, 1050.0, 1150.0)
+    assert s.find("plan", session="s") == second and s.get(second.id) == "v2\n"
+    elsewhere = s.put("v1\n", session="t", name="plan")
+    assert elsewhere.created_at == 1050.0  # another session's name is another entry
+    t[0] = 1200.0  # the named entry expired: a new put of the name starts afresh
+    third = s.put("v3\n", session="s", name="plan")
+    assert third.created_at == third.updated_at == 1200.0
