@@ -12,19 +12,20 @@ cheaper than a translation table.  For each trigram
 ``(s * m) >> 16`` of ``m`` bits, where ``s = ((g * 0x9E3779B1) mod 2**32) >> 16`` is
 a 16-bit hash.  ``m`` is :data:`BITS_PER_GRAM` bits per distinct trigram of the
 chunk (64 bits at least, 2**16 at most, rounded up to whole bytes, and at most what
-``max_bytes`` allows), so that about 60% of its bits are set: a single trigram passes
-a chunk that lacks it more often than not, but a literal of ``L`` bytes needs its
-``L - 2`` trigrams at once, and an absent literal of a dozen bytes passes a chunk by
-chance about one time in a hundred (benchmarks/README.md, "Chunk prefilters", has
-the measures that chose this design).  When ``max_bytes`` leaves fewer than
-:data:`DENSITY` bits per trigram, only a sample of the trigrams is kept, those with
-``((s * 40503) mod 2**16) >> 8 < R``, at that density (a Bloom filter of fewer keys
-at its best density excludes more than one of all keys filled up); a query takes the
-trigrams left out as present.  The serialized form is ``[VERSION]``, a flags byte
-(bit 0: the chunk ends in a newline), ``R - 1`` (255: every trigram), the number of
-bytes of bits as two bytes little-endian, then the bits (bit ``j`` is bit ``j % 8``
-of byte ``j // 8``); a reader that meets another version, or a damaged filter, must
-read the chunk.
+``max_bytes`` allows).  With fewer than :data:`DENSITY` bits per trigram (always at
+the default density, more so under ``max_bytes``), only a sample of the trigrams is
+kept, those with ``((s * 40503) mod 2**16) >> 8 < R``, at that density: a Bloom
+filter of fewer keys at its best density (half of its bits set) excludes more than
+one of all keys filled up, and a query takes the trigrams left out as present.  A
+single trigram then passes a chunk that lacks it about two times in three, but a
+literal of ``L`` bytes needs its ``L - 2`` trigrams at once, and an absent literal of
+a dozen bytes passes a chunk by chance about one time in a hundred
+(benchmarks/README.md, "Chunk prefilters", has the measures that chose this design).
+
+The serialized form is ``[VERSION]``, a flags byte (bit 0: the chunk ends in a
+newline), ``R - 1`` (255: every trigram), the number of bytes of bits as two bytes
+little-endian, then the bits (bit ``j`` is bit ``j % 8`` of byte ``j // 8``); a
+reader that meets another version, or a damaged filter, must read the chunk.
 
 One folded filter serves case-sensitive and case-insensitive queries alike: a query
 folds its literals the same way, and a string present in the chunk is present,
@@ -77,7 +78,7 @@ VERSION = 1
 GRAM = 3
 #: How many bytes of the next chunk :func:`build` uses (``GRAM - 1``).
 SPILL = GRAM - 1
-#: Bits of filter per distinct trigram of the chunk (before rounding to a power of two).
+#: Bits of filter per distinct trigram of the chunk (rounded up to whole bytes).
 BITS_PER_GRAM = 1.0
 #: Under this many bits per trigram (``max_bytes`` binding), a sample of the trigrams is kept at
 #: this density instead (1 / ln 2: half of the bits set, where a Bloom filter is at its best).
@@ -101,6 +102,8 @@ _MAX_CLASS = 16
 _MAX_GRAMS = 32
 #: A formula of more literals than this requires nothing.
 _MAX_LITERALS = 256
+#: Longer patterns are not read (blobpad's grep takes 4096 characters at most).
+_MAX_PATTERN = 1 << 16
 
 # ASCII letters that case-insensitive matching (RE2's or Python's) also matches with a
 # non-ASCII character: i (U+0130, U+0131 in Python), k (U+212A), s (U+017F).
@@ -466,7 +469,7 @@ class Query:
         Never raises: a pattern it cannot read, or reads with any doubt, gives
         :data:`MATCH_ALL`.
         """
-        if not isinstance(pattern, str):
+        if not isinstance(pattern, str) or len(pattern) > _MAX_PATTERN:
             return MATCH_ALL
         try:
             formula = _compile(pattern, bool(ignore_case), bool(fixed))

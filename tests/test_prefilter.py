@@ -315,7 +315,7 @@ def test_unparseable_or_unsupported_patterns_match_all(pattern: str) -> None:
     assert Query.compile(pattern, ignore_case=False, fixed=False) is MATCH_ALL
 
 
-@pytest.mark.parametrize("hostile", [None, 3, b"abc", ["abc"]])
+@pytest.mark.parametrize("hostile", [None, 3, b"abc", ["abc"], "abcdef" * 20_000])
 def test_hostile_patterns_match_all(hostile: object) -> None:
     assert Query.compile(hostile, ignore_case=False, fixed=False) is MATCH_ALL  # type: ignore[arg-type]
 
