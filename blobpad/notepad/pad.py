@@ -121,8 +121,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .engine import ReadTxn, WriteTxn, prefix_end
-from .errors import (
+from ..engine import ReadTxn, WriteTxn, prefix_end
+from ..errors import (
     HINT_NOTEPAD_SIZE,
     HINT_VERIFY,
     CorruptData,
@@ -133,7 +133,7 @@ from .errors import (
     describe,
     typename,
 )
-from .notes import (
+from ..notes import (
     HEAD,
     SPACE,
     VER,
@@ -152,7 +152,7 @@ from .notes import (
     scan_prefix,
     set_expiry,
 )
-from .notes import purge_expired as notes_purge_expired
+from ..notes import purge_expired as notes_purge_expired
 
 __all__ = [
     "Notepad", "NoteResult", "Version", "Budget", "Nudges", "NUDGE_TEXTS", "DEFAULT_BUDGETS", "estimate_tokens",
