@@ -473,7 +473,7 @@ class Query:
             return MATCH_ALL
         try:
             formula = _compile(pattern, bool(ignore_case), bool(fixed))
-        except (_Unsupported, re.error, Warning, RecursionError, ValueError, TypeError, OverflowError, AttributeError):
+        except Exception:  # anything unexpected in a parsed form means "not understood": never a traceback
             return MATCH_ALL
         formula = _trim(formula)
         if formula is True:

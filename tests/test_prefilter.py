@@ -320,6 +320,15 @@ def test_hostile_patterns_match_all(hostile: object) -> None:
     assert Query.compile(hostile, ignore_case=False, fixed=False) is MATCH_ALL  # type: ignore[arg-type]
 
 
+@settings(max_examples=300, deadline=None)
+@given(pattern=st.text(alphabet=_ALPHABET + "()[]{}|?*+^$.\\dwsbBQEPpxuU0123:=<>!#,", max_size=24),
+       ignore_case=st.booleans(), fixed=st.booleans())
+def test_any_string_compiles_without_raising(pattern: str, ignore_case: bool, fixed: bool) -> None:
+    query = Query.compile(pattern, ignore_case=ignore_case, fixed=fixed)
+    assert query.may_match(build(b"some content\n")) in (True, False)
+    assert query.select([]) == []
+
+
 def test_deep_nesting_matches_all() -> None:
     assert Query.compile("(" * 5000 + "abcdef" + ")" * 5000, ignore_case=False, fixed=False) is MATCH_ALL
 
