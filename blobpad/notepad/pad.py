@@ -1,115 +1,9 @@
-"""Session notepads: a session's plan and findings, kept outside the model's context.
+"""The notepad: one session's spaces, their versions, and its results.
 
-A :class:`Notepad` is one session's working memory in the store (keyspace
-``notes``).  It has named *spaces*, each with a budget; every change is a new
-*version* (content-addressed, so a version costs a few bytes when the content was
-seen before), and every operation is one write transaction, so two processes
-writing the same notepad never lose an update.  Deleting the session
-(``Store.delete_session``) deletes its notepad; notepads never expire unless a
-``ttl`` is given.
-
-Get one with ``store.notepad(session, **options)`` (same as
-``Notepad(store, session, **options)``)::
-
-    pad = store.notepad("s1")
-    pad.write("## Plan\\n- [ ] survey")             # seed 002: full replacement
-    pad.update("find_replace", find="[ ]", replace="[x]")
-    pad.set_plan("1. Fix auth bug\\n2. Add test")   # seed 001 spaces
-    pad.refs_add("src/auth/login.ts")
-    pad.scratchpad("## Plan ...", mode="append")    # seed 004, token budget
-    pad.history("notepad"); pad.revert(1, space="notepad")
-
-Spaces and default budgets (``budgets=`` overrides or adds spaces)
------------------------------------------------------------------
-============== ======================== ===================================
-space          default budget           used by
-============== ======================== ===================================
-``notes``      4000 characters          seed 001 ``set_notes``/``append_notes``
-``plan``       2000 characters          seed 001 ``set_plan``
-``refs``       50 items (a list)        seed 001 ``refs.add/remove/set``
-``notepad``    none (1 MiB hard cap)    seed 002 read/write/update_notepad
-``scratchpad`` 2000 tokens              seed 004 replace/append
-============== ======================== ===================================
-
-Rules: a full replacement (``write``/``set_notes``/``set_plan``/``scratchpad``
-mode ``"replace"``) over budget is truncated and the result carries a warning;
-any incremental change (append, prepend, find_replace, delete) that would go over
-budget is *rejected*: nothing changes and the result has ``ok: False`` with the
-rejection text and the counts.  Tokens are counted by ``counter`` (default
-:func:`estimate_tokens`, which never under-counts non-English text).
-
-Public API
-----------
-``Notepad(store, session, *, budgets=None, counter=None, ttl=None, max_versions=100)``
-    ``budgets``: ``{space: Budget | int | None}`` merged over :data:`DEFAULT_BUDGETS`
-    (an int keeps the space's default unit; None = no budget).  ``counter``:
-    ``(str) -> int`` token counter.  ``ttl``: seconds after the last change after
-    which the whole notepad reads as empty and is purged (None: never; a change made
-    through a handle without ttl removes an earlier expiry).
-    ``max_versions``: versions kept per space (older ones are pruned).
-
-Text spaces (``space`` defaults to ``"notepad"``); each returns :class:`NoteResult`
-unless stated:
-
-* ``read(space="notepad", *, version=None) -> str`` ("" when unused)
-* ``write(content, *, space="notepad")`` – full replacement; ``""`` clears
-* ``append(content, *, space=...)`` / ``prepend(content, *, space=...)`` – joined
-  with a newline when neither side has one; the budget is checked on the joined
-  text, so a rejection's "append: N" (seed 004) or "would be N" (seed 001) counts
-  that newline too
-* ``find_replace(find, replace, *, replace_all=False, space=...)`` – first
-  occurrence, or all; ``find`` absent -> InvalidArgument
-* ``delete_text(text, *, replace_all=False, space=...)`` – remove text; absent -> InvalidArgument
-* ``update(operation, *, content=None, find=None, replace=None, replace_all=False, space="notepad")``
-  – seed 002 ``update_notepad`` (operation in find_replace, append, prepend, delete)
-* ``read_notepad() -> {"content": str}``, ``write_notepad(content) -> NoteResult``,
-  ``update_notepad(operation, **kw) -> NoteResult`` – seed 002 tool shapes
-
-Seed 001 (``notes``, ``plan``, ``refs``):
-
-* ``set_notes(content)``, ``append_notes(content)``, ``set_plan(content)``
-* ``refs(space="refs") -> list[str]`` (oldest first)
-* ``refs_add(ref)``, ``refs_remove(ref)``, ``refs_set(items)``
-* ``render_spaces(spaces=("notes", "plan", "refs")) -> str`` – the block prepended
-  to each message, only non-empty spaces; "" when all are empty
-
-Seed 004 (``scratchpad``):
-
-* ``scratchpad(content, mode="replace")`` – mode "replace" or "append"
-* ``scratchpad_content() -> str | None`` (None when empty)
-* ``scratchpad_block() -> str`` – ``[Session Scratchpad - ...]\\n...\\n[End Scratchpad]`` or ""
-* ``scratchpad_guidance() -> str`` – seed 004's system-prompt section with this budget
-
-Context (seed 002): ``context_section(space="notepad") -> str`` – ``## Session
-Notepad`` then the content, or the empty-state hint.  Module function
-``prepend_block(block, message) -> str``.
-
-Versions: ``version(space) -> int`` (0: never written), ``history(space, *,
-limit=50) -> list[Version]`` newest first, ``revert(version, *, space) ->
-NoteResult`` (a new version with that version's content; unknown or pruned
-version -> NotFound).
-
-Lifecycle: ``spawn(child, *, copy_notepad=False) -> Notepad``, ``fork(child) ->
-Notepad`` (always a copy; both raise InvalidArgument if ``child`` already has a
-notepad), ``delete() -> int`` (spaces deleted), ``spaces() -> dict[str, int]``
-(non-empty spaces -> version).  Module function ``purge_expired(store) -> int``
-(``Store.gc()`` calls it).
-
-Results: :class:`NoteResult` (``to_dict()``: ok, space, action, version, changed,
-used, budget, unit, message, plus ``warning``/``error`` and details such as
-original, current, added, combined (budget rejections), replacements, dropped (refs_add:
-the refs dropped), ignored (refs_set: items not kept) when set).
-:class:`Version` (``to_dict()``: version, sha256, used, created_at, action).
-
-Errors: :class:`~blobpad.InvalidArgument` for a call the caller must fix (bad
-types, unknown space, content over 1 MiB, absent ``find``/ref, empty ref);
-:class:`~blobpad.NotFound` only for an unknown or pruned version.  A budget
-rejection is not an exception: it is a NoteResult with ``ok: False``.
-
-Constants: :data:`NOTEPAD_HEADING`, :data:`EMPTY_NOTEPAD_HINT`,
-:data:`PRE_COMPACTION_WARNING`, :data:`NOTEPAD_GUIDANCE` (seed 002);
-:data:`SCRATCHPAD_HEADER`, :data:`SCRATCHPAD_FOOTER`, :data:`SCRATCHPAD_GUIDANCE`
-(seed 004); :data:`DEFAULT_BUDGETS`, :data:`MAX_CONTENT_BYTES`.
+:class:`Notepad` reads and changes a session's spaces in one write transaction per
+change (the records are :mod:`blobpad.notes`); :class:`NoteResult` is what a change
+answers and :class:`Version` one entry of a space's history.  Budgets are in
+:mod:`.budget`, the texts in :mod:`.texts`, the nudges in :mod:`.nudges`.
 """
 
 from __future__ import annotations
@@ -119,7 +13,7 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..engine import ReadTxn, WriteTxn, prefix_end
 from ..errors import (
@@ -153,158 +47,15 @@ from ..notes import (
     set_expiry,
 )
 from ..notes import purge_expired as notes_purge_expired
+from . import texts
+from .budget import DEFAULT_BUDGETS, MAX_CONTENT_BYTES, Budget, estimate_tokens
 
-__all__ = [
-    "Notepad", "NoteResult", "Version", "Budget", "Nudges", "NUDGE_TEXTS", "DEFAULT_BUDGETS", "estimate_tokens",
-    "prepend_block",
-    "purge_expired", "scratchpad_guidance",
-    "NOTEPAD_HEADING", "EMPTY_NOTEPAD_HINT", "PRE_COMPACTION_WARNING", "NOTEPAD_GUIDANCE",
-    "SCRATCHPAD_HEADER", "SCRATCHPAD_FOOTER", "SCRATCHPAD_GUIDANCE", "MAX_CONTENT_BYTES",
-]
+__all__ = ["Notepad", "NoteResult", "Version", "purge_expired"]
 
-# -- the seeds' exact texts -------------------------------------------------------------
-
-#: Seed 002: the heading of the notepad's section of the system prompt.
-NOTEPAD_HEADING = "## Session Notepad"
-#: Seed 002: shown under the heading while the notepad is empty.
-EMPTY_NOTEPAD_HINT = (
-    "(empty — use write_notepad or update_notepad to save working notes, findings, and task progress; "
-    "content here survives context compaction)"
-)
-#: Seed 002: the system message injected one turn before compaction (line breaks as in the seed).
-PRE_COMPACTION_WARNING = (
-    "[System] Context is approaching the token limit and will be compacted after your next response.\n"
-    "Review your session notepad and update it with any working state, findings, or progress you\n"
-    "need to preserve. Conversation details may be summarized during compaction, but the notepad\n"
-    "is kept in full."
-)
-#: Seed 002: guidance for the agent's default system prompt.
-NOTEPAD_GUIDANCE = (
-    "For multi-step or complex tasks, use the session notepad to track your plan and record findings as you "
-    "work. The notepad survives context compaction — conversation details may be summarized, but the notepad "
-    "is preserved in full. Update it after significant findings or completed steps."
-)
-#: Seed 004: first line of the block prepended to the next user message.
-SCRATCHPAD_HEADER = "[Session Scratchpad - your persistent working memory]"
-#: Seed 004: last line of that block.
-SCRATCHPAD_FOOTER = "[End Scratchpad]"
-
-
-def scratchpad_guidance(budget: int = 2000, tool: str = "session_scratchpad") -> str:
-    """Seed 004's system-prompt section, with the scratchpad's token budget.
-
-    ``tool`` is the name the model calls: seed 004's ``session.scratchpad`` is
-    registered as ``session_scratchpad`` by :class:`~blobpad.Toolbox` (OpenAI and
-    Anthropic reject dots in tool names); a runtime that registers the dotted name
-    itself passes ``tool="session.scratchpad"`` to get the seed's text verbatim.
-    """
-    return (
-        "## Session Scratchpad\n"
-        f"You have a persistent scratchpad tool ({tool}) that survives context compaction.\n"
-        "Use it to save: multi-step plans, key findings, important decisions, accumulated state.\n"
-        f"The scratchpad is prepended to each message you receive. Budget: ~{budget} tokens.\n"
-        f'Call {tool} with mode "replace" to overwrite, or "append" to add incrementally.'
-    )
-
-
-#: Seed 004: the system-prompt section with the default budget of 2000 tokens, naming
-#: the tool as the Toolbox registers it (``session_scratchpad``).
-SCRATCHPAD_GUIDANCE = scratchpad_guidance(2000)
-
-#: Seed 004's tool responses (``units`` is "tokens" or "characters", ``unit`` its singular).
-SCRATCHPAD_UPDATED = "Scratchpad updated ({used} {units} / {budget} budget)"
-SCRATCHPAD_TRUNCATED = "Scratchpad truncated to {budget} {units} (original: {original}). Consider summarizing."
-SCRATCHPAD_APPEND_REJECTED = (
-    "Append would exceed {budget} {unit} budget (current: {current}, append: {added}). "
-    "Use mode 'replace' to rewrite, or reduce content."
-)
-
-#: The responses of every other space (seed 001's notes and plan, seed 002's notepad, custom spaces).
-SPACE_UPDATED = "{space} updated ({used}/{budget} {units})"
-SPACE_UPDATED_UNBUDGETED = "{space} updated ({used} {units})"
-SPACE_TRUNCATED = (
-    "{space} truncated to {budget} {units} (original: {original}); the end was cut off. "
-    "Use {setter} with a tighter summary."
-)
-SPACE_REJECTED = (
-    "{action} rejected: {space} would be {combined} {units}, over its {budget}-{unit} budget "
-    "(current: {current}, {verb}: {added}); {space} unchanged. Use {setter} to overwrite it with a summary, "
-    "or add less."
-)
-
-# -- limits and budgets -----------------------------------------------------------------
-
-#: The largest content one call accepts, and the largest a space may hold, in UTF-8 bytes.
-MAX_CONTENT_BYTES = 1 << 20
 _MAX_REF = 2048             # longest ref, in characters
 _MAX_HISTORY = 10_000       # largest history() limit
 _MAX_VERSION = (1 << 63) - 1
 _SPACE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-
-Unit = Literal["chars", "tokens", "items"]
-_UNITS = ("chars", "tokens", "items")
-_UNIT_WORDS = {"chars": ("character", "characters"), "tokens": ("token", "tokens"), "items": ("ref", "refs")}
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The size limit of one space.
-
-    Attributes:
-        limit: the most the space may hold (1 to :data:`MAX_CONTENT_BYTES`), or None
-            for no budget (text spaces only; :data:`MAX_CONTENT_BYTES` still applies).
-        unit: "chars" (Unicode characters), "tokens" (the notepad's token counter) or
-            "items" (a list space such as ``refs``).
-    """
-
-    limit: int | None
-    unit: Unit = "chars"
-
-    def __post_init__(self) -> None:
-        if self.unit not in _UNITS:
-            raise InvalidArgument(f"a budget's unit must be one of {', '.join(_UNITS)}, not {describe(self.unit)}")
-        if self.limit is None:
-            if self.unit == "items":
-                raise InvalidArgument("a list space (unit 'items') needs a limit: pass Budget(50, 'items')")
-            return
-        if not isinstance(self.limit, int) or isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_CONTENT_BYTES:
-            raise InvalidArgument(
-                f"a budget's limit must be an integer from 1 to {MAX_CONTENT_BYTES}, or None, not {describe(self.limit)}"
-            )
-
-
-#: Spaces every notepad has, with their default budgets.
-DEFAULT_BUDGETS: dict[str, Budget] = {
-    "notes": Budget(4000, "chars"),       # seed 001
-    "plan": Budget(2000, "chars"),        # seed 001
-    "refs": Budget(50, "items"),          # seed 001
-    "notepad": Budget(None, "chars"),     # seed 002 (no budget)
-    "scratchpad": Budget(2000, "tokens"),  # seed 004
-}
-
-#: The action a model calls to overwrite each space (named in rejection texts).
-_SETTERS = {"notes": "set_notes", "plan": "set_plan", "notepad": "write_notepad", "scratchpad": "mode 'replace'"}
-_SECTION_TITLES = {"notes": "Notes", "plan": "Plan", "refs": "Refs"}
-
-
-def estimate_tokens(text: str) -> int:
-    """A conservative token count: ``ceil(ASCII characters / 4) + non-ASCII characters``.
-
-    One token per four ASCII characters is the usual rate of English prose and code;
-    every non-ASCII character counts as a whole token, which is what BPE tokenizers
-    spend at most on average on CJK text and more than they spend on accented Latin,
-    Cyrillic or Greek.  The result is never below ``ceil(UTF-8 bytes / 4)`` (a
-    non-ASCII character has at most 4 bytes), so non-English text is never
-    under-counted relative to English.  Pass ``counter=`` to :class:`Notepad` for an
-    exact tokenizer.
-    """
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return (len(text) - ascii_chars) + -(-ascii_chars // 4)
-
-
-def prepend_block(block: str, message: str) -> str:
-    """``block``, a blank line, then ``message`` (just ``message`` when ``block`` is empty)."""
-    return f"{block}\n\n{message}" if block else message
 
 
 # -- results ----------------------------------------------------------------------------
@@ -325,7 +76,8 @@ class NoteResult:
         warning: set when the content was truncated.
         error: the rejection text when ``ok`` is False.
         details: counts such as ``original`` (truncation), ``current``, ``added``
-            and ``combined`` (rejection), ``replacements``, ``dropped``.
+            and ``combined`` (rejection), ``replacements``, ``dropped`` (refs_add: the
+            refs dropped) and ``ignored`` (refs_set: the items not kept).
     """
 
     ok: bool
@@ -404,6 +156,11 @@ def _check_bool(label: str, value: object) -> bool:
     return value
 
 
+def _check_action(action: object) -> None:
+    if not isinstance(action, str) or not 1 <= len(action) <= 64:
+        raise InvalidArgument(f"action must be a name of 1 to 64 characters, not {describe(action)}")
+
+
 def _check_version(version: object) -> None:
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= _MAX_VERSION:
         raise InvalidArgument(f"version must be a positive integer (see history()), not {describe(version)}")
@@ -447,7 +204,29 @@ class _Outcome:
 
 
 class Notepad:
-    """One session's notepad in a store; see the module docstring for the whole API.
+    """One session's notepad in a store: ``store.notepad(session, **options)``.
+
+    Spaces and their default budgets (:data:`~blobpad.notepad.DEFAULT_BUDGETS`;
+    ``budgets=`` overrides them or adds spaces):
+
+    ============== ======================== =====================================
+    space          default budget           the seed's methods
+    ============== ======================== =====================================
+    ``notes``      4000 characters          seed 001 set_notes, append_notes
+    ``plan``       2000 characters          seed 001 set_plan
+    ``refs``       50 items (a list)        seed 001 refs_add/remove/set
+    ``notepad``    none (1 MiB hard cap)    seed 002 read/write/update_notepad
+    ``scratchpad`` 2000 tokens              seed 004 scratchpad
+    ============== ======================== =====================================
+
+    Every change is one write transaction and a new version (:meth:`history`,
+    :meth:`revert`), and answers a :class:`NoteResult`.  A full replacement over
+    budget keeps the start that fits and warns; an incremental change (append,
+    prepend, find_replace, delete) over budget is rejected: nothing changes and the
+    result has ``ok`` False with the counts.  Errors: :class:`~blobpad.InvalidArgument`
+    for a call the caller must fix (bad types, unknown space, content over 1 MiB,
+    absent ``find`` or ref); :class:`~blobpad.NotFound` only for an unknown or pruned
+    version.  The seeds' own names are thin aliases at the end of the class.
 
     Parameters:
         store: an open :class:`~blobpad.Store`.
@@ -518,149 +297,7 @@ class Notepad:
     def __repr__(self) -> str:
         return f"<blobpad.Notepad session={self.session!r} of {self.store.path!r}>"
 
-    # -- helpers ------------------------------------------------------------------------
-
-    def _budget(self, space: object, *, list_space: bool | None = None) -> Budget:
-        if not isinstance(space, str):
-            raise InvalidArgument(f"space must be a string, not {typename(space)}")
-        budget = self.budgets.get(space)
-        if budget is None:
-            raise InvalidArgument(
-                f"unknown space {describe(space, 40)}; the spaces are: {', '.join(self.budgets)} "
-                "(add one with budgets={name: Budget(...)})"
-            )
-        if list_space is not None and (budget.unit == "items") != list_space:
-            if list_space:
-                raise InvalidArgument(f"space {space!r} holds text, not a list: use read/write/append on it")
-            raise InvalidArgument(f"space {space!r} is a list of refs: use refs(), refs_add, refs_remove, refs_set")
-        return budget
-
-    def _count(self, budget: Budget, value: str | list[str]) -> int:
-        if isinstance(value, list):
-            return len(value)
-        if budget.unit == "chars":
-            return len(value)
-        n = self.counter(value)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise InvalidArgument(f"the token counter returned {describe(n)}; it must return a non-negative integer")
-        return n
-
-    def _truncate(self, budget: Budget, text: str) -> str:
-        assert budget.limit is not None
-        if budget.unit == "chars":
-            return text[:budget.limit]
-        lo, hi = 0, len(text)  # the longest prefix whose count fits (counts grow with length)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._count(budget, text[:mid]) <= budget.limit:
-                lo = mid
-            else:
-                hi = mid - 1
-        return text[:lo]
-
-    @staticmethod
-    def _encode(value: str | list[str]) -> bytes:
-        if isinstance(value, list):
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return value.encode("utf-8")
-
-    @staticmethod
-    def _decode(budget: Budget, data: bytes) -> str | list[str]:
-        if budget.unit == "items":
-            return list(json.loads(data)) if data else []
-        return data.decode("utf-8")
-
-    def _current(self, txn: ReadTxn, space: str, budget: Budget, now: float) -> tuple[int, str | list[str]]:
-        empty: str | list[str] = [] if budget.unit == "items" else ""
-        if expired(txn, self.session, now):
-            return 0, empty
-        head = read_head(txn, self.session, space)
-        if head is None:
-            if scan_first(txn, log_prefix(self.session, space)):
-                raise CorruptData(f"the notepad's {space} has versions but its current-version record is missing",
-                                  hint=HINT_VERIFY)
-            return 0, empty
-        log = txn.get(SPACE, log_key(self.session, space, head[0]))
-        if log is None or json.loads(log).get("h") != head[1].hex():
-            raise CorruptData(f"the notepad's {space}: its current version {head[0]} is missing or differs",
-                              hint=HINT_VERIFY)
-        return head[0], self._decode(budget, blob_get(txn, head[1]))
-
-    def _texts(self, space: str, budget: Budget, **values: Any) -> dict[str, Any]:
-        unit, units = _UNIT_WORDS[budget.unit]
-        return dict(space=space, budget=budget.limit, unit=unit, units=units,
-                    setter=_SETTERS.get(space, f"write(space={space!r})"), **values)
-
-    def _message(self, space: str, budget: Budget, kind: str, action: str, used: int, details: dict[str, Any]) -> str:
-        verb = "append" if "append" in action else "prepend" if action == "prepend" else "edit"
-        t = self._texts(space, budget, used=used, action=action, verb=verb, **details)
-        seed004 = space == "scratchpad" and budget.limit is not None
-        if kind == "updated":
-            if budget.limit is None:
-                return SPACE_UPDATED_UNBUDGETED.format(**t)
-            return (SCRATCHPAD_UPDATED if seed004 else SPACE_UPDATED).format(**t)
-        if kind == "truncated":
-            return (SCRATCHPAD_TRUNCATED if seed004 else SPACE_TRUNCATED).format(**t)
-        assert kind == "rejected"
-        return (SCRATCHPAD_APPEND_REJECTED if seed004 and action in ("append", "scratchpad") else SPACE_REJECTED).format(**t)
-
-    def _mutate(
-        self, space: str, budget: Budget, action: str, decide: Callable[[str | list[str], ReadTxn], _Outcome]
-    ) -> NoteResult:
-        """Read the space, ``decide`` the change and write it, all in one write transaction."""
-        now = self.store.now()
-        expires_at = now + self.ttl if self.ttl is not None else None
-        session = self.session
-        max_versions = self.max_versions
-
-        def txn_fn(txn: WriteTxn) -> tuple[int, bool, str | list[str], _Outcome]:
-            if expired(txn, session, now):
-                delete_notepad(txn, session)
-            version, current = self._current(txn, space, budget, now)
-            outcome = decide(current, txn)
-            if outcome.new is None or outcome.new == current:
-                return version, False, current, outcome
-            data = self._encode(outcome.new)
-            if len(data) > MAX_CONTENT_BYTES:
-                raise InvalidArgument(
-                    f"{action}: {space} would be {len(data)} bytes; a space holds at most {MAX_CONTENT_BYTES} bytes "
-                    f"(1 MiB): rewrite it shorter with {_SETTERS.get(space, 'write')}"
-                )
-            digest = blob_ref(txn, data)
-            version += 1
-            record = {"h": digest.hex(), "c": len(outcome.new), "t": now, "a": action}
-            txn.put(SPACE, log_key(session, space, version), json.dumps(record).encode())
-            txn.put(SPACE, head_key(session, space), HEAD.pack(version, digest))
-            if version > max_versions:
-                start = log_prefix(session, space)
-                for key, value in list(txn.scan(SPACE, start, log_key(session, space, version - max_versions + 1))):
-                    blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
-                    txn.delete(SPACE, key)
-            set_expiry(txn, session, expires_at)
-            return version, True, outcome.new, outcome
-
-        version, changed, value, outcome = self.store.engine.write(txn_fn)
-        used = self._count(budget, value)
-        kind = outcome.message_kind
-        rejected = kind == "rejected"
-        text = outcome.message or self._message(space, budget, kind, action, used, outcome.details)
-        return NoteResult(
-            ok=not rejected, space=space, action=action, version=version, changed=changed, used=used,
-            budget=budget.limit, unit=budget.unit, message=text,
-            warning=text if kind == "truncated" else None, error=text if rejected else None,
-            details=dict(outcome.details),
-        )
-
-    def _grow(self, space: str, budget: Budget, action: str, current: str, new: str, extra: dict[str, Any]) -> _Outcome:
-        """The outcome of an incremental edit: rejected when ``new`` is over budget."""
-        if budget.limit is not None:
-            combined = self._count(budget, new)
-            if combined > budget.limit:
-                cur = self._count(budget, current)
-                return _Outcome(None, "rejected", dict(current=cur, added=max(0, combined - cur), combined=combined))
-        return _Outcome(new, details=extra)
-
-    # -- reading ------------------------------------------------------------------------
+    # -- reading -----------------------------------------------------------------------------
 
     def read(self, space: str = "notepad", *, version: int | None = None) -> str:
         """The text of a space ("" when never written or expired), or of one of its versions."""
@@ -668,25 +305,6 @@ class Notepad:
         value = self._read_value(space, budget, version)
         assert isinstance(value, str)
         return value
-
-    def _read_value(self, space: str, budget: Budget, version: int | None) -> str | list[str]:
-        now = self.store.now()
-        with self.store.engine.read() as txn:
-            if version is None:
-                return self._current(txn, space, budget, now)[1]
-            _check_version(version)
-            raw = None if expired(txn, self.session, now) else txn.get(SPACE, log_key(self.session, space, version))
-            if raw is None:
-                raise self._no_version(txn, space, version)
-            return self._decode(budget, blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
-
-    def _no_version(self, txn: ReadTxn, space: str, version: int) -> NotFound:
-        kept = [int.from_bytes(k[-VER.size:], "big") for k, _ in scan_prefix(txn, log_prefix(self.session, space))]
-        if not kept:
-            return NotFound(f"{space} of this session has no versions; nothing to read or revert")
-        return NotFound(
-            f"{space} has no version {version}; the versions kept are {kept[0]} to {kept[-1]} (see history())"
-        )
 
     def refs(self, space: str = "refs") -> list[str]:
         """The refs, oldest first."""
@@ -712,27 +330,55 @@ class Notepad:
                     out[name] = version
         return out
 
-    # -- text spaces (seed 002 and generic) -----------------------------------------------
+    def version(self, space: str = "notepad") -> int:
+        """The current version of a space (0 when never written)."""
+        budget = self._budget(space)
+        now = self.store.now()
+        with self.store.engine.read() as txn:
+            return self._current(txn, space, budget, now)[0]
 
-    def write(self, content: str, *, space: str = "notepad") -> NoteResult:
-        """Replace the whole space (``""`` clears it); over budget, keep the start and warn."""
+    def history(self, space: str = "notepad", *, limit: int = 50) -> list[Version]:
+        """The kept versions of a space, newest first (at most ``limit``)."""
+        self._budget(space)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_HISTORY:
+            raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {describe(limit)}")
+        prefix = log_prefix(self.session, space)
+        now = self.store.now()
+        out: list[Version] = []
+        with self.store.engine.read() as txn:
+            if expired(txn, self.session, now):
+                return out
+            for key, value in txn.scan(SPACE, prefix, prefix_end(prefix), reverse=True):
+                rec = json.loads(value)
+                out.append(Version(int.from_bytes(key[-VER.size:], "big"), rec["h"], rec["c"], rec["t"], rec["a"]))
+                if len(out) >= limit:
+                    break
+        return out
+
+    # -- changing a text space ---------------------------------------------------------------
+
+    def write(self, content: str, *, space: str = "notepad", action: str = "write") -> NoteResult:
+        """Replace the whole space (``""`` clears it).
+
+        Over budget, the start that fits is kept and the result carries a warning
+        (``details["original"]``: the size given).  ``action`` is the name recorded in
+        the space's history and the result (the seeds' setters pass theirs).
+        """
         budget = self._budget(space, list_space=False)
         _check_text("content", content)
-        return self._replace(space, budget, "write", content)
-
-    def _replace(self, space: str, budget: Budget, action: str, content: str) -> NoteResult:
-        if budget.limit is not None:
-            original = self._count(budget, content)
-            if original > budget.limit:
-                kept = self._truncate(budget, content)
-                return self._mutate(space, budget, action,
-                                    lambda _cur, _txn: _Outcome(kept, "truncated", dict(original=original)))
-        return self._mutate(space, budget, action, lambda _cur, _txn: _Outcome(content))
+        _check_action(action)
+        return self._replace(space, budget, action, content)
 
     def append(self, content: str, *, space: str = "notepad", action: str = "append") -> NoteResult:
-        """Add ``content`` at the end (on a new line); rejected, unchanged, if over budget."""
+        """Add ``content`` at the end; rejected (``ok`` False, nothing changed) if over budget.
+
+        The two are joined with a newline when neither side has one; the budget is
+        checked on the joined text, so a rejection's counts include that newline.
+        ``action``: as in :meth:`write`.
+        """
         budget = self._budget(space, list_space=False)
         _check_text("content", content)
+        _check_action(action)
 
         def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
             assert isinstance(current, str)
@@ -741,7 +387,8 @@ class Notepad:
         return self._mutate(space, budget, action, decide)
 
     def prepend(self, content: str, *, space: str = "notepad") -> NoteResult:
-        """Add ``content`` at the start (on its own line); rejected, unchanged, if over budget."""
+        """Add ``content`` at the start (on its own line, as :meth:`append` joins); rejected,
+        unchanged, if over budget."""
         budget = self._budget(space, list_space=False)
         _check_text("content", content)
 
@@ -762,29 +409,6 @@ class Notepad:
     def delete_text(self, text: str, *, replace_all: bool = False, space: str = "notepad") -> NoteResult:
         """Remove the first occurrence of ``text`` (every one with ``replace_all``); absent -> InvalidArgument."""
         return self._edit(space, "delete", text, "", replace_all, label="content")
-
-    def _edit(self, space: str, action: str, find: str, replace: str, replace_all: bool, *, label: str) -> NoteResult:
-        budget = self._budget(space, list_space=False)
-        _check_text(label, find)
-        if not find:
-            raise InvalidArgument(f"{action}: {label} must not be empty; pass the exact text to {action}")
-        _check_text("replace", replace)
-        _check_bool("replace_all", replace_all)
-
-        def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
-            assert isinstance(current, str)
-            count = current.count(find)
-            if not count:
-                where = "is empty" if not current else "does not contain it"
-                raise InvalidArgument(
-                    f"{action}: {label} text {describe(find)} was not found: {space} {where}. Read {space} and copy "
-                    "the exact text (whitespace and case matter)"
-                )
-            n = count if replace_all else 1
-            new = current.replace(find, replace, n)
-            return self._grow(space, budget, action, current, new, {"replacements": n})
-
-        return self._mutate(space, budget, action, decide)
 
     def update(
         self,
@@ -816,48 +440,7 @@ class Notepad:
             return self.prepend(content, space=space)
         return self.delete_text(content, replace_all=replace_all, space=space)
 
-    def read_notepad(self) -> dict[str, str]:
-        """Seed 002's ``read_notepad``: ``{"content": str}``, "" when nothing was written."""
-        return {"content": self.read("notepad")}
-
-    def write_notepad(self, content: str) -> NoteResult:
-        """Seed 002's ``write_notepad``: full replacement; ``""`` clears."""
-        return self.write(content, space="notepad")
-
-    def update_notepad(
-        self,
-        operation: str,
-        *,
-        content: str | None = None,
-        find: str | None = None,
-        replace: str | None = None,
-        replace_all: bool = False,
-    ) -> NoteResult:
-        """Seed 002's ``update_notepad``: :meth:`update` on the notepad space."""
-        return self.update(operation, content=content, find=find, replace=replace, replace_all=replace_all)
-
-    def context_section(self, space: str = "notepad") -> str:
-        """Seed 002's system-prompt section: the heading, then the content or the empty-state hint."""
-        content = self.read(space)
-        return f"{NOTEPAD_HEADING}\n{content or EMPTY_NOTEPAD_HINT}"
-
-    # -- seed 001 -------------------------------------------------------------------------
-
-    def set_notes(self, content: str) -> NoteResult:
-        """Replace notes entirely; over budget (4000 characters) keep the start and warn."""
-        budget = self._budget("notes", list_space=False)
-        _check_text("content", content)
-        return self._replace("notes", budget, "set_notes", content)
-
-    def append_notes(self, content: str) -> NoteResult:
-        """Append to notes; rejected, notes unchanged, if the result would exceed the budget."""
-        return self.append(content, space="notes", action="append_notes")
-
-    def set_plan(self, content: str) -> NoteResult:
-        """Replace the plan entirely; over budget (2000 characters) keep the start and warn."""
-        budget = self._budget("plan", list_space=False)
-        _check_text("content", content)
-        return self._replace("plan", budget, "set_plan", content)
+    # -- changing a list space (refs) --------------------------------------------------------
 
     def refs_add(self, ref: str, *, space: str = "refs") -> NoteResult:
         """Add one ref as the newest; at capacity drop the oldest (whole refs only).
@@ -928,86 +511,7 @@ class Notepad:
         return self._mutate(space, budget, "refs.set", lambda _cur, _txn: _Outcome(
             kept, details={"ignored": ignored}, message=f"refs replaced ({len(kept)}/{limit} refs)"))
 
-    def render_spaces(self, spaces: Iterable[str] = ("notes", "plan", "refs")) -> str:
-        """Seed 001's block prepended to each message: only the non-empty spaces, "" if none."""
-        if isinstance(spaces, str):
-            names = [spaces]
-        elif isinstance(spaces, Iterable):
-            names = list(spaces)
-        else:
-            raise InvalidArgument(f"spaces must be a list of space names, not {typename(spaces)}")
-        budgets = [(name, self._budget(name)) for name in names]
-        now = self.store.now()
-        sections: list[str] = []
-        with self.store.engine.read() as txn:
-            for name, budget in budgets:
-                value = self._current(txn, name, budget, now)[1]
-                title = _SECTION_TITLES.get(name, name)
-                if isinstance(value, list):
-                    if value:
-                        sections.append(f"## {title}\n" + "\n".join(f"- {r}" for r in value))
-                elif value:
-                    sections.append(f"## {title}\n{value}")
-        if not sections:
-            return ""
-        return "\n".join([SCRATCHPAD_HEADER, *sections, SCRATCHPAD_FOOTER])
-
-    # -- seed 004 -------------------------------------------------------------------------
-
-    def scratchpad(self, content: str, mode: str = "replace") -> NoteResult:
-        """Seed 004's ``session.scratchpad``: mode "replace" (truncates and warns) or "append" (rejects)."""
-        if mode not in ("replace", "append"):
-            raise InvalidArgument(f'mode must be "replace" or "append", not {describe(mode)}')
-        if mode == "append":
-            return self.append(content, space="scratchpad")
-        budget = self._budget("scratchpad", list_space=False)
-        _check_text("content", content)
-        return self._replace("scratchpad", budget, "replace", content)
-
-    def scratchpad_content(self) -> str | None:
-        """Seed 004's ``getScratchpadContent``: the scratchpad, or None when it is empty."""
-        content = self.read("scratchpad")
-        return content or None
-
-    def scratchpad_block(self) -> str:
-        """Seed 004's block for the next user message, or "" when the scratchpad is empty."""
-        content = self.scratchpad_content()
-        if content is None:
-            return ""
-        return f"{SCRATCHPAD_HEADER}\n{content}\n{SCRATCHPAD_FOOTER}"
-
-    def scratchpad_guidance(self, tool: str = "session_scratchpad") -> str:
-        """Seed 004's system-prompt section with this notepad's scratchpad budget
-        (``tool``: see :func:`scratchpad_guidance`)."""
-        limit = self.budgets["scratchpad"].limit
-        return scratchpad_guidance(limit if limit is not None else 2000, tool)
-
-    # -- versions ---------------------------------------------------------------------------
-
-    def version(self, space: str = "notepad") -> int:
-        """The current version of a space (0 when never written)."""
-        budget = self._budget(space)
-        now = self.store.now()
-        with self.store.engine.read() as txn:
-            return self._current(txn, space, budget, now)[0]
-
-    def history(self, space: str = "notepad", *, limit: int = 50) -> list[Version]:
-        """The kept versions of a space, newest first (at most ``limit``)."""
-        self._budget(space)
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_HISTORY:
-            raise InvalidArgument(f"limit must be an integer from 1 to {_MAX_HISTORY}, not {describe(limit)}")
-        prefix = log_prefix(self.session, space)
-        now = self.store.now()
-        out: list[Version] = []
-        with self.store.engine.read() as txn:
-            if expired(txn, self.session, now):
-                return out
-            for key, value in txn.scan(SPACE, prefix, prefix_end(prefix), reverse=True):
-                rec = json.loads(value)
-                out.append(Version(int.from_bytes(key[-VER.size:], "big"), rec["h"], rec["c"], rec["t"], rec["a"]))
-                if len(out) >= limit:
-                    break
-        return out
+    # -- versions and lifecycle --------------------------------------------------------------
 
     def revert(self, version: int, *, space: str = "notepad") -> NoteResult:
         """Make ``version``'s content current again, as a new version (so a revert can be undone).
@@ -1032,8 +536,6 @@ class Notepad:
             return _Outcome(self._truncate(budget, old), "truncated", dict(original=original))
 
         return self._mutate(space, budget, f"revert to {version}", decide)
-
-    # -- lifecycle ----------------------------------------------------------------------------
 
     def spawn(self, child: str, *, copy_notepad: bool = False) -> Notepad:
         """The notepad of a sub-session: empty, or a copy of this one with ``copy_notepad``.
@@ -1078,122 +580,268 @@ class Notepad:
         self.store.engine.write(txn_fn)
         return pad
 
-    def fork(self, child: str) -> Notepad:
-        """The notepad of a forked session: always a copy of this one (see :meth:`spawn`)."""
-        return self.spawn(child, copy_notepad=True)
-
     def delete(self) -> int:
         """Delete this notepad: every space and version; return how many spaces there were."""
         session = self.session
         return self.store.engine.write(lambda txn: delete_notepad(txn, session), frees=True)
 
+    # -- blocks for the model's context ------------------------------------------------------
 
-# -- seed 001's opt-in nudges -----------------------------------------------------------
+    def context_section(self, space: str = "notepad") -> str:
+        """Seed 002's system-prompt section: ``## Session Notepad``, then the content of
+        ``space`` or, while it is empty, the hint to use the notepad."""
+        return texts.notepad_section(self.read(space))
 
-#: A line of a plan-like list: "1. ...", "2) ...", "- [ ] ...", "* [x] ...", "Step 3: ...".
-_PLAN_LINE = re.compile(r"^[ \t]*(?:\d{1,3}[.)][ \t]+\S|[-*+][ \t]+\[[ xX]\][ \t]|step[ \t]+\d{1,3}\b)", re.I | re.M)
-
-#: The hints, as ``[Hint: ...]`` lines; ``{n}`` is the configured number of turns.
-NUDGE_TEXTS = {
-    "after_turns": (
-        "[Hint: your session scratchpad is still empty after {n} turns. Save your plan (set_plan) and key "
-        "findings (append_notes) with session_scratchpad so they survive context compaction.]"
-    ),
-    "on_plan_detected": (
-        "[Hint: you just wrote a multi-step plan and your session scratchpad is empty. Save the plan with "
-        "session_scratchpad action set_plan so it survives context compaction.]"
-    ),
-    "after_compaction": (
-        "[Hint: the context was just compacted. Review your session scratchpad and save anything you still "
-        "need that is not in it yet.]"
-    ),
-    "turns_since_last_use": (
-        "[Hint: your session scratchpad has not been updated in {n} turns. Review it: update the plan's status "
-        "and record new findings, or remove what no longer holds.]"
-    ),
-}
-
-
-class Nudges:
-    """Seed 001's auto-trigger nudges: ``[Hint: ...]`` lines for the next user message.
-
-    Every trigger is off (0) by default, as in the seed; a positive value turns it on:
-
-    * ``after_turns=N``: the notepad's seed 001 spaces (notes, plan, refs) are still
-      empty after N turns (again every N turns while they stay empty);
-    * ``on_plan_detected=1``: the assistant's reply holds a plan-like list (3 or more
-      numbered, task-list or "Step N" lines) while those spaces are empty;
-    * ``after_compaction=1``: the context was compacted (the runtime calls
-      :meth:`compacted`);
-    * ``turns_since_last_use=N``: they hold content that no change touched for N
-      turns (again every N turns).
-
-    Like the seed's, the trigger state (turn counts, flags) lives in this object and
-    starts over with the process; the notepad itself persists.  Call :meth:`turn` once
-    per turn with the assistant's reply, and prepend what it returns to the next user
-    message (:meth:`steer` does both).
-    """
-
-    def __init__(
-        self,
-        notepad: Notepad,
-        *,
-        after_turns: int = 0,
-        on_plan_detected: int = 0,
-        after_compaction: int = 0,
-        turns_since_last_use: int = 0,
-        spaces: Iterable[str] = ("notes", "plan", "refs"),
-    ) -> None:
-        self.notepad = notepad
-        self.config = {
-            "after_turns": after_turns, "on_plan_detected": on_plan_detected,
-            "after_compaction": after_compaction, "turns_since_last_use": turns_since_last_use,
-        }
-        for key, value in self.config.items():
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
-                raise InvalidArgument(f"{key} must be an integer from 0 (off) to 1000000, not {describe(value)}")
-        self.spaces = tuple(spaces)
-        for space in self.spaces:
-            notepad._budget(space)  # an unknown space is an InvalidArgument now, not at the first turn
-        self._empty_turns = 0
-        self._idle_turns = 0
-        self._compacted = False
-        self._seen: dict[str, int] | None = None
-
-    def compacted(self) -> None:
-        """Record that the context was just compacted (for ``after_compaction``)."""
-        self._compacted = True
-
-    def turn(self, assistant_output: str = "") -> list[str]:
-        """Advance one turn; return the hints for the next user message (often none)."""
-        if not isinstance(assistant_output, str):
-            raise InvalidArgument(f"assistant_output must be a string, not {typename(assistant_output)}")
-        cfg = self.config
-        versions = {k: v for k, v in self.notepad.spaces().items() if k in self.spaces}
-        changed = self._seen is not None and versions != self._seen
-        self._seen = versions
-        hints: list[str] = []
-        if versions:
-            self._empty_turns = 0
-            self._idle_turns = 0 if changed else self._idle_turns + 1
-            if cfg["turns_since_last_use"] and self._idle_turns >= cfg["turns_since_last_use"]:
-                hints.append(NUDGE_TEXTS["turns_since_last_use"].format(n=cfg["turns_since_last_use"]))
-                self._idle_turns = 0
+    def render_spaces(self, spaces: Iterable[str] = ("notes", "plan", "refs")) -> str:
+        """Seed 001's block prepended to each message: a ``## Notes``/``## Plan``/``## Refs``
+        section per non-empty space between the scratchpad's header and footer; "" if all are empty."""
+        if isinstance(spaces, str):
+            names = [spaces]
+        elif isinstance(spaces, Iterable):
+            names = list(spaces)
         else:
-            self._idle_turns = 0
-            self._empty_turns += 1
-            if cfg["after_turns"] and self._empty_turns >= cfg["after_turns"]:
-                hints.append(NUDGE_TEXTS["after_turns"].format(n=cfg["after_turns"]))
-                self._empty_turns = 0
-            if cfg["on_plan_detected"] and len(_PLAN_LINE.findall(assistant_output[:100_000])) >= 3:
-                hints.append(NUDGE_TEXTS["on_plan_detected"])
-        if self._compacted:
-            self._compacted = False
-            if cfg["after_compaction"]:
-                hints.append(NUDGE_TEXTS["after_compaction"])
-        return hints
+            raise InvalidArgument(f"spaces must be a list of space names, not {typename(spaces)}")
+        budgets = [(name, self._budget(name)) for name in names]
+        now = self.store.now()
+        with self.store.engine.read() as txn:
+            values = [(name, self._current(txn, name, budget, now)[1]) for name, budget in budgets]
+        return texts.spaces_block(values)
 
-    def steer(self, assistant_output: str, next_message: str) -> str:
-        """:meth:`turn`, then the hints prepended to ``next_message`` (one per line)."""
-        hints = self.turn(assistant_output)
-        return "\n".join([*hints, next_message]) if hints else next_message
+    def scratchpad_block(self) -> str:
+        """Seed 004's block for the next user message: ``[Session Scratchpad - ...]``, the
+        scratchpad, ``[End Scratchpad]``; "" when the scratchpad is empty."""
+        return texts.scratchpad_block(self.read("scratchpad"))
+
+    def scratchpad_guidance(self, tool: str = "session_scratchpad") -> str:
+        """Seed 004's system-prompt section with this notepad's scratchpad budget
+        (``tool``: see :func:`~blobpad.notepad.scratchpad_guidance`)."""
+        limit = self.budgets["scratchpad"].limit
+        return texts.scratchpad_guidance(limit if limit is not None else 2000, tool)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _budget(self, space: object, *, list_space: bool | None = None) -> Budget:
+        if not isinstance(space, str):
+            raise InvalidArgument(f"space must be a string, not {typename(space)}")
+        budget = self.budgets.get(space)
+        if budget is None:
+            raise InvalidArgument(
+                f"unknown space {describe(space, 40)}; the spaces are: {', '.join(self.budgets)} "
+                "(add one with budgets={name: Budget(...)})"
+            )
+        if list_space is not None and (budget.unit == "items") != list_space:
+            if list_space:
+                raise InvalidArgument(f"space {space!r} holds text, not a list: use read/write/append on it")
+            raise InvalidArgument(f"space {space!r} is a list of refs: use refs(), refs_add, refs_remove, refs_set")
+        return budget
+
+    def _count(self, budget: Budget, value: str | list[str]) -> int:
+        if isinstance(value, list):
+            return len(value)
+        if budget.unit == "chars":
+            return len(value)
+        n = self.counter(value)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InvalidArgument(f"the token counter returned {describe(n)}; it must return a non-negative integer")
+        return n
+
+    def _truncate(self, budget: Budget, text: str) -> str:
+        assert budget.limit is not None
+        if budget.unit == "chars":
+            return text[:budget.limit]
+        lo, hi = 0, len(text)  # the longest prefix whose count fits (counts grow with length)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._count(budget, text[:mid]) <= budget.limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return text[:lo]
+
+    @staticmethod
+    def _encode(value: str | list[str]) -> bytes:
+        if isinstance(value, list):
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return value.encode("utf-8")
+
+    @staticmethod
+    def _decode(budget: Budget, data: bytes) -> str | list[str]:
+        if budget.unit == "items":
+            return list(json.loads(data)) if data else []
+        return data.decode("utf-8")
+
+    def _current(self, txn: ReadTxn, space: str, budget: Budget, now: float) -> tuple[int, str | list[str]]:
+        empty: str | list[str] = [] if budget.unit == "items" else ""
+        if expired(txn, self.session, now):
+            return 0, empty
+        head = read_head(txn, self.session, space)
+        if head is None:
+            if scan_first(txn, log_prefix(self.session, space)):
+                raise CorruptData(f"the notepad's {space} has versions but its current-version record is missing",
+                                  hint=HINT_VERIFY)
+            return 0, empty
+        log = txn.get(SPACE, log_key(self.session, space, head[0]))
+        if log is None or json.loads(log).get("h") != head[1].hex():
+            raise CorruptData(f"the notepad's {space}: its current version {head[0]} is missing or differs",
+                              hint=HINT_VERIFY)
+        return head[0], self._decode(budget, blob_get(txn, head[1]))
+
+    def _read_value(self, space: str, budget: Budget, version: int | None) -> str | list[str]:
+        now = self.store.now()
+        with self.store.engine.read() as txn:
+            if version is None:
+                return self._current(txn, space, budget, now)[1]
+            _check_version(version)
+            raw = None if expired(txn, self.session, now) else txn.get(SPACE, log_key(self.session, space, version))
+            if raw is None:
+                raise self._no_version(txn, space, version)
+            return self._decode(budget, blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
+
+    def _no_version(self, txn: ReadTxn, space: str, version: int) -> NotFound:
+        kept = [int.from_bytes(k[-VER.size:], "big") for k, _ in scan_prefix(txn, log_prefix(self.session, space))]
+        if not kept:
+            return NotFound(f"{space} of this session has no versions; nothing to read or revert")
+        return NotFound(
+            f"{space} has no version {version}; the versions kept are {kept[0]} to {kept[-1]} (see history())"
+        )
+
+    def _mutate(
+        self, space: str, budget: Budget, action: str, decide: Callable[[str | list[str], ReadTxn], _Outcome]
+    ) -> NoteResult:
+        """Read the space, ``decide`` the change and write it, all in one write transaction."""
+        now = self.store.now()
+        expires_at = now + self.ttl if self.ttl is not None else None
+        session = self.session
+        max_versions = self.max_versions
+
+        def txn_fn(txn: WriteTxn) -> tuple[int, bool, str | list[str], _Outcome]:
+            if expired(txn, session, now):
+                delete_notepad(txn, session)
+            version, current = self._current(txn, space, budget, now)
+            outcome = decide(current, txn)
+            if outcome.new is None or outcome.new == current:
+                return version, False, current, outcome
+            data = self._encode(outcome.new)
+            if len(data) > MAX_CONTENT_BYTES:
+                raise InvalidArgument(
+                    f"{action}: {space} would be {len(data)} bytes; a space holds at most {MAX_CONTENT_BYTES} bytes "
+                    f"(1 MiB): rewrite it shorter with {texts.SETTERS.get(space, 'write')}"
+                )
+            digest = blob_ref(txn, data)
+            version += 1
+            record = {"h": digest.hex(), "c": len(outcome.new), "t": now, "a": action}
+            txn.put(SPACE, log_key(session, space, version), json.dumps(record).encode())
+            txn.put(SPACE, head_key(session, space), HEAD.pack(version, digest))
+            if version > max_versions:
+                start = log_prefix(session, space)
+                for key, value in list(txn.scan(SPACE, start, log_key(session, space, version - max_versions + 1))):
+                    blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
+                    txn.delete(SPACE, key)
+            set_expiry(txn, session, expires_at)
+            return version, True, outcome.new, outcome
+
+        version, changed, value, outcome = self.store.engine.write(txn_fn)
+        used = self._count(budget, value)
+        kind = outcome.message_kind
+        rejected = kind == "rejected"
+        text = outcome.message or texts.result_message(space, budget, kind, action, used, outcome.details)
+        return NoteResult(
+            ok=not rejected, space=space, action=action, version=version, changed=changed, used=used,
+            budget=budget.limit, unit=budget.unit, message=text,
+            warning=text if kind == "truncated" else None, error=text if rejected else None,
+            details=dict(outcome.details),
+        )
+
+    def _grow(self, space: str, budget: Budget, action: str, current: str, new: str, extra: dict[str, Any]) -> _Outcome:
+        """The outcome of an incremental edit: rejected when ``new`` is over budget."""
+        if budget.limit is not None:
+            combined = self._count(budget, new)
+            if combined > budget.limit:
+                cur = self._count(budget, current)
+                return _Outcome(None, "rejected", dict(current=cur, added=max(0, combined - cur), combined=combined))
+        return _Outcome(new, details=extra)
+
+    def _replace(self, space: str, budget: Budget, action: str, content: str) -> NoteResult:
+        if budget.limit is not None:
+            original = self._count(budget, content)
+            if original > budget.limit:
+                kept = self._truncate(budget, content)
+                return self._mutate(space, budget, action,
+                                    lambda _cur, _txn: _Outcome(kept, "truncated", dict(original=original)))
+        return self._mutate(space, budget, action, lambda _cur, _txn: _Outcome(content))
+
+    def _edit(self, space: str, action: str, find: str, replace: str, replace_all: bool, *, label: str) -> NoteResult:
+        budget = self._budget(space, list_space=False)
+        _check_text(label, find)
+        if not find:
+            raise InvalidArgument(f"{action}: {label} must not be empty; pass the exact text to {action}")
+        _check_text("replace", replace)
+        _check_bool("replace_all", replace_all)
+
+        def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
+            assert isinstance(current, str)
+            count = current.count(find)
+            if not count:
+                where = "is empty" if not current else "does not contain it"
+                raise InvalidArgument(
+                    f"{action}: {label} text {describe(find)} was not found: {space} {where}. Read {space} and copy "
+                    "the exact text (whitespace and case matter)"
+                )
+            n = count if replace_all else 1
+            new = current.replace(find, replace, n)
+            return self._grow(space, budget, action, current, new, {"replacements": n})
+
+        return self._mutate(space, budget, action, decide)
+
+    # -- the seeds' names --------------------------------------------------------------------
+    # Each seed's tool names, kept so that code written against a seed works as is; every
+    # one is a single call of a method above, which documents the behaviour.
+
+    def read_notepad(self) -> dict[str, str]:
+        """Seed 002's ``read_notepad``: ``{"content": read()}``."""
+        return {"content": self.read("notepad")}
+
+    def write_notepad(self, content: str) -> NoteResult:
+        """Seed 002's ``write_notepad``: :meth:`write` on the notepad space."""
+        return self.write(content, space="notepad")
+
+    def update_notepad(
+        self,
+        operation: str,
+        *,
+        content: str | None = None,
+        find: str | None = None,
+        replace: str | None = None,
+        replace_all: bool = False,
+    ) -> NoteResult:
+        """Seed 002's ``update_notepad``: :meth:`update` on the notepad space."""
+        return self.update(operation, content=content, find=find, replace=replace, replace_all=replace_all)
+
+    def set_notes(self, content: str) -> NoteResult:
+        """Seed 001's ``set_notes``: :meth:`write` on notes (4,000 characters by default)."""
+        return self.write(content, space="notes", action="set_notes")
+
+    def append_notes(self, content: str) -> NoteResult:
+        """Seed 001's ``append_notes``: :meth:`append` to notes."""
+        return self.append(content, space="notes", action="append_notes")
+
+    def set_plan(self, content: str) -> NoteResult:
+        """Seed 001's ``set_plan``: :meth:`write` on plan (2,000 characters by default)."""
+        return self.write(content, space="plan", action="set_plan")
+
+    def scratchpad(self, content: str, mode: str = "replace") -> NoteResult:
+        """Seed 004's ``session.scratchpad``: :meth:`write` (mode "replace") or :meth:`append`
+        (mode "append") on the scratchpad (2,000 tokens by default)."""
+        if mode not in ("replace", "append"):
+            raise InvalidArgument(f'mode must be "replace" or "append", not {describe(mode)}')
+        if mode == "append":
+            return self.append(content, space="scratchpad")
+        return self.write(content, space="scratchpad", action="replace")
+
+    def scratchpad_content(self) -> str | None:
+        """Seed 004's ``getScratchpadContent``: :meth:`read` of the scratchpad, None when empty."""
+        return self.read("scratchpad") or None
+
+    def fork(self, child: str) -> Notepad:
+        """A forked session's notepad: :meth:`spawn` with ``copy_notepad=True``."""
+        return self.spawn(child, copy_notepad=True)

@@ -16,6 +16,6 @@ def budget_words(tb: ToolContext, space: str) -> str:
     budget = tb.notepad.budgets[space]
     if budget.limit is None:
         return "no budget"
-    from ..notepad.pad import _UNIT_WORDS
+    from ..notepad.budget import UNIT_WORDS
 
-    return f"{'about ' if budget.unit == 'tokens' else ''}{budget.limit:,} {_UNIT_WORDS[budget.unit][1]}"
+    return f"{'about ' if budget.unit == 'tokens' else ''}{budget.limit:,} {UNIT_WORDS[budget.unit][1]}"
