@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import codecs
 import io
-import math
-import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -32,9 +30,20 @@ from functools import partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import re2
-
-from .errors import HINT_FIXED, HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_int, describe
+from .errors import HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_int
+from .search import (
+    MAX_PATTERN,
+    MAX_SPANS,
+    SEARCH_TIMEOUT,
+    UNANCHORED,
+    Deadline,
+    LineCounter,
+    TimedOut,
+    bounded_find,
+    check_timeout,
+    compile_pattern,
+    next_char,
+)
 
 _Bytes = bytes | bytearray
 _T = TypeVar("_T")
@@ -53,44 +62,19 @@ __all__ = [
     "SEARCH_TIMEOUT", "compile_pattern", "line_span",
 ]
 
-#: longest pattern accepted, in characters
-MAX_PATTERN = 4096
 #: longest line kept whole in grep results; longer ones become a window around the match
 LINE_WINDOW = 2000
 #: the largest stretch of a single line searched at once (longer lines are searched in
 #: pieces that overlap by SEGMENT_OVERLAP bytes: a match up to that long across a cut is found)
 SEGMENT_BYTES = 8 << 20
 SEGMENT_OVERLAP = 64 << 10
-#: most match spans kept per line: a pattern such as ``.`` matches every character
-MAX_SPANS = 1000
-#: matching lines that one batched RE2 call passes over while counting (see _LineCounter)
-_BATCH = 16
-#: count() batches when a matching line starts within this many bytes of the previous one
-_DENSE = 4096
 #: raw bytes of the chunks one worker task of count() takes (fewer, larger tasks: less overhead)
 _TASK_BYTES = 1 << 20
 #: the same for the chunks grep decompresses ahead of its search
 _GREP_TASK_BYTES = 256 << 10
-#: the largest RE2 program (in instructions) count() batches; bigger patterns match one line per call
-_MAX_BATCH_PROGRAM = 20_000
-#: bytes of lines count() counts to measure the speed with or without batching (see _LineCounter._count)
-_PROBE = 8 << 10
 
-#: the time budget, in seconds, that the Toolbox, the CLI and the MCP server give grep and count
-SEARCH_TIMEOUT = 5.0
-#: under a time budget, each RE2 call is sized to take about this long at the speed measured so far
-_SLICE = 0.01
-#: bytes searched by the first RE2 call under a budget, and the least and most of any later one
-_FIRST_WINDOW = 1 << 10
-_MIN_WINDOW = 256
-_MAX_WINDOW = 64 << 10
-#: a line longer than the window is searched whole only if its probes took under 1/_MARGIN of the time left
-_MARGIN = 4
 #: line_windows() reads lines totalling at most this many bytes at once, longer ones by their windows
 BULK_LINE_BYTES = 1 << 20
-
-_UNANCHORED = re2._Anchor.UNANCHORED  # the binding under re2's pure-Python wrapper: no Match objects
-_ANCHOR_START = re2._Anchor.ANCHOR_START
 
 
 @dataclass
@@ -216,310 +200,6 @@ class LineWindow:
 
     def to_dict(self) -> dict[str, Any]:
         return {"line": self.line, "text": self.text, "offset": self.offset, "line_chars": self.line_chars}
-
-
-class _TimedOut(Exception):
-    """The time budget of a grep or count ran out; ``line`` is the first line not searched,
-    or ``pos`` the buffer offset where it starts (None when the caller knows better)."""
-
-    def __init__(self, line: int | None = None, pos: int | None = None) -> None:
-        super().__init__(line, pos)
-        self.line = line
-        self.pos = pos
-
-
-def check_timeout(timeout: object, label: str = "timeout") -> float | None:
-    """A search budget in seconds: None (no limit) or a positive finite number; else InvalidArgument."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-        isinstance(timeout, int) or math.isfinite(timeout)
-    ) or timeout <= 0:
-        raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {describe(timeout)}")
-    return float(min(timeout, 1e9))
-
-
-class _Deadline:
-    """The time budget of one grep or count call, shared by its worker threads.
-
-    It also sizes the RE2 calls: each searches a window of about ``_SLICE`` seconds
-    at the speed measured so far (the first 1 KB), so the deadline is checked often
-    whatever the pattern costs per byte.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.end = time.monotonic() + seconds
-        self.window = _FIRST_WINDOW
-        self.expired = False
-
-    def left(self) -> float:
-        return self.end - time.monotonic()
-
-    def check(self) -> None:
-        """Raise _TimedOut once the budget is spent."""
-        if self.expired or time.monotonic() >= self.end:
-            self.expired = True
-            raise _TimedOut()
-
-    def timed(self, find: _Find, buf: _Bytes, pos: int, end: int) -> tuple[int, int]:
-        """``find`` over ``buf[pos:end]`` (the whole buffer as context) if the budget is not
-        spent (else _TimedOut), the window adapted to how long it took; the first span."""
-        t0 = time.monotonic()
-        if t0 >= self.end or self.expired:
-            self.expired = True
-            raise _TimedOut()
-        span = find(_UNANCHORED, buf, pos, end)[0]
-        scanned = (span[1] if span[0] >= 0 else end) - pos
-        if scanned >= _MIN_WINDOW:  # shorter searches say little about the speed, and are cheap
-            self.pace(scanned, time.monotonic() - t0)
-        return span
-
-    def pace(self, scanned: int, spent: float) -> None:
-        if scanned < _MIN_WINDOW:
-            return  # too little to measure the speed
-        fit = int(scanned * _SLICE / max(spent, 1e-6))
-        self.window = max(_MIN_WINDOW, min(_MAX_WINDOW, 2 * self.window, fit))
-
-
-def _char_start(buf: _Bytes, q: int, lo: int) -> int:
-    """``q`` moved back to the start of the UTF-8 character it falls in (not before ``lo``)."""
-    k = q
-    while k > lo and q - k < 3 and (buf[k] & 0xC0) == 0x80:
-        k -= 1
-    return k if (buf[k] & 0xC0) != 0x80 else q
-
-
-def _long_line(find: _Find, buf: _Bytes, start: int, end: int, dl: _Deadline, *, exact: bool) -> tuple[int, int]:
-    """The first match in the line ``buf[start:end]``, longer than one window, under a budget.
-
-    The line is first searched in windows (each match found there is a real match of
-    the line: the buffer is the context of ``^``, ``$`` and ``\\b``).  Without ``exact``
-    the first such match is enough (counting only asks whether the line matches).
-    Otherwise, or if the windows found nothing (a match may cross a window's edge),
-    the whole line is searched in one call, which cannot be interrupted: it starts
-    only if the windows took less than 1/_MARGIN of the time left, else _TimedOut.
-    Returns ``(-1, -1)`` when the line does not match.
-    """
-    t0 = time.monotonic()
-    p = start
-    while p < end:
-        q = end if end - p <= dl.window else _char_start(buf, p + dl.window, p + 1)
-        span = dl.timed(find, buf, p, q)
-        if span[0] >= 0 and not exact:
-            return span
-        p = q
-    if dl.left() < _MARGIN * (time.monotonic() - t0):
-        dl.expired = True
-        raise _TimedOut()
-    dl.check()
-    return find(_UNANCHORED, buf, start, end)[0]
-
-
-def _bounded_find(find: _Find, buf: _Bytes, pos: int, size: int, dl: _Deadline) -> tuple[int, int]:
-    """``find(_UNANCHORED, buf, pos, size)[0]`` (``buf[pos:]`` starts a line) in RE2 calls
-    that each search whole lines of about one window, checking the deadline between
-    them; a line longer than the window goes to :func:`_long_line`.  Raises _TimedOut
-    with ``pos``: the lines before it were searched."""
-    start = pos
-    try:
-        for start, end, long in _line_runs(buf, pos, size, dl):
-            # whole lines end before their newline: the context after them is that newline
-            span = _long_line(find, buf, start, end, dl, exact=True) if long else dl.timed(find, buf, start, end)
-            if span[0] >= 0:
-                return span
-    except _TimedOut:
-        raise _TimedOut(pos=start) from None
-    return (-1, -1)
-
-
-def _line_runs(buf: _Bytes, pos: int, size: int, dl: _Deadline) -> Iterator[tuple[int, int, bool]]:
-    """Cut ``buf[pos:size]`` (``pos`` at a line start) for searching under a budget: runs
-    of whole lines of about one window, ``(start, end of the last line before its
-    newline (or size), False)``, or one line longer than the window, ``(start, its end,
-    True)``."""
-    while pos < size:
-        w = dl.window
-        if size - pos <= w:
-            yield pos, size, False
-            return
-        nl = buf.rfind(b"\n", pos, pos + w)
-        if nl < 0:  # the line at pos is longer than the window
-            le = buf.find(b"\n", pos + w, size)
-            nl = size if le < 0 else le
-            yield pos, nl, True
-        else:
-            yield pos, nl, False
-        pos = nl + 1
-
-
-def _options(ignore_case: bool, literal: bool) -> Any:
-    options = re2.Options()
-    options.log_errors = False
-    options.never_nl = True  # like rg: a match never spans lines
-    options.case_sensitive = not ignore_case
-    options.literal = literal
-    options.max_mem = 64 << 20
-    options.never_capture = True  # only whole-match spans are used: lets RE2 stay in its DFA
-    return options
-
-
-def _encode_pattern(pattern: object) -> bytes:
-    if not isinstance(pattern, str):
-        raise InvalidArgument(f"pattern must be a string, not {type(pattern).__name__}")
-    if len(pattern) > MAX_PATTERN:
-        raise InvalidArgument(f"pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN}")
-    try:
-        return pattern.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("pattern contains lone surrogates; pass valid Unicode") from None
-
-
-def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
-    """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason.
-
-    The pattern is checked as written first, so an error quotes the caller's pattern
-    and not the ``(?m)`` put in front of it.
-    """
-    raw = _encode_pattern(pattern)
-    options = _options(ignore_case, bool(fixed))
-    try:
-        if fixed:
-            return re2.compile(raw, options)
-        re2.compile(raw, options)
-        return re2.compile(b"(?m)" + raw, options)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        if isinstance(reason, bytes):
-            reason = reason.decode("utf-8", "replace")
-        raise InvalidArgument(
-            f"invalid pattern: {str(reason)[:300]}; patterns use RE2 syntax "
-            "(no backreferences or look-around)", hint=HINT_FIXED,
-        ) from None
-
-
-class _LineCounter:
-    """Counts the lines that hold a match, like ``rg -c``, with few RE2 calls.
-
-    The pattern as compiled by :func:`compile_pattern` finds the next matching line,
-    and ``bytes.find`` skips the rest of it: what is counted never depends on text
-    added around the caller's pattern.  Each call costs about a microsecond of
-    binding overhead, though, which is all the time when most lines match; so where
-    matching lines follow each other closely in valid UTF-8, one call of a second
-    regex passes the next ``_BATCH - 1`` of them.  Each of its ``_BATCH - 1`` parts is
-    ``[^\\n]*$\\C`` (the rest of a line and its newline: ``$`` pins ``\\C``, any byte, to
-    the newline), lazily repeated to skip non-matching lines, then ``[^\\n]*?(?:P)``:
-    the pattern inside the next line.  That regex puts the pattern in a group, so it
-    is only built where the group cannot be escaped: for literals (escaped) and for
-    patterns without ``\\Q`` (whose quote, left open, would run past the group) or
-    ``\\C`` (which could match a newline).  A batch that fails (fewer matching lines
-    are left) only ends batching for the rest of the buffer.  Invalid UTF-8 stops
-    ``[^\\n]``, so binary content is counted one matching line per call.
-    """
-
-    def __init__(self, pattern: str, *, ignore_case: bool, fixed: bool) -> None:
-        single = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp
-        self._find = single.Match
-        self.deadline: _Deadline | None = None
-        raw = _encode_pattern(pattern)
-        self._batch: _Find | None = None
-        too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
-        if not too_big and (fixed or (b"\\Q" not in raw and b"\\C" not in raw)):
-            body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
-            line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
-            try:
-                batch = re2.compile(b"(?m)" + line * (_BATCH - 1), _options(ignore_case, False))
-            except re2.error:
-                batch = None  # e.g. too large for RE2's memory budget: one line per call
-            if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:
-                self._batch = batch._regexp.Match
-        # [bytes, seconds] counted with and without the batch regex (see _count); the
-        # worker threads share them, and a lost update only blurs the measure
-        self._speed = [[0, 0.0], [0, 0.0]]
-        self._calls = 0
-
-    def count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
-        """The number of matching lines of ``buf[pos:size]``, which starts at a line start
-        and ends just past a newline or at the end of the content; ``utf8`` says it is
-        valid UTF-8.
-
-        Under a budget (``deadline``), whole lines of about one window are counted at a
-        time and a longer line goes to :func:`_long_line`; _TimedOut is raised when the
-        budget is spent (the caller knows which lines were counted before)."""
-        dl = self.deadline
-        if dl is None:
-            return self._count(buf, pos, size, utf8)
-        n = 0
-        for start, end, long in _line_runs(buf, pos, size, dl):
-            dl.check()
-            if long:
-                n += _long_line(self._find, buf, start, end, dl, exact=False)[0] >= 0
-                continue
-            stop = end + 1 if end < size else end  # counting takes the lines with their newline
-            t0 = time.monotonic()
-            n += self._count(buf, start, stop, utf8)
-            dl.pace(stop - start, time.monotonic() - t0)
-        return n
-
-    def _count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
-        """Count ``buf[pos:size]`` with or without the batch regex, whichever has been
-        faster on this content so far: the batch saves RE2 calls where most lines match,
-        but it is a big regex, and a pattern that already defeats RE2's DFA (such as
-        ``.*[0-9].{30}$``) makes it 30 times slower than one call per matching line.
-        The other way is measured on the first ``_PROBE`` bytes of lines of a call while
-        it has no measure, and again at calls 4, 8, 16... (the content may change)."""
-        if self._batch is None or not utf8:
-            return self._count_with(buf, pos, size, None)
-        speed = self._speed
-        self._calls += 1
-        calls = self._calls
-        probes = [batched for batched in (True, False) if speed[0 if batched else 1][1] <= 0]
-        if not probes and calls >= 4 and calls & (calls - 1) == 0:
-            probes.append(not self._batch_faster())
-        n = 0
-        for batched in probes:
-            if pos >= size:
-                break
-            cut = buf.find(b"\n", min(pos + _PROBE, size) - 1, size) + 1 or size
-            n += self._timed_count(buf, pos, cut, batched)
-            pos = cut
-        if pos < size:
-            n += self._timed_count(buf, pos, size, self._batch_faster())
-        return n
-
-    def _batch_faster(self) -> bool:
-        """Whether counting with the batch regex went faster (bytes a second) so far."""
-        (b_bytes, b_secs), (p_bytes, p_secs) = self._speed
-        return b_secs <= 0 or p_secs <= 0 or b_bytes * p_secs >= p_bytes * b_secs
-
-    def _timed_count(self, buf: _Bytes, pos: int, size: int, batched: bool) -> int:
-        t0 = time.perf_counter()
-        n = self._count_with(buf, pos, size, self._batch if batched else None)
-        slot = self._speed[0 if batched else 1]
-        slot[0] += size - pos
-        slot[1] += max(time.perf_counter() - t0, 1e-9)
-        return n
-
-    def _count_with(self, buf: _Bytes, pos: int, size: int, batch: _Find | None) -> int:
-        find = self._find
-        n = 0
-        while pos < size:
-            start, end = find(_UNANCHORED, buf, pos, size)[0]
-            if start < 0 or (start == size and buf[size - 1] == 10):
-                break  # none, or an empty match after the last newline: no line is there
-            n += 1
-            if batch is not None and start - pos < _DENSE:
-                while True:
-                    s, e = batch(_ANCHOR_START, buf, end, size)[0]
-                    if s < 0 or (e == size and buf[size - 1] == 10):
-                        batch = None  # fewer than _BATCH - 1 matching lines follow: one by one from here
-                        break
-                    n += _BATCH - 1
-                    end = e
-            nl = buf.find(b"\n", end, size)
-            if nl < 0:
-                break
-            pos = nl + 1
-        return n
 
 
 _BEYOND = 1 << 62  # past the end of any content: larger positions mean the same, and clamp to it
@@ -931,7 +611,7 @@ class ReadsMixin:
         find = regex._regexp.Match
         matches: list[GrepMatch] = []
         truncated = False
-        dl = None if timeout is None else _Deadline(timeout)
+        dl = None if timeout is None else Deadline(timeout)
         searched: int | None = None
         with self._view(entry_id) as v:
             try:
@@ -947,10 +627,10 @@ class ReadsMixin:
                             continue
                     try:
                         spans = _line_spans(find, seg, start, end, first, dl)
-                    except _TimedOut:
-                        raise _TimedOut(number) from None
+                    except TimedOut:
+                        raise TimedOut(number) from None
                     matches.append(_make_match(v, number, bytes(seg[start:end]), spans, line_window))
-            except _TimedOut as exc:
+            except TimedOut as exc:
                 searched = (exc.line or 1) - 1
             total = v.entry.lines
             for mt in matches:
@@ -979,9 +659,9 @@ class ReadsMixin:
         ``searched_lines``.  The overrun is grep's, on each worker thread at once.
         """
         timeout = check_timeout(timeout)
-        counter = _LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
+        counter = LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
         if timeout is not None:
-            counter.deadline = _Deadline(timeout)
+            counter.deadline = Deadline(timeout)
         with self._view(entry_id) as v:
             return _parallel_count(v, counter)
 
@@ -1056,7 +736,7 @@ def _identity(raw: bytes) -> bytes:
     return raw
 
 
-def _count_chunk(counter: _LineCounter, utf8: bool, raw: bytes) -> tuple[bytes, int, bytes]:
+def _count_chunk(counter: LineCounter, utf8: bool, raw: bytes) -> tuple[bytes, int, bytes]:
     """(text before the first newline, matching lines between the first and the last
     newline, text after the last newline); ``(raw, -1, b"")`` if there is no newline."""
     first = raw.find(b"\n")
@@ -1066,7 +746,7 @@ def _count_chunk(counter: _LineCounter, utf8: bool, raw: bytes) -> tuple[bytes, 
     return raw[: first + 1], counter.count(raw, first + 1, last + 1, utf8), raw[last + 1 :]
 
 
-def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
+def _parallel_count(v: _View, counter: LineCounter) -> CountResult:
     """Count matching lines; the worker threads count whole lines inside each chunk, and
     this thread the lines that straddle chunk boundaries, stitched together.
 
@@ -1075,7 +755,7 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
     starting with the last ``SEGMENT_OVERLAP`` bytes of the one before, and is not searched
     any more once a piece matched.
 
-    When the counter's deadline passes (_TimedOut, from a worker or from this thread),
+    When the counter's deadline passes (TimedOut, from a worker or from this thread),
     the count so far covers the lines that end before the chunk being stitched (and
     the line continuing past them if it already matched).
     """
@@ -1111,7 +791,7 @@ def _parallel_count(v: _View, counter: _LineCounter) -> CountResult:
             done += 1
         if carry and not matched:
             total += counter.count(carry, first, len(carry), utf8)
-    except _TimedOut:
+    except TimedOut:
         return CountResult(total, timed_out=True, searched_lines=v.m.lines_at[done] + matched)
     return CountResult(total)
 
@@ -1157,14 +837,14 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int,
 
 
 def _matching_lines(
-    v: _View, find: _Find, dl: _Deadline | None = None
+    v: _View, find: _Find, dl: Deadline | None = None
 ) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int, bool]]:
     """Yield (line number, buffer, line start, line end, first match, buffer's offset
     in the entry, whether the whole line is in the buffer) for each matching line, in
     order and once; the offsets are into the buffer, the line excludes its newline (a
     line longer than a buffer: its part there).
 
-    Under a budget ``dl``, raises _TimedOut with the number of the first line not searched."""
+    Under a budget ``dl``, raises TimedOut with the number of the first line not searched."""
     reported = 0  # the last line yielded: a very long line's later pieces skip it
     for seg, size, first_line, base, inside in _segments(v):
         pos = 0
@@ -1180,13 +860,13 @@ def _matching_lines(
             pos = 1  # its first byte is context: it was searched in the piece before
         while pos < size:
             if dl is None:
-                s, e = find(_UNANCHORED, seg, pos, size)[0]
+                s, e = find(UNANCHORED, seg, pos, size)[0]
             else:
                 try:
-                    s, e = _bounded_find(find, seg, pos, size, dl)
-                except _TimedOut as exc:
-                    at = pos if exc.pos is None else exc.pos  # _bounded_find tells where it stopped
-                    raise _TimedOut(line_no + seg.count(b"\n", counted, at)) from None
+                    s, e = bounded_find(find, seg, pos, size, dl)
+                except TimedOut as exc:
+                    at = pos if exc.pos is None else exc.pos  # bounded_find tells where it stopped
+                    raise TimedOut(line_no + seg.count(b"\n", counted, at)) from None
             if s < 0 or (s == size and seg[size - 1] == 10):
                 break  # none, or an empty match after the last newline: no line is there
             start = seg.rfind(b"\n", 0, s) + 1
@@ -1201,22 +881,8 @@ def _matching_lines(
             pos = end + 1
 
 
-def _next_char(buf: _Bytes, p: int, end: int) -> int:
-    """Where the character at ``p`` ends: after its UTF-8 sequence, or after the bytes
-    that ``decode("utf-8", "replace")`` turns into one U+FFFD."""
-    lead = buf[p]
-    if lead < 0x80:
-        return p + 1
-    size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-    try:
-        bytes(buf[p : min(p + size, end)]).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return p + max(1, exc.end)
-    return p + size
-
-
 def _line_spans(
-    find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int, int], dl: _Deadline | None = None
+    find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int, int], dl: Deadline | None = None
 ) -> list[tuple[int, int]]:
     """Byte spans (relative to ``start``) of the matches in the line ``buf[start:end]``,
     from its first match on, at most ``MAX_SPANS``.
@@ -1228,7 +894,7 @@ def _line_spans(
     such as ``(|a)``; RE2 cannot ask for that, so those matches are not reported.)
 
     Under a budget ``dl``, a search that the measured speed says would not fit in a
-    quarter of the time left raises _TimedOut instead of starting.
+    quarter of the time left raises TimedOut instead of starting.
     """
     s, e = first
     spans = [(s - start, e - start)]
@@ -1238,14 +904,14 @@ def _line_spans(
         elif s >= end:
             break
         else:
-            p = _next_char(buf, s, end)
+            p = next_char(buf, s, end)
         if dl is not None:
-            if end - p > dl.window and dl.left() < _MARGIN * _SLICE * (end - p) / dl.window:
+            if dl.too_slow_for(end - p):
                 dl.expired = True
-                raise _TimedOut()
+                raise TimedOut()
             s, e = dl.timed(find, buf, p, end)
         else:
-            s, e = find(_UNANCHORED, buf, p, end)[0]
+            s, e = find(UNANCHORED, buf, p, end)[0]
         if s < 0:
             break
         spans.append((s - start, e - start))
@@ -1308,7 +974,7 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
     p = b = len(text[: col_end - lo].encode("utf-8", "surrogateescape"))
     c = col_end - lo
     while len(spans) < MAX_SPANS and p < len(raw):
-        s, e = find(_UNANCHORED, raw, p, len(raw))[0]
+        s, e = find(UNANCHORED, raw, p, len(raw))[0]
         if s < 0:
             break
         c += len(raw[b:s].decode("utf-8", "replace"))
@@ -1316,7 +982,7 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
         c += len(raw[s:e].decode("utf-8", "replace"))
         b = e
         spans.append((cs, c))
-        p = e if e > s else _next_char(raw, s, len(raw))
+        p = e if e > s else next_char(raw, s, len(raw))
     return GrepMatch(k, text, spans, offset=lo, line_chars=total)
 
 

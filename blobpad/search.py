@@ -1,0 +1,401 @@
+"""Searching bytes with RE2 under a time budget: patterns, line runs, the line counter.
+
+The matching half of grep and count, on buffers only (:mod:`blobpad.reads` finds the
+buffers of an entry and turns positions into line numbers and results).  Patterns are
+compiled with RE2 (linear time: no pattern a model sends can hang the caller), bounded
+in length, as UTF-8 bytes; a :class:`Deadline` sizes each RE2 call to about ``_SLICE``
+seconds at the speed measured so far, so a search stops close to its budget whatever
+the pattern costs per byte.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import re2
+
+from .errors import HINT_FIXED, InvalidArgument, describe
+
+__all__ = ["MAX_PATTERN", "SEARCH_TIMEOUT", "MAX_SPANS", "compile_pattern", "check_timeout", "Deadline", "TimedOut",
+           "LineCounter", "line_runs", "long_line", "bounded_find", "char_start", "next_char", "UNANCHORED"]
+
+_Bytes = bytes | bytearray
+#: ``Match(anchor, text, pos, endpos)`` of a compiled RE2: the spans of the match and its groups
+_Find = Callable[..., list[tuple[int, int]]]
+
+#: longest pattern accepted, in characters
+MAX_PATTERN = 4096
+
+
+#: most match spans kept per line: a pattern such as ``.`` matches every character
+MAX_SPANS = 1000
+
+
+#: matching lines that one batched RE2 call passes over while counting (see LineCounter)
+_BATCH = 16
+
+
+#: count() batches when a matching line starts within this many bytes of the previous one
+_DENSE = 4096
+
+
+#: the largest RE2 program (in instructions) count() batches; bigger patterns match one line per call
+_MAX_BATCH_PROGRAM = 20_000
+
+
+#: bytes of lines count() counts to measure the speed with or without batching (see LineCounter._count)
+_PROBE = 8 << 10
+
+
+#: the time budget, in seconds, that the Toolbox, the CLI and the MCP server give grep and count
+SEARCH_TIMEOUT = 5.0
+
+
+#: under a time budget, each RE2 call is sized to take about this long at the speed measured so far
+_SLICE = 0.01
+
+
+#: bytes searched by the first RE2 call under a budget, and the least and most of any later one
+_FIRST_WINDOW = 1 << 10
+
+
+_MIN_WINDOW = 256
+
+
+_MAX_WINDOW = 64 << 10
+
+
+#: a line longer than the window is searched whole only if its probes took under 1/_MARGIN of the time left
+_MARGIN = 4
+
+
+UNANCHORED = re2._Anchor.UNANCHORED  # the binding under re2's pure-Python wrapper: no Match objects
+
+
+ANCHOR_START = re2._Anchor.ANCHOR_START
+
+
+class TimedOut(Exception):
+    """The time budget of a grep or count ran out; ``line`` is the first line not searched,
+    or ``pos`` the buffer offset where it starts (None when the caller knows better)."""
+
+    def __init__(self, line: int | None = None, pos: int | None = None) -> None:
+        super().__init__(line, pos)
+        self.line = line
+        self.pos = pos
+
+
+def check_timeout(timeout: object, label: str = "timeout") -> float | None:
+    """A search budget in seconds: None (no limit) or a positive finite number; else InvalidArgument."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+        isinstance(timeout, int) or math.isfinite(timeout)
+    ) or timeout <= 0:
+        raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {describe(timeout)}")
+    return float(min(timeout, 1e9))
+
+
+class Deadline:
+    """The time budget of one grep or count call, shared by its worker threads.
+
+    It also sizes the RE2 calls: each searches a window of about ``_SLICE`` seconds
+    at the speed measured so far (the first 1 KB), so the deadline is checked often
+    whatever the pattern costs per byte.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+        self.window = _FIRST_WINDOW
+        self.expired = False
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def check(self) -> None:
+        """Raise TimedOut once the budget is spent."""
+        if self.expired or time.monotonic() >= self.end:
+            self.expired = True
+            raise TimedOut()
+
+    def timed(self, find: _Find, buf: _Bytes, pos: int, end: int) -> tuple[int, int]:
+        """``find`` over ``buf[pos:end]`` (the whole buffer as context) if the budget is not
+        spent (else TimedOut), the window adapted to how long it took; the first span."""
+        t0 = time.monotonic()
+        if t0 >= self.end or self.expired:
+            self.expired = True
+            raise TimedOut()
+        span = find(UNANCHORED, buf, pos, end)[0]
+        scanned = (span[1] if span[0] >= 0 else end) - pos
+        if scanned >= _MIN_WINDOW:  # shorter searches say little about the speed, and are cheap
+            self.pace(scanned, time.monotonic() - t0)
+        return span
+
+    def too_slow_for(self, size: int) -> bool:
+        """Whether searching ``size`` bytes in one RE2 call (more than a window) would take over
+        1/_MARGIN of the time left, at the speed measured so far."""
+        return size > self.window and self.left() < _MARGIN * _SLICE * size / self.window
+
+    def pace(self, scanned: int, spent: float) -> None:
+        if scanned < _MIN_WINDOW:
+            return  # too little to measure the speed
+        fit = int(scanned * _SLICE / max(spent, 1e-6))
+        self.window = max(_MIN_WINDOW, min(_MAX_WINDOW, 2 * self.window, fit))
+
+
+def char_start(buf: _Bytes, q: int, lo: int) -> int:
+    """``q`` moved back to the start of the UTF-8 character it falls in (not before ``lo``)."""
+    k = q
+    while k > lo and q - k < 3 and (buf[k] & 0xC0) == 0x80:
+        k -= 1
+    return k if (buf[k] & 0xC0) != 0x80 else q
+
+
+def long_line(find: _Find, buf: _Bytes, start: int, end: int, dl: Deadline, *, exact: bool) -> tuple[int, int]:
+    """The first match in the line ``buf[start:end]``, longer than one window, under a budget.
+
+    The line is first searched in windows (each match found there is a real match of
+    the line: the buffer is the context of ``^``, ``$`` and ``\\b``).  Without ``exact``
+    the first such match is enough (counting only asks whether the line matches).
+    Otherwise, or if the windows found nothing (a match may cross a window's edge),
+    the whole line is searched in one call, which cannot be interrupted: it starts
+    only if the windows took less than 1/_MARGIN of the time left, else TimedOut.
+    Returns ``(-1, -1)`` when the line does not match.
+    """
+    t0 = time.monotonic()
+    p = start
+    while p < end:
+        q = end if end - p <= dl.window else char_start(buf, p + dl.window, p + 1)
+        span = dl.timed(find, buf, p, q)
+        if span[0] >= 0 and not exact:
+            return span
+        p = q
+    if dl.left() < _MARGIN * (time.monotonic() - t0):
+        dl.expired = True
+        raise TimedOut()
+    dl.check()
+    return find(UNANCHORED, buf, start, end)[0]
+
+
+def bounded_find(find: _Find, buf: _Bytes, pos: int, size: int, dl: Deadline) -> tuple[int, int]:
+    """``find(UNANCHORED, buf, pos, size)[0]`` (``buf[pos:]`` starts a line) in RE2 calls
+    that each search whole lines of about one window, checking the deadline between
+    them; a line longer than the window goes to :func:`long_line`.  Raises TimedOut
+    with ``pos``: the lines before it were searched."""
+    start = pos
+    try:
+        for start, end, long in line_runs(buf, pos, size, dl):
+            # whole lines end before their newline: the context after them is that newline
+            span = long_line(find, buf, start, end, dl, exact=True) if long else dl.timed(find, buf, start, end)
+            if span[0] >= 0:
+                return span
+    except TimedOut:
+        raise TimedOut(pos=start) from None
+    return (-1, -1)
+
+
+def line_runs(buf: _Bytes, pos: int, size: int, dl: Deadline) -> Iterator[tuple[int, int, bool]]:
+    """Cut ``buf[pos:size]`` (``pos`` at a line start) for searching under a budget: runs
+    of whole lines of about one window, ``(start, end of the last line before its
+    newline (or size), False)``, or one line longer than the window, ``(start, its end,
+    True)``."""
+    while pos < size:
+        w = dl.window
+        if size - pos <= w:
+            yield pos, size, False
+            return
+        nl = buf.rfind(b"\n", pos, pos + w)
+        if nl < 0:  # the line at pos is longer than the window
+            le = buf.find(b"\n", pos + w, size)
+            nl = size if le < 0 else le
+            yield pos, nl, True
+        else:
+            yield pos, nl, False
+        pos = nl + 1
+
+
+def re2_options(ignore_case: bool, literal: bool) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.never_nl = True  # like rg: a match never spans lines
+    options.case_sensitive = not ignore_case
+    options.literal = literal
+    options.max_mem = 64 << 20
+    options.never_capture = True  # only whole-match spans are used: lets RE2 stay in its DFA
+    return options
+
+
+def encode_pattern(pattern: object) -> bytes:
+    if not isinstance(pattern, str):
+        raise InvalidArgument(f"pattern must be a string, not {type(pattern).__name__}")
+    if len(pattern) > MAX_PATTERN:
+        raise InvalidArgument(f"pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN}")
+    try:
+        return pattern.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("pattern contains lone surrogates; pass valid Unicode") from None
+
+
+def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
+    """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason.
+
+    The pattern is checked as written first, so an error quotes the caller's pattern
+    and not the ``(?m)`` put in front of it.
+    """
+    raw = encode_pattern(pattern)
+    options = re2_options(ignore_case, bool(fixed))
+    try:
+        if fixed:
+            return re2.compile(raw, options)
+        re2.compile(raw, options)
+        return re2.compile(b"(?m)" + raw, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise InvalidArgument(
+            f"invalid pattern: {str(reason)[:300]}; patterns use RE2 syntax "
+            "(no backreferences or look-around)", hint=HINT_FIXED,
+        ) from None
+
+
+class LineCounter:
+    """Counts the lines that hold a match, like ``rg -c``, with few RE2 calls.
+
+    The pattern as compiled by :func:`compile_pattern` finds the next matching line,
+    and ``bytes.find`` skips the rest of it: what is counted never depends on text
+    added around the caller's pattern.  Each call costs about a microsecond of
+    binding overhead, though, which is all the time when most lines match; so where
+    matching lines follow each other closely in valid UTF-8, one call of a second
+    regex passes the next ``_BATCH - 1`` of them.  Each of its ``_BATCH - 1`` parts is
+    ``[^\\n]*$\\C`` (the rest of a line and its newline: ``$`` pins ``\\C``, any byte, to
+    the newline), lazily repeated to skip non-matching lines, then ``[^\\n]*?(?:P)``:
+    the pattern inside the next line.  That regex puts the pattern in a group, so it
+    is only built where the group cannot be escaped: for literals (escaped) and for
+    patterns without ``\\Q`` (whose quote, left open, would run past the group) or
+    ``\\C`` (which could match a newline).  A batch that fails (fewer matching lines
+    are left) only ends batching for the rest of the buffer.  Invalid UTF-8 stops
+    ``[^\\n]``, so binary content is counted one matching line per call.
+    """
+
+    def __init__(self, pattern: str, *, ignore_case: bool, fixed: bool) -> None:
+        single = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp
+        self._find = single.Match
+        self.deadline: Deadline | None = None
+        raw = encode_pattern(pattern)
+        self._batch: _Find | None = None
+        too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
+        if not too_big and (fixed or (b"\\Q" not in raw and b"\\C" not in raw)):
+            body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
+            line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
+            try:
+                batch = re2.compile(b"(?m)" + line * (_BATCH - 1), re2_options(ignore_case, False))
+            except re2.error:
+                batch = None  # e.g. too large for RE2's memory budget: one line per call
+            if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:
+                self._batch = batch._regexp.Match
+        # [bytes, seconds] counted with and without the batch regex (see _count); the
+        # worker threads share them, and a lost update only blurs the measure
+        self._speed = [[0, 0.0], [0, 0.0]]
+        self._calls = 0
+
+    def count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
+        """The number of matching lines of ``buf[pos:size]``, which starts at a line start
+        and ends just past a newline or at the end of the content; ``utf8`` says it is
+        valid UTF-8.
+
+        Under a budget (``deadline``), whole lines of about one window are counted at a
+        time and a longer line goes to :func:`long_line`; TimedOut is raised when the
+        budget is spent (the caller knows which lines were counted before)."""
+        dl = self.deadline
+        if dl is None:
+            return self._count(buf, pos, size, utf8)
+        n = 0
+        for start, end, long in line_runs(buf, pos, size, dl):
+            dl.check()
+            if long:
+                n += long_line(self._find, buf, start, end, dl, exact=False)[0] >= 0
+                continue
+            stop = end + 1 if end < size else end  # counting takes the lines with their newline
+            t0 = time.monotonic()
+            n += self._count(buf, start, stop, utf8)
+            dl.pace(stop - start, time.monotonic() - t0)
+        return n
+
+    def _count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
+        """Count ``buf[pos:size]`` with or without the batch regex, whichever has been
+        faster on this content so far: the batch saves RE2 calls where most lines match,
+        but it is a big regex, and a pattern that already defeats RE2's DFA (such as
+        ``.*[0-9].{30}$``) makes it 30 times slower than one call per matching line.
+        The other way is measured on the first ``_PROBE`` bytes of lines of a call while
+        it has no measure, and again at calls 4, 8, 16... (the content may change)."""
+        if self._batch is None or not utf8:
+            return self._count_with(buf, pos, size, None)
+        speed = self._speed
+        self._calls += 1
+        calls = self._calls
+        probes = [batched for batched in (True, False) if speed[0 if batched else 1][1] <= 0]
+        if not probes and calls >= 4 and calls & (calls - 1) == 0:
+            probes.append(not self._batch_faster())
+        n = 0
+        for batched in probes:
+            if pos >= size:
+                break
+            cut = buf.find(b"\n", min(pos + _PROBE, size) - 1, size) + 1 or size
+            n += self._timed_count(buf, pos, cut, batched)
+            pos = cut
+        if pos < size:
+            n += self._timed_count(buf, pos, size, self._batch_faster())
+        return n
+
+    def _batch_faster(self) -> bool:
+        """Whether counting with the batch regex went faster (bytes a second) so far."""
+        (b_bytes, b_secs), (p_bytes, p_secs) = self._speed
+        return b_secs <= 0 or p_secs <= 0 or b_bytes * p_secs >= p_bytes * b_secs
+
+    def _timed_count(self, buf: _Bytes, pos: int, size: int, batched: bool) -> int:
+        t0 = time.perf_counter()
+        n = self._count_with(buf, pos, size, self._batch if batched else None)
+        slot = self._speed[0 if batched else 1]
+        slot[0] += size - pos
+        slot[1] += max(time.perf_counter() - t0, 1e-9)
+        return n
+
+    def _count_with(self, buf: _Bytes, pos: int, size: int, batch: _Find | None) -> int:
+        find = self._find
+        n = 0
+        while pos < size:
+            start, end = find(UNANCHORED, buf, pos, size)[0]
+            if start < 0 or (start == size and buf[size - 1] == 10):
+                break  # none, or an empty match after the last newline: no line is there
+            n += 1
+            if batch is not None and start - pos < _DENSE:
+                while True:
+                    s, e = batch(ANCHOR_START, buf, end, size)[0]
+                    if s < 0 or (e == size and buf[size - 1] == 10):
+                        batch = None  # fewer than _BATCH - 1 matching lines follow: one by one from here
+                        break
+                    n += _BATCH - 1
+                    end = e
+            nl = buf.find(b"\n", end, size)
+            if nl < 0:
+                break
+            pos = nl + 1
+        return n
+
+
+def next_char(buf: _Bytes, p: int, end: int) -> int:
+    """Where the character at ``p`` ends: after its UTF-8 sequence, or after the bytes
+    that ``decode("utf-8", "replace")`` turns into one U+FFFD."""
+    lead = buf[p]
+    if lead < 0x80:
+        return p + 1
+    size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    try:
+        bytes(buf[p : min(p + size, end)]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return p + max(1, exc.end)
+    return p + size
