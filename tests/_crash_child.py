@@ -118,7 +118,7 @@ def main() -> None:
 
 
 def notepad_available() -> bool:
-    """Whether the notepad (blobpad/notepad.py, built by another engineer) is usable yet."""
+    """Whether the notepad (blobpad/notepad/) is importable."""
     return callable(getattr(blobpad.Store, "notepad", None))
 
 
