@@ -354,6 +354,22 @@ def test_ordering_filters_skip_missing_and_non_numeric_fields(store):
         lg.search(("f",), filter={"n": {"$gt": "x"}})
 
 
+def test_a_batch_with_a_bad_put_writes_nothing(store):
+    from langgraph.store.base import PutOp
+
+    lg = BlobpadStore(store)
+    with pytest.raises(InvalidArgument, match="too long for blobpad"):
+        lg.batch([PutOp(("ns",), "good", {"v": 1}), PutOp(("y" * 240,), "bad", {"v": 2})])
+    assert store.entries() == [] and lg.search(()) == []
+
+
+def test_an_item_that_is_not_json_is_named(store):
+    lg = BlobpadStore(store)
+    entry = store.put("{not json", session="langgraph:ns", name="k", meta={"langgraph": 1, "key": "k", "ttl": None})
+    with pytest.raises(blobpad.BlobpadError, match=f"entry {entry.id} .* does not hold JSON"):
+        lg.get(("ns",), "k")
+
+
 def test_too_many_vectors_for_one_item(store):
     lg = BlobpadStore(store, index={"dims": 4096, "embed": lambda texts: [[0.5] * 4096 for _ in texts]})
     lg.put(("ns",), "ok", {"a": "x"}, index=["a"])

@@ -476,11 +476,14 @@ class BlobpadStore(BaseStore):
         dims = self.index_config.get("dims") if self.index_config else None
         for (_, (ns, key, path)), vector in zip(docs, vectors, strict=True):
             packed.setdefault((ns, key), {})[path] = _pack(vector, dims)
-        for (ns, key), op in self._last_puts(ops).items():
-            if op.value is None:
+        writes = [(ns, key, None if op.value is None else self._prepare(op, packed.get((ns, key), {})))
+                  for (ns, key), op in self._last_puts(ops).items()]  # every put checked before the first write
+        for ns, key, put in writes:
+            if put is None:
                 self._delete(ns, key)
             else:
-                self._put(op, packed.get((ns, key), {}))
+                text, kwargs = put
+                self.store.put(text, **kwargs)
         return results
 
     # -- one op -------------------------------------------------------------------------
@@ -493,7 +496,13 @@ class BlobpadStore(BaseStore):
             text = self.store.get(entry.id)
         except NotFound:
             return None  # expired or replaced since it was listed
-        value = json.loads(text)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise BlobpadError(
+                f"the entry {entry.id} (key {meta['key']!r:.200}) is marked as a LangGraph item but does not hold "
+                "JSON; delete it with blobpad rm"
+            ) from None
         updated = entry.updated_at if entry.updated_at is not None else entry.created_at
         item = Item(value=value, key=meta["key"], namespace=namespace,
                     created_at=_when(entry.created_at), updated_at=_when(updated))
@@ -588,7 +597,8 @@ class BlobpadStore(BaseStore):
             namespaces.sort()
         return namespaces[op.offset:op.offset + op.limit]
 
-    def _put(self, op: PutOp, vectors: dict[str, str]) -> None:
+    def _prepare(self, op: PutOp, vectors: dict[str, str]) -> tuple[str, dict[str, Any]]:
+        """The content and the arguments of ``Store.put`` for a put, or InvalidArgument."""
         session = _session(op.namespace)
         if not _fits(session):
             raise InvalidArgument(
@@ -605,7 +615,7 @@ class BlobpadStore(BaseStore):
         meta: dict[str, Any] = {_MARK: 1, "key": op.key, "ttl": op.ttl}
         if vectors:
             meta["vectors"] = vectors
-        self.store.put(_value_text(op.value), session=session, name=_name(op.key), ttl=ttl, meta=meta, kind="text")
+        return _value_text(op.value), {"session": session, "name": _name(op.key), "ttl": ttl, "meta": meta, "kind": "text"}
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
         session = _session(namespace)
