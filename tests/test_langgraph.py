@@ -304,6 +304,8 @@ def test_async_methods(store):
     ({"x": float("nan")}, "JSON-serialisable"),
     ({"x": object()}, "JSON-serialisable"),
     ({"x": {1, 2}}, "JSON-serialisable"),
+    ({"x": ["ok", {"y": "\ud800"}]}, "lone surrogates"),
+    ({"x": {"y": [1, {"z": float("inf")}]}}, "JSON-serialisable"),
 ])
 def test_values_must_be_json_objects(store, value, message):
     lg = BlobpadStore(store)

@@ -149,11 +149,16 @@ def _value_text(value: object) -> str:
         if not isinstance(k, str):
             raise InvalidArgument(f"a value's keys must be strings, not {typename(k)} ({k!r:.80})")
     try:
-        return json.dumps(dict(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except RecursionError:
         raise InvalidArgument("the value is nested too deeply to store as JSON") from None
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"a LangGraph value must be JSON-serialisable: {exc}") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("the value contains lone surrogates; pass valid Unicode text") from None
+    return text
 
 
 def _ttl_seconds(ttl: object) -> float | None:
