@@ -27,7 +27,8 @@ store sees the same items):
   the key itself is always in the entry's meta (``meta["key"]``).
 * **Value -> content.** The value, a JSON object (a mapping with string keys and JSON
   values: anything else raises ``InvalidArgument`` saying what), stored as its JSON text
-  (kind ``"text"``): ``blobpad lines`` and ``grep`` read it like any entry.  Tuples come
+  (kind ``"text"``): ``Store.lines``, ``Store.grep``, ``blobpad read`` and ``blobpad grep`` read it like any
+  entry.  Tuples come
   back as lists, as through any JSON store.
 * **Timestamps.** ``Item.created_at`` is the entry's ``created_at`` (blobpad keeps the
   first put of a name while it lives), ``Item.updated_at`` its ``updated_at``; both are
