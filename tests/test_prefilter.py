@@ -81,12 +81,39 @@ def _lines(chunks: list[bytes]) -> list[tuple[bytes, int, int]]:
     return out
 
 
+#: Python's re, a backtracking matcher, checks lines up to this long (RE2, blobpad's own
+#: matcher, checks every line): ``.*a.*b.*c`` is cubic in the line's length.
+_PY_RE_LINE = 200
+
+
+def _backtracks(parsed: object, inside: bool = False) -> bool:
+    """Whether a parsed pattern repeats a repetition or an alternation (exponential in re)."""
+    from re import _constants as c
+
+    for op, av in parsed:  # type: ignore[attr-defined]
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            if inside or _backtracks(av[2], True):
+                return True
+        elif op is c.BRANCH:
+            if inside or any(_backtracks(b, inside) for b in av[1]):
+                return True
+        elif op is c.SUBPATTERN and _backtracks(av[3], inside):
+            return True
+    return False
+
+
 def _python_re(pattern: str, ignore_case: bool, fixed: bool) -> re.Pattern[str] | None:
+    """Python's re for the pattern, or None where it cannot read it or could take exponential time."""
+    from re import _parser
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return re.compile(re.escape(pattern) if fixed else pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error:
+            source = re.escape(pattern) if fixed else pattern
+            if _backtracks(_parser.parse(source)):
+                return None
+            return re.compile(source, re.IGNORECASE if ignore_case else 0)
+    except (re.error, RecursionError):
         return None
 
 
@@ -104,7 +131,7 @@ def _check(chunks: list[bytes], pattern: str, ignore_case: bool, fixed: bool, ma
     hits = 0
     for line, first, last in _lines(chunks):
         matched = regex.search(line) is not None
-        if not matched and pyre is not None:
+        if not matched and pyre is not None and len(line) <= _PY_RE_LINE:
             matched = pyre.search(line.decode("utf-8", "surrogateescape")) is not None
         if not matched:
             continue
