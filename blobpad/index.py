@@ -26,7 +26,7 @@ from typing import Any
 from .errors import InvalidArgument
 
 __all__ = [
-    "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_key", "expiry_key", "NEVER",
+    "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key", "NEVER",
     "decode_entry",
 ]
 
@@ -78,6 +78,12 @@ def scope_key(session: str, turn: str | int | None = None) -> bytes:
     if turn is None:
         return b"S" + _part(session)
     return b"T" + _part(session) + _turn_part(turn)
+
+
+def name_of_key(key: bytes, start: int) -> str:
+    """The name in a ``names`` key whose name part starts at ``start`` (after the session's part)."""
+    (length,) = struct.unpack_from(">I", key, start)
+    return key[start + 4 : start + 4 + length].decode("utf-8", "surrogatepass")
 
 
 def session_of_scope_key(key: bytes) -> str:

@@ -51,7 +51,7 @@ from .errors import (
     check_turn,
     describe,
 )
-from .index import Entry, decode_entry, name_key, parse_id, scope_key, session_of_scope_key
+from .index import Entry, decode_entry, name_key, name_of_key, parse_id, scope_key, session_of_scope_key
 from .journal import recover
 from .maintenance import GcReport, VerifyReport
 from .put import Putter, check_meta
@@ -379,6 +379,21 @@ class Store(ReadsMixin):
             except NotFound:
                 raise NotFound(f"the entry named {name[:200]!r} has expired") from None
 
+    def named(self, *, session: str | None = None, prefix: str | None = None) -> list[Entry]:
+        """The live named entries of ``session`` whose names start with ``prefix``, sorted by name.
+
+        Reads the session's name index only (one record per name), never other sessions'.
+        """
+        check_str("session", session)
+        check_str("prefix", prefix)
+        here = _session_names_prefix(session or "")
+        now = self.now()
+        with self._backend.read() as txn:
+            ids = (raw_id for key, raw_id in txn.scan("names", here, _prefix_end(here))
+                   if prefix is None or name_of_key(key, len(here)).startswith(prefix))
+            found = list(self._reader.live(txn, ids, now))
+        return sorted(found, key=lambda e: e.name or "")
+
     def entries(self, *, session: str | None = None, turn: str | int | None = None, limit: int | None = None) -> list[Entry]:
         """List live entries in creation order.
 
@@ -561,3 +576,6 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:  
     return Store(path, **options)
 
 
+def _session_names_prefix(session: str) -> bytes:
+    """The prefix of every ``names`` key of ``session``."""
+    return name_key(session, "")[: -4]  # name_key(session, name) = part(session) + part(name)

@@ -890,3 +890,28 @@ def test_a_named_entry_keeps_its_created_at_across_puts_and_says_when_it_was_upd
     t[0] = 1200.0  # the named entry expired: a new put of the name starts afresh
     third = s.put("v3\n", session="s", name="plan")
     assert third.created_at == third.updated_at == 1200.0
+
+
+def test_named_lists_a_sessions_live_names_by_prefix(store_factory):
+    t = [1000.0]
+    s = store_factory(clock=lambda: t[0])
+    rng = random.Random(11)
+    pool = ["", "a", "ab", "abc", "b", "ß", "é", "a b", "plan", "plan-2", "x" * 200]
+    model: dict[tuple[str, str], tuple[str, float | None]] = {}  # (session, name) -> (id, expires_at)
+    for _ in range(150):
+        session, name = rng.choice(["s", "t", ""]), rng.choice(pool[1:])
+        ttl = rng.choice([None, 5, 50])
+        e = s.put(f"{name}\n", session=session, name=name, ttl=ttl)
+        model[(session, name)] = (e.id, e.expires_at)
+        if rng.random() < 0.1:
+            s.delete(e.id)
+            del model[(session, name)]
+    for now in (1000.0, 1010.0, 1100.0):
+        t[0] = now
+        for session in ("s", "t", "", "nobody"):
+            for prefix in (None, "", "a", "plan", "é", "q"):
+                expect = sorted(
+                    (name, eid) for (sess, name), (eid, exp) in model.items()
+                    if sess == session and (exp is None or exp > now) and (prefix is None or name.startswith(prefix))
+                )
+                assert [(e.name, e.id) for e in s.named(session=session, prefix=prefix)] == expect
