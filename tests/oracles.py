@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
 
 def sed_lines(text: str) -> list[str]:
     """The lines of ``text`` as ``sed -n`` numbers them (a final newline ends the last line)."""
@@ -9,3 +13,10 @@ def sed_lines(text: str) -> list[str]:
         return []
     parts = text.split("\n")
     return parts[:-1] if text.endswith("\n") else parts
+
+
+def readme_snippet(heading: str) -> str:
+    """The first ```python block of the README after the line ``heading`` (such as "## LangGraph"):
+    what a reader copies, which the tests run as written."""
+    section = README.read_text(encoding="utf-8").split("\n" + heading + "\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]

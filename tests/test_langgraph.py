@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,12 +24,11 @@ pytest.importorskip("langgraph.store.base", reason="langgraph-checkpoint is not 
 
 from langgraph.store.base import InvalidNamespaceError  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
+from oracles import readme_snippet  # noqa: E402
 
 import blobpad  # noqa: E402
 from blobpad.errors import InvalidArgument  # noqa: E402
 from blobpad.integrations.langgraph import HASHED_NAME, SESSION_PREFIX, BlobpadStore  # noqa: E402
-
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 class Clock:
@@ -387,9 +385,7 @@ def test_blobpad_imports_without_langgraph():
 
 
 def test_the_readme_snippet_runs_as_written():
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## LangGraph", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = readme_snippet("## LangGraph")
     namespace: dict = {}
     exec(compile(code, "README.md#langgraph", "exec"), namespace)
     store = namespace["store"]

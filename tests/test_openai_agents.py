@@ -14,7 +14,6 @@ import random
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -26,12 +25,11 @@ from agents.models.openai_responses import Converter as ResponsesConverter  # no
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 from agents.strict_schema import ensure_strict_json_schema  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
+from oracles import readme_snippet  # noqa: E402
 
 import blobpad  # noqa: E402
 from blobpad import PROFILES, Offloader, Toolbox, sample  # noqa: E402
 from blobpad.integrations.openai_agents import OffloadFilter, function_tools  # noqa: E402
-
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(autouse=True)
@@ -282,9 +280,7 @@ def test_an_agent_run_offloads_a_large_log_and_reads_it_back_through_the_tools(s
 
 
 def test_the_readme_snippet_runs_as_written():
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## OpenAI Agents SDK", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = readme_snippet("## OpenAI Agents SDK")
     namespace: dict = {}
     exec(compile(code, "README.md#openai-agents-sdk", "exec"), namespace)
     result, store = namespace["result"], namespace["store"]

@@ -915,3 +915,15 @@ def test_named_lists_a_sessions_live_names_by_prefix(store_factory):
                     if sess == session and (exp is None or exp > now) and (prefix is None or name.startswith(prefix))
                 )
                 assert [(e.name, e.id) for e in s.named(session=session, prefix=prefix)] == expect
+
+
+def test_the_readme_library_example_runs_as_written(tmp_path, monkeypatch):
+    from oracles import readme_snippet
+
+    code = readme_snippet("## Library").replace('"/tmp/readme-db"', repr(str(tmp_path / "readme-db")))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "big.log").write_text(_log(300_000, 5))
+    namespace: dict = {}
+    exec(compile(code, "README.md#library", "exec"), namespace)
+    e = namespace["e"]
+    assert e.kind == "text" and e.size == len(_log(300_000, 5).encode())
