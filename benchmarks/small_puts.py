@@ -38,8 +38,10 @@ so the benchmark needs nothing outside the repository.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
+import queue
 import secrets
 import sqlite3
 import statistics
@@ -143,8 +145,8 @@ class SqliteSeedPeer(Peer):
         db = directory / "scratchpad.db"
         fresh = not db.exists()
         self.conn = sqlite3.connect(db, timeout=60)
-        if self.wal:
-            self.conn.execute("PRAGMA journal_mode=WAL")
+        if self.wal and self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self.conn.execute("PRAGMA journal_mode=WAL")  # persistent: once per database (it takes a lock at once)
         self.conn.execute(f"PRAGMA synchronous={'FULL' if sync else 'OFF'}")
         if fresh:
             try:
@@ -178,6 +180,9 @@ class SqliteWalPeer(SqliteSeedPeer):
     wal = True
 
 
+#: the longest a run waits for its threads or processes to start, in seconds
+_WAIT = 60.0
+
 MAKERS: dict[str, Callable[[Path, bool], Peer]] = {
     "blobpad": BlobpadPeer, "lmdb": LmdbPeer, "sqlite-seed": SqliteSeedPeer, "sqlite-wal": SqliteWalPeer,
 }
@@ -193,32 +198,44 @@ def _last_txnid(path: Path) -> int:
 def _put_from_threads(name: str, directory: Path, sync: bool, n: int, seconds: float, bodies: list[str]) -> tuple[int, int]:
     """``n`` threads putting into one store of peer ``name`` for ``seconds``: (puts, blobpad's write transactions)."""
     shared = MAKERS[name](directory, sync) if name != "sqlite-wal" else None  # SQLite: a connection per thread
+    if shared is None:
+        MAKERS[name](directory, sync).close()  # the database made once (schema, WAL mode), not by racing threads
     done = [0] * n
+    errors: list[BaseException] = []
     barrier = threading.Barrier(n + 1)
 
     def run(i: int) -> None:
-        peer = shared or MAKERS[name](directory, sync)
-        barrier.wait()
-        deadline = time.perf_counter() + seconds
-        k = 0
-        last: tuple[Any, str] | None = None
-        while time.perf_counter() < deadline:
-            text = f"thread={i} put={k}\n" + bodies[k % len(bodies)]
-            last = (peer.put(text), text)
-            k += 1
-        if last is not None:
-            peer.check(*last)
-        if shared is None:
-            peer.close()
-        done[i] = k
+        try:
+            peer = shared or MAKERS[name](directory, sync)
+            barrier.wait(timeout=_WAIT)
+            deadline = time.perf_counter() + seconds
+            k = 0
+            last: tuple[Any, str] | None = None
+            while time.perf_counter() < deadline:
+                text = f"thread={i} put={k}\n" + bodies[k % len(bodies)]
+                last = (peer.put(text), text)
+                k += 1
+            if last is not None:
+                peer.check(*last)
+            if shared is None:
+                peer.close()
+            done[i] = k
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread; never leave it waiting
+            errors.append(exc)
+            barrier.abort()
 
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    workers = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
     for w in workers:
         w.start()
     before = _last_txnid(directory / "store") if name == "blobpad" else 0
-    barrier.wait()
+    with contextlib.suppress(threading.BrokenBarrierError):  # a thread failed: its error is raised below
+        barrier.wait(timeout=_WAIT)
     for w in workers:
-        w.join()
+        w.join(timeout=seconds + _WAIT)
+    if errors:
+        raise errors[0]
+    if any(w.is_alive() for w in workers):
+        raise RuntimeError(f"a {name} thread did not finish within {seconds + _WAIT:g} s")
     txns = _last_txnid(directory / "store") - before if name == "blobpad" else 0
     if shared is not None:
         shared.close()
@@ -323,6 +340,7 @@ def _writer(name: str, directory: str, sync: bool, seconds: float, child: int,
 def _run_writers(ctx: Any, name: str, directory: Path, sync: bool, procs: int, seconds: float,
                  tag: int) -> tuple[int, float]:
     """``procs`` processes putting into the store of ``name`` for ``seconds``: (puts, seconds taken)."""
+    MAKERS[name](directory, sync).close()  # the store made once, not by racing processes
     ready = ctx.Semaphore(0)
     go = ctx.Event()
     out = ctx.Queue()
@@ -330,14 +348,26 @@ def _run_writers(ctx: Any, name: str, directory: Path, sync: bool, procs: int, s
                for i in range(procs)]
     for w in workers:
         w.start()
-    for _ in workers:
-        ready.acquire()
-    go.set()
-    counts = [out.get() for _ in workers]
-    for w in workers:
-        w.join()
-        if w.exitcode:
-            raise RuntimeError(f"a {name} writer failed (exit code {w.exitcode})")
+    try:
+        for _ in workers:  # every wait is bounded: a writer that dies never leaves the run waiting
+            if not ready.acquire(timeout=_WAIT):
+                raise RuntimeError(f"a {name} writer did not start within {_WAIT:g} s (exit codes "
+                                   f"{[w.exitcode for w in workers]})")
+        go.set()
+        try:
+            counts = [out.get(timeout=seconds + _WAIT) for _ in workers]
+        except queue.Empty:
+            raise RuntimeError(f"a {name} writer did not report within {seconds + _WAIT:g} s (exit codes "
+                               f"{[w.exitcode for w in workers]})") from None
+        for w in workers:
+            w.join(timeout=_WAIT)
+            if w.exitcode:
+                raise RuntimeError(f"a {name} writer failed (exit code {w.exitcode})")
+    finally:
+        for w in workers:
+            if w.is_alive():
+                w.kill()
+                w.join(timeout=_WAIT)
     return sum(n for n, _ in counts), max(elapsed for _, elapsed in counts)
 
 
