@@ -8,6 +8,7 @@ is said once, in the header of the run and in its summary, not only by ``s`` mar
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import subprocess
@@ -85,6 +86,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         marker = metafunc.definition.get_closest_marker("engines")
         names = ENGINES if marker is None else tuple(n for n in ENGINES if n in marker.args)
         metafunc.parametrize("engine_name", names, scope="function")
+
+
+#: no test may take longer than this: past it, every thread's stack is printed and the run
+#: ends, so a hang fails CI at once instead of holding it until its time limit
+TEST_TIME_LIMIT = 900
+
+
+@pytest.fixture(autouse=True)
+def _no_test_hangs():
+    faulthandler.dump_traceback_later(TEST_TIME_LIMIT, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture
