@@ -112,7 +112,7 @@ def _trigram_candidate(bits_per_gram: float, hashes: int = 1) -> Candidate:
 
     def build(chunk: bytes, spill: bytes, z: int) -> object:
         data = chunk + spill[:SPILL]
-        hs = np.flatnonzero(prefilter._scratch_numpy(data)) if len(data) >= 3 else np.zeros(0, dtype=np.intp)
+        hs = np.flatnonzero(prefilter.trigram_bits(data)) if len(data) >= 3 else np.zeros(0, dtype=np.intp)
         m = 8 * max(prefilter.MIN_BYTES, min(prefilter.MAX_BYTES, math.ceil(len(hs) * bits_per_gram / 8)))
         bits = np.zeros(m, dtype=np.bool_)
         bits[(hs * m) >> prefilter._SCRATCH_LOG] = True
@@ -272,8 +272,8 @@ def run(sample_mb: int) -> str:
                 g["z"] += z
                 g["raw"] += len(chunk)
                 if len(chunk) >= 3:  # distinct trigrams with and without case folding
-                    g["exact"] += int(np.count_nonzero(prefilter._scratch_numpy(chunk, fold=False)))
-                    g["folded"] += int(np.count_nonzero(prefilter._scratch_numpy(chunk)))
+                    g["exact"] += int(np.count_nonzero(prefilter.trigram_bits(chunk, fold=False)))
+                    g["folded"] += int(np.count_nonzero(prefilter.trigram_bits(chunk)))
                 spill = b"".join(chunks[i + 1:i + 1 + SPILL])[:SPILL]
                 truth = {p.label: _matches(p, chunk) for p in corpus.patterns}
                 for p in corpus.patterns:
@@ -318,7 +318,7 @@ def run(sample_mb: int) -> str:
     chunk = sample.log_text(1 << 20).encode()[: 96 << 10]
     reps = 20
     t_np = statistics.median(_time(lambda: prefilter.build(chunk)) for _ in range(reps))
-    t_py = _time(lambda: prefilter._build_python(chunk, None))
+    t_py = _time(lambda: prefilter.build_python(chunk, None))
     lines.append(f"\n`prefilter.build` of a 96 KiB log chunk: {t_np * 1e3:.2f} ms with numpy "
                  f"({len(chunk) / t_np / 1e6:.0f} MB/s), {t_py * 1e3:.1f} ms in pure Python "
                  f"({len(chunk) / t_py / 1e6:.1f} MB/s); a filter check (`Query.may_match`) of the absent literal: "

@@ -69,8 +69,8 @@ try:
 except ImportError:  # pragma: no cover - numpy comes with the test and bench extras
     _np = None  # type: ignore[assignment]
 
-__all__ = ["build", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM", "BITS_PER_GRAM", "DENSITY", "MIN_BYTES",
-           "MAX_BYTES"]
+__all__ = ["build", "build_numpy", "build_python", "trigram_bits", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM",
+           "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES"]
 
 #: The first byte of every filter this module writes.
 VERSION = 1
@@ -149,7 +149,7 @@ def _header(size: int, flags: int, rate: int = 256) -> bytes:
     return bytes((VERSION, flags, rate - 1, size & 0xFF, size >> 8))
 
 
-def _scratch_numpy(data: bytes, fold: bool = True) -> Any:
+def trigram_bits(data: bytes, fold: bool = True) -> Any:
     """The 2**16-entry presence table of the 16-bit hashes of the trigrams of ``data``
     (at least 3 bytes), case-folded unless ``fold`` is false, with numpy."""
     padded = data + b"\0"
@@ -164,8 +164,9 @@ def _scratch_numpy(data: bytes, fold: bool = True) -> Any:
     return table
 
 
-def _build_numpy(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
-    hashes = _np.flatnonzero(_scratch_numpy(data))
+def build_numpy(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
+    """The filter of ``data`` (at least 3 bytes) built with numpy: :func:`build`'s bytes."""
+    hashes = _np.flatnonzero(trigram_bits(data))
     size = _size(len(hashes), max_bytes)
     rate = _rate(len(hashes), size)
     if rate < 256:
@@ -175,8 +176,8 @@ def _build_numpy(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
     return _header(size, flags, rate) + _np.packbits(bits, bitorder="little").tobytes()
 
 
-def _build_python(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
-    """The same bytes as :func:`_build_numpy`, without numpy (about 50 times slower)."""
+def build_python(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
+    """The same bytes as :func:`build_numpy`, without numpy (about 50 times slower)."""
     data = data.translate(_FOLD)
     shift = 32 - _SCRATCH_LOG
     hashes = {((data[i] | data[i + 1] << 8 | data[i + 2] << 16) * _MULT & 0xFFFFFFFF) >> shift
@@ -214,8 +215,8 @@ def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> 
     if len(chunk) < GRAM:
         return _header(MIN_BYTES, flags) + bytes(MIN_BYTES)
     if _np is not None:
-        return _build_numpy(chunk, max_bytes, flags)
-    return _build_python(chunk, max_bytes, flags)
+        return build_numpy(chunk, max_bytes, flags)
+    return build_python(chunk, max_bytes, flags)
 
 
 # -- queries --------------------------------------------------------------------------

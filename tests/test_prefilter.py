@@ -404,7 +404,7 @@ def test_spill_puts_boundary_trigrams_in_the_first_chunk() -> None:
 def test_numpy_and_pure_python_builders_agree() -> None:
     for seed, data in enumerate((sample.log_text(150_000).encode(), sample.binary_blob(70_000), b"abcd" * 3)):
         for cap in (None, 50):
-            assert prefilter._build_python(data, cap) == prefilter._build_numpy(data, cap), seed
+            assert prefilter.build_python(data, cap) == prefilter.build_numpy(data, cap), seed
 
 
 # -- the case folding tables -------------------------------------------------------------------
