@@ -615,31 +615,14 @@ class ReadsMixin:
         searched: int | None = None
         with self._view(entry_id) as v:
             try:
-                for number, seg, start, end, first, base, whole in _matching_lines(v, find, dl):
+                for _, build in _grep_lines(v, find, dl, line_window):
                     if len(matches) >= max_matches:
                         truncated = True
                         break
-                    if end - start > BULK_LINE_BYTES or not whole:  # a very long line, or a piece of one
-                        bs, be = v.line_start(number), v.line_end(number)
-                        if be - bs > BULK_LINE_BYTES:  # read a window of it, never the whole line
-                            matches.append(_long_match(v, find, number, bs, be, base + first[0], base + first[1],
-                                                       line_window))
-                            continue
-                    try:
-                        spans = _line_spans(find, seg, start, end, first, dl)
-                    except TimedOut:
-                        raise TimedOut(number) from None
-                    matches.append(_make_match(v, number, bytes(seg[start:end]), spans, line_window))
+                    matches.append(build())
             except TimedOut as exc:
                 searched = (exc.line or 1) - 1
-            total = v.entry.lines
-            for mt in matches:
-                if before:
-                    lo = max(1, mt.line - before)
-                    mt.before = [(w.line, w.text) for w in v.line_windows(lo, mt.line - 1, 0, line_window)]
-                if after:
-                    hi = min(total, mt.line + after)
-                    mt.after = [(w.line, w.text) for w in v.line_windows(mt.line + 1, hi, 0, line_window)]
+            _add_context(v, matches, before, after, line_window)
         return GrepResult(matches, truncated, searched is not None, searched)
 
     def count(
@@ -671,9 +654,9 @@ def _run_task(codec: Codec, fn: Callable[[bytes], _T], items: list[bytes | tuple
     return [fn(item if isinstance(item, bytes) else codec.decompress_cached(*item)) for item in items]
 
 
-def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int = 0) -> Iterator[_T]:
-    """Yield ``fn(raw chunk)`` for the entry's chunks in order, running ``fn`` (and the
-    decompression before it) on the store's worker pool, ``depth`` tasks ahead.
+def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int = 0, first: int = 0) -> Iterator[_T]:
+    """Yield ``fn(raw chunk)`` for the entry's chunks in order from chunk ``first``, running
+    ``fn`` (and the decompression before it) on the store's worker pool, ``depth`` tasks ahead.
 
     A task takes consecutive chunks until it holds its share of raw bytes: one chunk
     for the first task, then twice as much per task up to ``task_bytes``.  Bigger tasks
@@ -688,13 +671,13 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
     reader = v.reader
     m = v.m
     n = len(m)
-    if depth <= 0 or n <= 1:
-        for i in range(n):
+    if depth <= 0 or n - first <= 1:
+        for i in range(first, n):
             yield fn(v.raw(i))
             v._raw.pop(i, None)
         return
     pool = reader.executor()
-    nxt = 0
+    nxt = first
     share = 0
 
     def submit() -> Future[list[_T]]:
@@ -725,11 +708,11 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
             future.cancel()
 
 
-def _chunks_ahead(v: _View, depth: int) -> Iterator[bytes]:
-    """Yield the entry's raw chunks in order, decompressing up to ``depth`` tasks (of
-    up to ``_GREP_TASK_BYTES``) ahead on the worker pool (zstd releases the GIL) while
-    the caller searches the current one."""
-    return _map_chunks(v, _identity, depth, _GREP_TASK_BYTES)
+def _chunks_ahead(v: _View, depth: int, first: int = 0) -> Iterator[bytes]:
+    """Yield the entry's raw chunks in order from chunk ``first``, decompressing up to
+    ``depth`` tasks (of up to ``_GREP_TASK_BYTES``) ahead on the worker pool (zstd
+    releases the GIL) while the caller searches the current one."""
+    return _map_chunks(v, _identity, depth, _GREP_TASK_BYTES, first)
 
 
 def _identity(raw: bytes) -> bytes:
@@ -796,7 +779,7 @@ def _parallel_count(v: _View, counter: LineCounter) -> CountResult:
     return CountResult(total)
 
 
-def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int, bool]]:
+def _segments(v: _View, depth: int = 2, start_line: int = 1) -> Iterator[tuple[_Bytes, int, int, int, bool]]:
     """Yield (buffer, end, number of the first line, byte offset of the buffer in the
     entry, whether the buffer starts inside a line an earlier buffer began):
     ``buffer[:end]`` is whole lines, or a piece of a very long line.
@@ -810,43 +793,58 @@ def _segments(v: _View, depth: int = 2) -> Iterator[tuple[_Bytes, int, int, int,
     byte), so ``^``, ``$`` and ``\b`` never match at a cut.  Chunks are decompressed
     ``depth`` ahead.  Line numbers come from the manifest's newline counts: a buffer
     yielded at chunk i starts after the last newline before chunk i.
+
+    With ``start_line`` the buffers start at that line (the chunks before the one that
+    holds its start are not read); past the last line nothing is yielded.
     """
     lines_at, bytes_at = v.m.lines_at, v.m.bytes_at
+    first_chunk = skip = 0
+    if start_line > 1:
+        if start_line > v.entry.lines:
+            return
+        at = v.line_start(start_line)
+        first_chunk = v.m.chunk_of(bytes_at, at)
+        skip = at - bytes_at[first_chunk]
     carry = bytearray()
     base = 0  # where carry starts in the entry
     inside = False  # carry starts inside a line an earlier piece began
-    for i, raw in enumerate(_chunks_ahead(v, depth)):
+    for i, raw in enumerate(_chunks_ahead(v, depth, first_chunk), first_chunk):
+        line0, at = lines_at[i] + 1, bytes_at[i]  # the first line starting in raw, and raw's offset
+        if i == first_chunk and start_line > 1:  # raw starts at a line start: the lines before it are skipped
+            raw, line0, at = raw[skip:], start_line, at + skip
+            base = at
         cut = raw.rfind(b"\n") + 1
         if cut == 0:
             carry += raw
             if len(carry) >= SEGMENT_BYTES:  # a piece of a very long line: its last byte is context only
-                yield carry, len(carry) - 1, lines_at[i] + 1, base, inside
+                yield carry, len(carry) - 1, line0, base, inside
                 base += len(carry) - SEGMENT_OVERLAP
                 carry = bytearray(carry[-SEGMENT_OVERLAP:])
                 inside = True
             continue
         if carry:
             carry += memoryview(raw)[:cut]
-            yield carry, len(carry), lines_at[i] + 1, base, inside
+            yield carry, len(carry), line0, base, inside
         else:
-            yield raw, cut, lines_at[i] + 1, bytes_at[i], False
+            yield raw, cut, line0, at, False
         carry = bytearray(memoryview(raw)[cut:])
-        base, inside = bytes_at[i] + cut, False
+        base, inside = at + cut, False
     if carry:
         yield carry, len(carry), lines_at[-1] + 1, base, inside
 
 
 def _matching_lines(
-    v: _View, find: _Find, dl: Deadline | None = None
+    v: _View, find: _Find, dl: Deadline | None = None, start_line: int = 1
 ) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int, bool]]:
     """Yield (line number, buffer, line start, line end, first match, buffer's offset
     in the entry, whether the whole line is in the buffer) for each matching line, in
     order and once; the offsets are into the buffer, the line excludes its newline (a
     line longer than a buffer: its part there).
 
-    Under a budget ``dl``, raises TimedOut with the number of the first line not searched."""
+    Under a budget ``dl``, raises TimedOut with the number of the first line not searched.
+    The search starts at line ``start_line``."""
     reported = 0  # the last line yielded: a very long line's later pieces skip it
-    for seg, size, first_line, base, inside in _segments(v):
+    for seg, size, first_line, base, inside in _segments(v, start_line=start_line):
         pos = 0
         line_no = first_line
         counted = 0  # newlines of seg[:counted] are included in line_no
@@ -984,6 +982,49 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
         spans.append((cs, c))
         p = e if e > s else next_char(raw, s, len(raw))
     return GrepMatch(k, text, spans, offset=lo, line_chars=total)
+
+
+def _grep_lines(
+    v: _View, find: _Find, dl: Deadline | None, line_window: int, start_line: int = 1
+) -> Iterator[tuple[int, Callable[[], GrepMatch]]]:
+    """For each matching line from ``start_line`` on, in order: (its number, a function
+    that builds its GrepMatch, to call before the next line is asked for).  Building
+    costs the line's spans (and a window of a very long line): a caller that only
+    needs to know that one more line matches does not pay for it.
+
+    Under a budget ``dl``, the search and the building raise TimedOut with the number
+    of the first line not searched (or not built)."""
+    for number, seg, start, end, first, base, whole in _matching_lines(v, find, dl, start_line):
+        yield number, partial(_build_match, v, find, dl, line_window, number, seg, start, end, first, base, whole)
+
+
+def _build_match(
+    v: _View, find: _Find, dl: Deadline | None, line_window: int, number: int, seg: _Bytes, start: int, end: int,
+    first: tuple[int, int], base: int, whole: bool,
+) -> GrepMatch:
+    """The GrepMatch of a line :func:`_matching_lines` yielded (see :func:`_grep_lines`)."""
+    if end - start > BULK_LINE_BYTES or not whole:  # a very long line, or a piece of one
+        bs, be = v.line_start(number), v.line_end(number)
+        if be - bs > BULK_LINE_BYTES:  # read a window of it, never the whole line
+            return _long_match(v, find, number, bs, be, base + first[0], base + first[1], line_window)
+    try:
+        spans = _line_spans(find, seg, start, end, first, dl)
+    except TimedOut:
+        raise TimedOut(number) from None
+    return _make_match(v, number, bytes(seg[start:end]), spans, line_window)
+
+
+def _add_context(v: _View, matches: list[GrepMatch], before: int, after: int, line_window: int) -> None:
+    """Fill the ``before``/``after`` context lines of ``matches`` (lines of ``v``), each cut
+    to its first ``line_window`` characters (only those are read)."""
+    total = v.entry.lines
+    for mt in matches:
+        if before:
+            lo = max(1, mt.line - before)
+            mt.before = [(w.line, w.text) for w in v.line_windows(lo, mt.line - 1, 0, line_window)]
+        if after:
+            hi = min(total, mt.line + after)
+            mt.after = [(w.line, w.text) for w in v.line_windows(mt.line + 1, hi, 0, line_window)]
 
 
 class _ViewContext:
