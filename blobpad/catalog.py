@@ -18,7 +18,7 @@ from typing import Any
 
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
-from .errors import HINT_MAX_BYTES, CorruptData, StoreFull
+from .errors import HINT_MAX_BYTES, Conflict, CorruptData, StoreFull
 from .index import NEVER, Entry, decode_entry, expiry_key, name_key, scope_key, seq_key
 from .view import Reader
 
@@ -183,16 +183,23 @@ class Catalog:
         self, txn: WriteTxn, raw_id: bytes, packed: bytes, n_chunks: int, *, kind: str, size: int,
         chars: int | None, lines: int, sha256: str, session: str, turn: str | int | None, ttl: float | None,
         name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], created: float,
-        counts: dict[str, int] | None = None,
+        counts: dict[str, int] | None = None, replaces: bytes | None = None,
     ) -> Entry:
         """Make an entry visible: its record, manifest and every index, in ``txn``.
 
         ``counts`` are more counter changes of the same transaction (the chunks it
         created), written with the entry's in one update of the counters.
+        ``replaces``: the id the name must still name (an edit of that entry); when
+        another writer put the name again or deleted the entry since, raise Conflict.
         """
         first_created = created
         if name is not None:
             old = txn.get("names", name_key(session, name))
+            if replaces is not None and old != replaces:
+                raise Conflict(
+                    f"the entry named {name[:200]!r} was replaced or deleted by another writer while entry "
+                    f"{replaces.hex()} was being edited; nothing was changed: read it again and retry"
+                )
             if old is not None:
                 replaced = get_or_damaged(txn, "entries", old)[1]
                 previous = None if replaced is None else decode_entry(replaced)

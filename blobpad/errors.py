@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-__all__ = ["BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull", "Hint", "Face"]
+__all__ = [
+    "BlobpadError", "NotFound", "InvalidArgument", "NoUniqueMatch", "CorruptData", "StoreFull", "Conflict", "Hint", "Face",
+]
 
 #: The faces of blobpad an error is shown through: the Python library, the ``blobpad``
 #: command, and the tools a model calls (:class:`blobpad.Toolbox`, the MCP server).
@@ -91,6 +93,22 @@ class InvalidArgument(BlobpadError, ValueError):
     """An argument has the wrong type, is out of range, or is malformed."""
 
 
+class NoUniqueMatch(InvalidArgument):
+    """The text an edit replaces does not occur in the entry (``occurrences`` is 0), or occurs
+    several times (``occurrences`` says how many) and the edit was to replace one.
+
+    ``NoUniqueMatch(message, occurrences, hint=...)``; nothing was changed.
+    """
+
+    def __init__(self, message: str, occurrences: int, *, hint: Hint | None = None) -> None:
+        super().__init__(message, occurrences, hint=hint)
+
+    @property
+    def occurrences(self) -> int:
+        """How many times the text occurs in the entry (0: not at all)."""
+        return int(self.args[1])
+
+
 class CorruptData(BlobpadError):
     """Stored bytes failed their checksum or the store file is damaged.
 
@@ -101,6 +119,12 @@ class CorruptData(BlobpadError):
 
 class StoreFull(BlobpadError):
     """The store reached its ``max_bytes`` cap or its map-size ceiling, or the disk is full."""
+
+
+class Conflict(BlobpadError):
+    """Another writer changed an entry while an operation that read it was under way
+    (``Store.edit``: the name was put again, or the entry deleted); nothing was changed.
+    Read the entry again and retry."""
 
 
 # -- hints shared by the modules: each names its call as the library and the CLI do -----

@@ -665,13 +665,18 @@ class Putter:
 
     def put(
         self, data: object, *, kind: str | None, session: str, turn: str | int | None, ttl: float | None,
-        name: str | None, step: int | None, tool: str | None, meta: dict[str, Any],
+        name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], replaces: bytes | None = None,
     ) -> Entry:
-        """Store checked arguments (``Store.put`` checks them) and return the new entry."""
+        """Store checked arguments (``Store.put`` checks them) and return the new entry.
+
+        ``replaces`` (an edit, :mod:`blobpad.edit`): the id ``name`` must still name when
+        the entry is committed, else the put raises Conflict and writes nothing.
+        """
         source = self._source(data)
         created = self.now()
         raw_id = bytes.fromhex(new_id())
-        fields = dict(session=session, turn=turn, ttl=ttl, name=name, step=step, tool=tool, meta=meta, created=created)
+        fields = dict(session=session, turn=turn, ttl=ttl, name=name, step=step, tool=tool, meta=meta, created=created,
+                      replaces=replaces)
         try:
             known_sha = None
             if source.size is not None and source.size > _WHOLE_DEDUP and self._has_size(source.size):
