@@ -8,7 +8,8 @@ that cost the same on 100 KB or 1 GB.  See README.md.
 from __future__ import annotations
 
 from .chunking import ChunkParams
-from .errors import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull
+from .edit import Edit
+from .errors import BlobpadError, Conflict, CorruptData, InvalidArgument, NotFound, NoUniqueMatch, StoreFull
 from .index import Entry
 from .notepad import Budget, Notepad, NoteResult, Nudges, Version
 from .offload import Offloader, resolve_refs
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "open", "Store", "Entry", "Stats", "GcReport", "VerifyReport", "ChunkParams",
     "GrepMatch", "GrepResult", "CountResult", "LineWindow", "EntryStream", "Notepad", "NoteResult", "Version", "Budget", "Nudges",
-    "BlobpadError", "NotFound", "InvalidArgument", "CorruptData", "StoreFull",
+    "BlobpadError", "NotFound", "InvalidArgument", "NoUniqueMatch", "CorruptData", "StoreFull", "Conflict", "Edit",
     "Offloader", "resolve_refs", "Toolbox", "PROFILES",
     "__version__",
 ]

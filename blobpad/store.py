@@ -37,6 +37,7 @@ from . import maintenance, notes
 from .catalog import Catalog, counters, due, get_or_damaged
 from .chunking import ChunkParams
 from .codec import Codec
+from .edit import Edit, edit
 from .engine import Checked, ReadTxn, WriteTxn, open_engine
 from .engine import prefix_end as _prefix_end
 from .errors import (
@@ -351,6 +352,26 @@ class Store(ReadsMixin):
         return self._putter.put(data, kind=kind, session=session, turn=turn, ttl=ttl, name=name, step=step,
                                 tool=tool, meta=check_meta(meta))
 
+
+    def edit(self, entry_id: str, old: str, new: str, *, replace_all: bool = False) -> Edit:
+        """Replace ``old`` with ``new`` in a named text entry, as ``str.replace`` does, storing only
+        the chunks that change; return the :class:`~blobpad.edit.Edit` (the new entry under the
+        same name, and how many occurrences were replaced).
+
+        ``old`` must occur exactly once unless ``replace_all``.  The entry keeps its name,
+        session, turn, step, tool, meta, ``created_at`` and remaining TTL; its id is new.
+        The entry is read twice, one block at a time, never held in memory whole (see
+        :mod:`blobpad.edit`).
+
+        Raises:
+            InvalidArgument: ``old`` empty, a binary or unnamed entry, a bad argument;
+                NoUniqueMatch (an InvalidArgument) when ``old`` does not occur or occurs
+                several times without ``replace_all`` (its ``occurrences`` says how many).
+            NotFound: no live entry ``entry_id``.
+            Conflict: another writer put the same name (or deleted the entry) meanwhile.
+            Nothing is changed when it raises.
+        """
+        return edit(self._reader, self._putter, entry_id, old, new, replace_all=replace_all)
 
     # -- lookup -----------------------------------------------------------------------
 
