@@ -19,18 +19,27 @@ search resumes at the next character (for binary content, the next unit that
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
+import fnmatch
+import hashlib
 import io
+import json
+import re
+import struct
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from .errors import HINT_VERIFY, CorruptData, InvalidArgument, NotFound, check_int
+from .engine import prefix_end
+from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_int, check_str, typename
+from .index import name_key, name_of_key, parse_id, scope_key, seq_key
 from .search import (
     MAX_PATTERN,
     MAX_SPANS,
@@ -58,8 +67,8 @@ if TYPE_CHECKING:
     from .view import Reader
 
 __all__ = [
-    "GrepMatch", "GrepResult", "CountResult", "LineWindow", "ReadsMixin", "EntryStream", "MAX_PATTERN",
-    "SEARCH_TIMEOUT", "compile_pattern", "line_span",
+    "GrepMatch", "GrepResult", "SessionMatch", "SessionGrepResult", "CountResult", "LineWindow", "ReadsMixin",
+    "EntryStream", "MAX_PATTERN", "MAX_SESSION_ENTRIES", "SEARCH_TIMEOUT", "compile_pattern", "line_span",
 ]
 
 #: longest line kept whole in grep results; longer ones become a window around the match
@@ -75,6 +84,12 @@ _GREP_TASK_BYTES = 256 << 10
 
 #: line_windows() reads lines totalling at most this many bytes at once, longer ones by their windows
 BULK_LINE_BYTES = 1 << 20
+
+#: most entries one grep_session() call searches (and longest ``entries`` list it takes); the
+#: rest of a larger session is searched by the calls its cursor continues
+MAX_SESSION_ENTRIES = 10_000
+#: longest ``names`` glob of grep_session()
+MAX_GLOB = 1024
 
 
 @dataclass
@@ -143,6 +158,66 @@ class GrepResult:
         if self.timed_out:
             out["searched_lines"] = self.searched_lines
         return out
+
+
+@dataclass(kw_only=True)
+class SessionMatch(GrepMatch):
+    """One matching line of one entry of a session, as ``Store.grep_session`` finds it.
+
+    A :class:`GrepMatch` (``line``, ``text``, ``spans``, ``before``, ``after``,
+    ``offset``, ``line_chars``, with the same meanings, in that entry) that also says
+    which entry the line is in (keyword-only fields).
+
+    Attributes:
+        entry_id: the id of the entry.
+        name: the entry's name, None for an unnamed entry.
+    """
+
+    entry_id: str
+    name: str | None
+
+    @classmethod
+    def of(cls, match: GrepMatch, entry_id: str, name: str | None) -> SessionMatch:
+        """``match`` of the entry ``entry_id`` called ``name``."""
+        return cls(match.line, match.text, match.spans, match.before, match.after, match.offset, match.line_chars,
+                   entry_id=entry_id, name=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entry_id": self.entry_id, "name": self.name, **super().to_dict()}
+
+
+@dataclass
+class SessionGrepResult:
+    """What ``Store.grep_session`` found: ``matches`` in search order (entry by entry,
+    line order within each).
+
+    Attributes:
+        matches: the matching lines, at most ``max_matches``.
+        truncated: more matching lines exist past ``max_matches`` (within the entries
+            this call could search; ``cursor`` continues with them).
+        timed_out: the time budget ran out first: the matches are all those found
+            before the point where the search stopped, and ``cursor`` continues from it.
+        cursor: an opaque string that, passed back with the same arguments, continues
+            exactly after the last match returned (past what this call searched without
+            finding more); None when every entry was searched to its end.
+        searched_entries: how many entries this call searched (wholly or in part).
+    """
+
+    matches: list[SessionMatch]
+    truncated: bool
+    timed_out: bool = False
+    cursor: str | None = None
+    searched_entries: int = 0
+
+    def __len__(self) -> int:
+        return len(self.matches)
+
+    def __iter__(self) -> Iterator[SessionMatch]:
+        return iter(self.matches)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"matches": [m.to_dict() for m in self.matches], "truncated": self.truncated,
+                "timed_out": self.timed_out, "cursor": self.cursor, "searched_entries": self.searched_entries}
 
 
 class CountResult(int):
@@ -648,6 +723,112 @@ class ReadsMixin:
         with self._view(entry_id) as v:
             return _parallel_count(v, counter)
 
+    def grep_session(
+        self,
+        session: str,
+        pattern: str,
+        *,
+        names: str | None = None,
+        entries: Sequence[str] | None = None,
+        ignore_case: bool = False,
+        fixed: bool = False,
+        max_matches: int = 100,
+        max_per_entry: int | None = None,
+        before: int = 0,
+        after: int = 0,
+        line_window: int = LINE_WINDOW,
+        timeout: float | None = None,
+        cursor: str | None = None,
+    ) -> SessionGrepResult:
+        """Find the lines matching ``pattern`` in every live entry of ``session`` (text and
+        binary), as :meth:`grep` finds them in one entry.
+
+        Entries are searched in a stable order: the named ones by name (Python's string
+        order, as :meth:`Store.named` lists them), then the unnamed ones in creation order
+        (as :meth:`Store.entries` lists them).  ``names`` keeps only the named entries
+        whose names match that shell glob (``fnmatch.fnmatchcase``: ``*`` crosses ``/``,
+        case matters; unnamed entries never match).  ``entries`` searches those ids
+        instead, in the order given: each must be a live entry of ``session``
+        (NotFound), none listed twice.  ``names`` and ``entries`` cannot be combined.
+
+        Bounds: at most ``max_matches`` matching lines in all (``truncated`` when more
+        exist), at most ``max_per_entry`` of each entry (like ``rg -m``; None: no cap),
+        at most :data:`MAX_SESSION_ENTRIES` (10,000) entries searched per call (and
+        listed in ``entries``), and one time budget ``timeout`` for the whole call, with
+        :meth:`grep`'s semantics (``timed_out``, never a hang).  ``before``, ``after``,
+        ``line_window``, ``spans`` and long lines are as in :meth:`grep`.
+
+        Paging: the result's ``cursor``, passed back with the same arguments (those that
+        choose the lines: ``session``, ``pattern``, ``names``, ``entries``, ``ignore_case``,
+        ``fixed``, ``max_per_entry``; ``max_matches``, the context and ``timeout`` may
+        change), continues exactly after the last match returned; it is None when nothing
+        is left.  A cursor of another search, or one that does not parse, raises
+        InvalidArgument.  Entries deleted or expired between pages are skipped; entries
+        put meanwhile are searched if they sort after the cursor.
+        """
+        check_str("session", session, allow_none=False)
+        timeout = check_timeout(timeout)
+        ignore_case = _check_flag("ignore_case", ignore_case)
+        fixed = _check_flag("fixed", fixed)
+        regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
+        before = _position("before", before, minimum=0)
+        after = _position("after", after, minimum=0)
+        max_matches = _position("max_matches", max_matches, minimum=1)
+        line_window = _position("line_window", line_window, minimum=1)
+        cap = None if max_per_entry is None else _position("max_per_entry", max_per_entry, minimum=1)
+        if before > 1000 or after > 1000:
+            raise InvalidArgument("before and after are limited to 1000 context lines")
+        glob = _check_glob(names)
+        ids = _check_ids(entries)
+        if glob is not None and ids is not None:
+            raise InvalidArgument("pass names (a glob over entry names) or entries (a list of ids), not both")
+        digest = _search_digest(session, pattern, ignore_case, fixed, glob, ids, cap)
+        pos = None if cursor is None else _decode_cursor(cursor, digest, ids is not None)
+        targets = _session_targets(self._reader, session, glob, ids, pos)
+        find = regex._regexp.Match
+        dl = None if timeout is None else Deadline(timeout)
+        matches: list[SessionMatch] = []
+        truncated = timed_out = False
+        stop: tuple[_Target, int, int] | None = None  # where the next page starts: target, lines searched, matches
+        searched = 0
+        for t in targets[:MAX_SESSION_ENTRIES]:
+            if cap is not None and t.count >= cap:
+                continue
+            if dl is not None and dl.left() <= 0:
+                timed_out = True
+                stop = (t, t.done, t.count)
+                break
+            try:
+                with self._view(t.entry_id) as v:
+                    searched += 1
+                    found: list[GrepMatch] = []
+                    count = t.count
+                    try:
+                        for number, build in _grep_lines(v, find, dl, line_window, t.done + 1):
+                            if len(matches) + len(found) >= max_matches:
+                                truncated = True
+                                stop = (t, number - 1, count)
+                                break
+                            found.append(build())
+                            count += 1
+                            if cap is not None and count >= cap:
+                                break
+                    except TimedOut as exc:
+                        timed_out = True
+                        stop = (t, max(t.done, (exc.line or t.done + 1) - 1), count)
+                    _add_context(v, found, before, after, line_window)
+                    matches.extend(SessionMatch.of(m, t.entry_id, t.name) for m in found)
+            except NotFound:
+                continue  # deleted or expired since it was listed
+            if stop is not None:
+                break
+        else:
+            if len(targets) > MAX_SESSION_ENTRIES:
+                nxt = targets[MAX_SESSION_ENTRIES]
+                stop = (nxt, nxt.done, nxt.count)
+        next_cursor = None if stop is None else _encode_cursor(digest, *stop)
+        return SessionGrepResult(matches, truncated, timed_out, next_cursor, searched)
+
 
 def _run_task(codec: Codec, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int]]) -> list[_T]:
     """``fn`` of each chunk of a task: given raw, or as (frame, key, size) to decompress."""
@@ -1025,6 +1206,204 @@ def _add_context(v: _View, matches: list[GrepMatch], before: int, after: int, li
         if after:
             hi = min(total, mt.line + after)
             mt.after = [(w.line, w.text) for w in v.line_windows(mt.line + 1, hi, 0, line_window)]
+
+
+# -- grep over a session ------------------------------------------------------------------
+
+#: where a grep_session() target sorts: named entries by name, then unnamed ones by
+#: creation; or, with ``entries``, the place in that list
+_NAMED, _UNNAMED, _LISTED = 0, 1, 2
+_CURSOR_VERSION = 1
+#: version, phase, entry id, lines of the entry searched, its matches returned; then the entry's key
+#: (its name, or 8 bytes), then a tag: a hash of all that keyed by the search's arguments
+_CURSOR_HEAD = struct.Struct(">BB8sQQ")
+_CURSOR_TAG = 8
+_CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+")
+_CURSOR_MAX = 4 * (_CURSOR_HEAD.size + MAX_STR_BYTES + _CURSOR_TAG) // 3 + 4
+
+
+class _Target(NamedTuple):
+    """An entry grep_session() searches: where it sorts (``phase``, ``key``: a name, a
+    creation sequence or a place in ``entries``), and, for the entry a cursor stopped in,
+    how many of its lines were searched and how many of its matches returned."""
+
+    phase: int
+    key: str | int
+    entry_id: str
+    name: str | None
+    done: int = 0
+    count: int = 0
+
+
+def _check_flag(label: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{label} must be true or false, not {typename(value)}")
+    return value
+
+
+def _check_glob(names: object) -> str | None:
+    """A ``names`` glob: a non-empty string of valid Unicode of at most MAX_GLOB characters."""
+    if names is None:
+        return None
+    if not isinstance(names, str):
+        raise InvalidArgument(f"names must be a glob (a string such as 'logs/*.txt') or None, not {typename(names)}")
+    if not names:
+        raise InvalidArgument("names is an empty glob: pass a glob such as 'logs/*.txt', or None for every entry")
+    if len(names) > MAX_GLOB:
+        raise InvalidArgument(f"names is a glob of {len(names)} characters; the limit is {MAX_GLOB}")
+    try:
+        names.encode("utf-8")
+        re.compile(fnmatch.translate(names))
+    except UnicodeEncodeError:
+        raise InvalidArgument("names contains lone surrogates; pass valid Unicode") from None
+    except re.error as exc:
+        raise InvalidArgument(f"names is not a glob fnmatch can read ({exc})") from None
+    return names
+
+
+def _check_ids(entries: object) -> list[str] | None:
+    """``entries``: a list of distinct entry ids (at most MAX_SESSION_ENTRIES), lowercased."""
+    if entries is None:
+        return None
+    if isinstance(entries, (str, bytes, bytearray)) or not isinstance(entries, Sequence):
+        raise InvalidArgument(f"entries must be a list of entry ids or None, not {typename(entries)}")
+    if len(entries) > MAX_SESSION_ENTRIES:
+        raise InvalidArgument(f"entries lists {len(entries)} ids; the limit is {MAX_SESSION_ENTRIES} per call")
+    out: list[str] = []
+    seen: set[bytes] = set()
+    for entry_id in entries:
+        raw_id = parse_id(entry_id)
+        if raw_id in seen:
+            raise InvalidArgument(f"entries lists {raw_id.hex()} twice; list each entry once")
+        seen.add(raw_id)
+        out.append(raw_id.hex())
+    return out
+
+
+def _search_digest(session: str, pattern: str, ignore_case: bool, fixed: bool, names: str | None,
+                   ids: list[str] | None, max_per_entry: int | None) -> bytes:
+    """What a cursor is bound to: the arguments that decide which lines match, in which order."""
+    blob = json.dumps([session, pattern, ignore_case, fixed, names, ids, max_per_entry]).encode("ascii")
+    return hashlib.blake2b(blob, digest_size=16, person=b"blobpad-grep").digest()
+
+
+def _cursor_tag(digest: bytes, payload: bytes) -> bytes:
+    """The tag that ties a cursor's ``payload`` to a search (any change of either shows)."""
+    return hashlib.blake2b(payload, digest_size=_CURSOR_TAG, key=digest).digest()
+
+
+def _encode_cursor(digest: bytes, t: _Target, done: int, count: int) -> str:
+    """The cursor of a search to continue in target ``t`` after its first ``done`` lines."""
+    head = _CURSOR_HEAD.pack(_CURSOR_VERSION, t.phase, bytes.fromhex(t.entry_id), min(done, _BEYOND), count)
+    key = t.key.encode("utf-8") if isinstance(t.key, str) else t.key.to_bytes(8, "big")
+    payload = head + key
+    return base64.urlsafe_b64encode(payload + _cursor_tag(digest, payload)).rstrip(b"=").decode("ascii")
+
+
+def _decode_cursor(cursor: object, digest: bytes, listed: bool) -> _Target:
+    """The target a cursor continues in (InvalidArgument unless this search returned it)."""
+    if not isinstance(cursor, str):
+        raise InvalidArgument(f"cursor must be a string that grep_session returned, or None, not {typename(cursor)}")
+    bad = InvalidArgument(
+        "cursor is not one this search returned: pass back the cursor of a grep_session call made with the "
+        "same session, pattern, names, entries, ignore_case, fixed and max_per_entry (or None to start over)"
+    )
+    if len(cursor) > _CURSOR_MAX or not _CURSOR_CHARS.fullmatch(cursor):
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise bad from None
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != cursor:
+        raise bad  # not as grep_session writes it (stray bits in its last character)
+    payload, tag = raw[:-_CURSOR_TAG], raw[-_CURSOR_TAG:]
+    if len(payload) < _CURSOR_HEAD.size or tag != _cursor_tag(digest, payload):
+        raise bad
+    version, phase, raw_id, done, count = _CURSOR_HEAD.unpack_from(payload)
+    tail = payload[_CURSOR_HEAD.size :]
+    if version != _CURSOR_VERSION or done > _BEYOND or count > _BEYOND:
+        raise bad
+    key: str | int
+    if phase == _NAMED and not listed and 0 < len(tail) <= MAX_STR_BYTES:
+        try:
+            key = tail.decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad from None
+    elif phase == (_LISTED if listed else _UNNAMED) and len(tail) == 8:
+        key = int.from_bytes(tail, "big")
+    else:
+        raise bad
+    return _Target(phase, key, raw_id.hex(), None, done, count)
+
+
+def _resume(t: _Target, pos: _Target | None) -> _Target:
+    """``t``, carrying the progress of the cursor's target when it is the same entry at the same place."""
+    if pos is not None and (pos.phase, pos.key, pos.entry_id) == (t.phase, t.key, t.entry_id):
+        return t._replace(done=pos.done, count=pos.count)
+    return t
+
+
+def _session_targets(
+    reader: Reader, session: str, glob: str | None, ids: list[str] | None, pos: _Target | None
+) -> list[_Target]:
+    """The live entries of ``session`` to search, in order, from the cursor's position
+    ``pos`` on: at most MAX_SESSION_ENTRIES + 1 (one more says the call cannot finish).
+
+    Named entries by name (``glob`` keeps those whose names match it), then, without a
+    glob, unnamed ones in creation order; with ``ids``, those entries in that order,
+    each checked to be a live entry of the session on the first page (NotFound), skipped
+    when gone on later ones.  All read in one snapshot, through the name index and the
+    session's index only.
+    """
+    out: list[_Target] = []
+    limit = MAX_SESSION_ENTRIES + 1
+    with reader.read() as txn:
+        now = reader.now()
+
+        def live(raw_id: bytes) -> Any:
+            return next(reader.live(txn, (raw_id,), now), None)
+
+        if ids is not None:
+            start = 0 if pos is None else int(pos.key)
+            for index in range(start, len(ids)):
+                entry = live(bytes.fromhex(ids[index]))
+                if entry is None or entry.session != session:
+                    if pos is None:
+                        where = "is not in" if entry is not None else "does not exist in, was deleted from, or has expired in"
+                        raise NotFound(f"entry {ids[index]} {where} session {session[:200]!r}; list the session's "
+                                       "entries to find their ids")
+                    continue
+                out.append(_resume(_Target(_LISTED, index, entry.id, entry.name), pos))
+            return out[:limit]
+        if pos is None or pos.phase == _NAMED:
+            here = name_key(session, "")[:-4]  # the prefix of the session's names keys
+            rows = [(name_of_key(key, len(here)), raw_id) for key, raw_id in txn.scan("names", here, prefix_end(here))]
+            if glob is not None:
+                rows = [row for row in rows if fnmatch.fnmatchcase(row[0], glob)]
+            if pos is not None:
+                rows = [row for row in rows if row[0] >= str(pos.key)]
+            rows.sort()
+            for name, raw_id in rows:
+                entry = live(raw_id)
+                if entry is None or entry.name != name:
+                    continue
+                out.append(_resume(_Target(_NAMED, name, entry.id, name), pos))
+                if len(out) >= limit:
+                    return out
+        if glob is None:
+            prefix = scope_key(session)
+            start_key = prefix if pos is None or pos.phase != _UNNAMED else prefix + seq_key(int(pos.key))
+            for key, raw_id in txn.scan("by_scope", start_key, prefix_end(prefix)):
+                if len(key) != len(prefix) + 8:
+                    continue
+                entry = live(raw_id)
+                if entry is None or entry.name is not None:
+                    continue  # named entries were listed by name
+                out.append(_resume(_Target(_UNNAMED, int.from_bytes(key[len(prefix) :], "big"), entry.id, None), pos))
+                if len(out) >= limit:
+                    break
+    return out
+
 
 
 class _ViewContext:
