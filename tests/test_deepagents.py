@@ -435,3 +435,19 @@ def test_the_readme_snippet_runs_as_written(capsys):
     assert "step 300000: ERROR disk full" in grep and namespace["evicted"] in grep
     assert float(printed[-1]) > 0  # the evicted result's expiry
     namespace["store"].close()
+
+
+def test_evicted_results_never_pile_up_under_the_cap(store_factory):
+    """Under the store's max_bytes, older evicted results (they expire) make room for new ones;
+    ordinary files (no TTL) are never evicted."""
+    store = store_factory(max_bytes=3 << 20)
+    backend = BlobpadBackend(store, session="s")
+    rng = random.Random(3)
+    backend.write("/notes.md", "the plan\n")
+    for i in range(12):  # 12 results of ~1 MB of poorly compressible text: far more than the cap
+        text = "".join(rng.choice(string.ascii_letters) for _ in range(1 << 20))
+        assert backend.write(f"/large_tool_results/call_{i}", text).error is None
+    kept = [e.name for e in store.named(session="s")]
+    assert "/notes.md" in kept and "/large_tool_results/call_11" in kept
+    assert 1 < len(kept) < 13 and store.stats().stored_bytes <= 3 << 20
+    assert backend.read("/notes.md").file_data["content"] == "the plan\n"
