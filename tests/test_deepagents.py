@@ -7,6 +7,7 @@ a scripted chat model evicts a 4 MB tool result into blobpad and reads it back.
 
 from __future__ import annotations
 
+import base64
 import random
 import string
 
@@ -445,7 +446,7 @@ def test_evicted_results_never_pile_up_under_the_cap(store_factory):
     rng = random.Random(3)
     backend.write("/notes.md", "the plan\n")
     for i in range(12):  # 12 results of ~1 MB of poorly compressible text: far more than the cap
-        text = "".join(rng.choice(string.ascii_letters) for _ in range(1 << 20))
+        text = base64.b64encode(rng.randbytes(3 << 18)).decode()
         assert backend.write(f"/large_tool_results/call_{i}", text).error is None
     kept = [e.name for e in store.named(session="s")]
     assert "/notes.md" in kept and "/large_tool_results/call_11" in kept
