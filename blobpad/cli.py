@@ -2,8 +2,8 @@
 
 Every subcommand is a thin layer over one :class:`blobpad.Store` method, in the way
 sqlite-utils' CLI sits on its Python API: ``put`` is ``Store.put``, ``read --lines``
-is ``Store.lines``, ``grep`` is ``Store.grep``/``Store.count``, ``ls`` is
-``Store.entries`` and so on.  The CLI adds only what a shell needs:
+is ``Store.lines``, ``grep`` is ``Store.grep``/``Store.count``, ``grep-session`` is
+``Store.grep_session``, ``ls`` is ``Store.entries`` and so on.  The CLI adds only what a shell needs:
 
 * content goes to stdout unchanged (``read ID --lines 10:20`` prints what
   ``sed -n 10,20p`` prints on the original, and ``--lines -100:-1`` the last hundred
@@ -464,6 +464,90 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool) -> None
     _write("".join(out))
 
 
+#: matching lines grep-session asks for per call when it prints them all
+_SESSION_PAGE = 1000
+
+
+def _cmd_grep_session(args: argparse.Namespace) -> int:
+    """Print the matches of every entry of a session, page by page (``Store.grep_session``
+    and its cursors), under one --timeout for the whole command."""
+    before = args.before if args.before is not None else (args.context or 0)
+    after = args.after if args.after is not None else (args.context or 0)
+    limit = args.max_count
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    cursor = args.cursor
+    shown = searched = 0
+    truncated = timed_out = False
+    found: list[Any] = []
+    with _open(args) as store:
+        while limit is None or shown < limit:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                timed_out = True
+                break
+            page = store.grep_session(
+                args.session, args.pattern, names=args.names, ignore_case=args.ignore_case, fixed=args.fixed,
+                max_matches=_SESSION_PAGE if limit is None else min(_SESSION_PAGE, limit - shown),
+                max_per_entry=args.max_per_entry, before=before, after=after,
+                line_window=args.max_columns or _WHOLE_LINES, timeout=left, cursor=cursor,
+            )
+            if args.json:
+                found.extend(m.to_dict() for m in page.matches)
+            else:
+                _print_session_grep(page.matches, context=bool(before or after))
+            shown += len(page.matches)
+            searched += page.searched_entries
+            cursor, truncated, timed_out = page.cursor, page.truncated, page.timed_out
+            if cursor is None or timed_out:
+                break
+    if args.json:
+        _println(_json_line({"matches": found, "truncated": truncated, "timed_out": timed_out, "cursor": cursor,
+                             "searched_entries": searched}))
+    elif timed_out:
+        how = f"continue with --cursor {cursor}" if cursor is not None else "nothing was searched"
+        _note(f"timed out after {args.timeout:g} s: the matches above are those of the lines searched; {how} "
+              "(this pattern is slow to match: simplify it, or raise --timeout; --timeout 0 means no limit)")
+    elif cursor is not None:
+        _note(f"stopped after {shown} matching line{'s' if shown != 1 else ''}; more "
+              f"{'exist' if truncated else 'may exist'}: raise -m, or continue with --cursor {cursor}")
+    if timed_out:
+        return TIMED_OUT
+    return OK if shown else NOT_FOUND
+
+
+def _print_session_grep(matches: Sequence[Any], *, context: bool) -> None:
+    """Print like ``rg -n`` over several files: ``NAME:N:TEXT`` for matches, ``NAME-N-TEXT``
+    for context (NAME is the entry's name, or its id when it has none), ``--`` between groups."""
+    out: list[str] = []
+    previous: tuple[str, int] | None = None
+    k = 0
+    while k < len(matches):
+        entry_id = matches[k].entry_id
+        group = []
+        while k < len(matches) and matches[k].entry_id == entry_id:
+            group.append(matches[k])
+            k += 1
+        label = group[0].name if group[0].name is not None else entry_id
+        rows: dict[int, tuple[bool, str]] = {}
+        for m in group:
+            for number, text in m.before:
+                rows.setdefault(number, (False, text))
+            rows[m.line] = (True, m.text)
+            for number, text in m.after:
+                rows.setdefault(number, (False, text))
+        for number in sorted(rows):
+            is_match, text = rows[number]
+            if context and previous is not None and (previous[0] != entry_id or number > previous[1] + 1):
+                out.append("--\n")
+            sep = ":" if is_match else "-"
+            out.append(f"{label}{sep}{number}{sep}{text}\n")
+            previous = (entry_id, number)
+            if len(out) >= 4096:
+                _write("".join(out))
+                out.clear()
+    _write("".join(out))
+
+
 # -- ls, stat, rm, maintenance ------------------------------------------------------------
 
 
@@ -796,6 +880,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_timeout, default=SEARCH_TIMEOUT, metavar="SECONDS",
                    help=f"stop searching after SECONDS (default {SEARCH_TIMEOUT:g}; 0: no limit): the output then "
                    "covers the lines searched, a notice on stderr says which, and the exit status is 3")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+    p = _sub(
+        sub, "grep-session", _cmd_grep_session, "print the lines matching a pattern in every entry of a session",
+        "blobpad grep-session s1 'ERROR|timed out' -i -C 2\n"
+        "blobpad grep-session s1 -F '[warn]' --names 'logs/*.txt' --max-per-entry 3\n"
+        "blobpad grep-session s1 error -m 20 --json",
+        common,
+        description="Print every matching line of a session's live entries as NAME:LINE:TEXT and context lines as "
+        "NAME-LINE-TEXT, like rg -n over files (NAME is the entry's id when it has no name): named entries by name, "
+        "then unnamed ones in creation order. Patterns are grep's. -m N stops after N lines and says how to "
+        "continue (--cursor). Exit status 1 when nothing matched, 3 when --timeout ran out (the output covers what "
+        "was searched).",
+    )
+    p.add_argument("session", metavar="SESSION", help="the session whose entries to search ('' is the default one)")
+    p.add_argument("pattern", metavar="PATTERN", help="RE2 regular expression (a literal with -F)")
+    p.add_argument("--names", metavar="GLOB", help="only the named entries whose names match this shell glob "
+                   "(* also matches /)")
+    p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
+    p.add_argument("-F", "--fixed-strings", dest="fixed", action="store_true", help="the pattern is a literal string")
+    p.add_argument("-A", "--after-context", dest="after", type=non_negative, metavar="N", help="N lines after each match")
+    p.add_argument("-B", "--before-context", dest="before", type=non_negative, metavar="N", help="N lines before each match")
+    p.add_argument("-C", "--context", type=non_negative, metavar="N", help="N lines before and after each match")
+    p.add_argument("-m", "--max-count", type=non_negative, metavar="N",
+                   help="stop after N matching lines in all (default: print them all)")
+    p.add_argument("--max-per-entry", type=non_negative, metavar="N", help="at most N matching lines of each entry")
+    p.add_argument("-M", "--max-columns", type=non_negative, metavar="N",
+                   help="print a window of N characters around the first match of longer lines (default: whole lines)")
+    p.add_argument("--cursor", metavar="CURSOR", help="continue an earlier search where it stopped (same arguments)")
+    p.add_argument("--timeout", type=_timeout, default=SEARCH_TIMEOUT, metavar="SECONDS",
+                   help=f"stop searching after SECONDS in all (default {SEARCH_TIMEOUT:g}; 0: no limit): the output "
+                   "then covers what was searched, a notice on stderr says how to continue, and the exit status is 3")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
     p = _sub(

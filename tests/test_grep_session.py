@@ -498,3 +498,91 @@ def test_empty_and_unknown_sessions(store):
         "matches": [], "truncated": False, "timed_out": False, "cursor": None, "searched_entries": 0}
     store.put("error in default\n")
     assert triples(store.grep_session("", "error"))[0][1:] == (1, "error in default")
+
+
+# -- the command line: blobpad grep-session ---------------------------------------------------
+
+
+def cli(capsysbinary, *argv: str) -> tuple[int, str, str]:
+    """Run ``blobpad`` in this process: (exit code, stdout, stderr)."""
+    from blobpad.cli import main
+
+    rc = main(list(argv))
+    out, err = capsysbinary.readouterr()
+    return rc, out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape")
+
+
+@pytest.fixture
+def cli_model(tmp_path) -> Model:
+    db = tmp_path / "db"
+    s = blobpad.open(db)
+    model = Model(s)
+    fill(model)
+    for k in range(30):
+        model.put(f"error {k}\nfine\nerror {k} again\n", session="s1", name=f"many/{k:02}", ttl=None)
+    s.close()
+    model.db = str(db)  # type: ignore[attr-defined]
+    return model
+
+
+def rows(out: str) -> list[str]:
+    """The lines printed (split at \\n only: a \\r stays in its line)."""
+    return out.split("\n")[:-1]
+
+
+def cli_lines(model: Model, triples_: list[tuple[str, int, str]]) -> list[str]:
+    """What grep-session prints for these matches (no context): NAME:LINE:TEXT."""
+    return [f"{model.live[i].name or i}:{n}:{t}" for i, n, t in triples_]
+
+
+def test_cli_prints_every_match_like_rg(cli_model, capsysbinary):
+    db = cli_model.db
+    rc, out, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--timeout", "0")
+    assert (rc, err) == (0, "")
+    assert rows(out) == cli_lines(cli_model, cli_model.grep("s1", "error"))
+    rc, out, _ = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--names", "many/*", "--max-per-entry",
+                     "1", "-i")
+    assert rc == 0
+    assert rows(out) == cli_lines(cli_model, cli_model.grep("s1", "error", names="many/*", max_per_entry=1,
+                                                                    ignore_case=True))
+    rc, out, _ = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "-C", "1", "--names", "many/0[12]")
+    assert rows(out) == ["many/01:1:error 1", "many/01-2-fine", "many/01:3:error 1 again", "--",
+                                "many/02:1:error 2", "many/02-2-fine", "many/02:3:error 2 again"]
+
+
+def test_cli_pages_with_max_count_and_cursor(cli_model, capsysbinary):
+    db = cli_model.db
+    want = cli_lines(cli_model, cli_model.grep("s1", "error"))
+    got: list[str] = []
+    cursor: list[str] = []
+    for _ in range(100):
+        rc, out, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "-m", "7", *cursor)
+        assert rc == 0
+        got += rows(out)
+        found = re.search(r"--cursor (\S+)", err)
+        if found is None:
+            assert err == ""
+            break
+        assert "more exist" in err
+        cursor = ["--cursor", found.group(1)]
+    assert got == want
+    rc, out, _ = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "-m", "3", "--json")
+    shown = json.loads(out)
+    assert rc == 0 and shown["truncated"] and shown["cursor"] and len(shown["matches"]) == 3
+    assert [(m["entry_id"], m["line"], m["text"]) for m in shown["matches"]] == cli_model.grep("s1", "error")[:3]
+
+
+def test_cli_exit_codes(cli_model, capsysbinary):
+    db = cli_model.db
+    assert cli(capsysbinary, "--db", db, "grep-session", "s1", "no such words")[:2] == (1, "")
+    assert cli(capsysbinary, "--db", db, "grep-session", "nobody", "error")[:2] == (1, "")
+    rc, out, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error(")
+    assert (rc, out) == (2, "") and "invalid pattern" in err and "Traceback" not in err
+    rc, _, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--cursor", "garbage")
+    assert rc == 2 and "cursor is not one this search returned" in err
+    rc, _, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--names", "")
+    assert rc == 2 and "empty glob" in err
+    rc, _, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--max-per-entry", "0")
+    assert rc == 2 and "max_per_entry" in err
+    rc, out, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--timeout", "1e-9")
+    assert (rc, out) == (3, "") and "timed out" in err
