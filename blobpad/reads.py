@@ -1346,14 +1346,15 @@ def _resume(t: _Target, pos: _Target | None) -> _Target:
 def _session_targets(
     reader: Reader, session: str, glob: str | None, ids: list[str] | None, pos: _Target | None
 ) -> list[_Target]:
-    """The live entries of ``session`` to search, in order, from the cursor's position
-    ``pos`` on: at most MAX_SESSION_ENTRIES + 1 (one more says the call cannot finish).
+    """The entries of ``session`` to search, in order, from the cursor's position ``pos``
+    on: at most MAX_SESSION_ENTRIES + 1 (one more says the call cannot finish).
 
     Named entries by name (``glob`` keeps those whose names match it), then, without a
-    glob, unnamed ones in creation order; with ``ids``, those entries in that order,
-    each checked to be a live entry of the session on the first page (NotFound), skipped
-    when gone on later ones.  All read in one snapshot, through the name index and the
-    session's index only.
+    glob, unnamed ones in creation order, read from the session's name index and its
+    index keys alone in one snapshot (no entry record: an expired one is skipped when
+    the search opens it, so a call that stops early decodes only the records it
+    searched).  With ``ids``, those entries in that order, each checked to be a live
+    entry of the session on the first page (NotFound), skipped when gone on later ones.
     """
     out: list[_Target] = []
     limit = MAX_SESSION_ENTRIES + 1
@@ -1375,31 +1376,26 @@ def _session_targets(
                     continue
                 out.append(_resume(_Target(_LISTED, index, entry.id, entry.name), pos))
             return out[:limit]
+        here = name_key(session, "")[:-4]  # the prefix of the session's names keys
+        rows = [(name_of_key(key, len(here)), raw_id) for key, raw_id in txn.scan("names", here, prefix_end(here))]
         if pos is None or pos.phase == _NAMED:
-            here = name_key(session, "")[:-4]  # the prefix of the session's names keys
-            rows = [(name_of_key(key, len(here)), raw_id) for key, raw_id in txn.scan("names", here, prefix_end(here))]
+            chosen = rows
             if glob is not None:
-                rows = [row for row in rows if fnmatch.fnmatchcase(row[0], glob)]
+                chosen = [row for row in chosen if fnmatch.fnmatchcase(row[0], glob)]
             if pos is not None:
-                rows = [row for row in rows if row[0] >= str(pos.key)]
-            rows.sort()
-            for name, raw_id in rows:
-                entry = live(raw_id)
-                if entry is None or entry.name != name:
-                    continue
-                out.append(_resume(_Target(_NAMED, name, entry.id, name), pos))
+                chosen = [row for row in chosen if row[0] >= str(pos.key)]
+            for name, raw_id in sorted(chosen):
+                out.append(_resume(_Target(_NAMED, name, raw_id.hex(), name), pos))
                 if len(out) >= limit:
                     return out
         if glob is None:
+            named = {raw_id for _, raw_id in rows}  # listed by name: not again among the unnamed
             prefix = scope_key(session)
             start_key = prefix if pos is None or pos.phase != _UNNAMED else prefix + seq_key(int(pos.key))
             for key, raw_id in txn.scan("by_scope", start_key, prefix_end(prefix)):
-                if len(key) != len(prefix) + 8:
+                if len(key) != len(prefix) + 8 or raw_id in named:
                     continue
-                entry = live(raw_id)
-                if entry is None or entry.name is not None:
-                    continue  # named entries were listed by name
-                out.append(_resume(_Target(_UNNAMED, int.from_bytes(key[len(prefix) :], "big"), entry.id, None), pos))
+                out.append(_resume(_Target(_UNNAMED, int.from_bytes(key[len(prefix) :], "big"), raw_id.hex(), None), pos))
                 if len(out) >= limit:
                     break
     return out
