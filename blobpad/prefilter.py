@@ -59,7 +59,9 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import warnings
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,7 +72,7 @@ except ImportError:  # pragma: no cover - numpy comes with the test and bench ex
     _np = None  # type: ignore[assignment]
 
 __all__ = ["build", "build_numpy", "build_python", "trigram_bits", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM",
-           "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES"]
+           "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES", "pack", "unpack"]
 
 #: The first byte of every filter this module writes.
 VERSION = 1
@@ -217,6 +219,35 @@ def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> 
     if _np is not None:
         return build_numpy(chunk, max_bytes, flags)
     return build_python(chunk, max_bytes, flags)
+
+
+def pack(filters: Sequence[bytes]) -> bytes:
+    """An entry's filters, in chunk-list order, as one record: their count (4 bytes), each
+    one's length (2 bytes each), then the filters end to end; integers little-endian."""
+    if any(len(f) > 0xFFFF for f in filters):
+        raise ValueError("a filter longer than 65535 bytes")
+    lengths = array("H", map(len, filters))
+    if sys.byteorder != "little":
+        lengths.byteswap()
+    return b"".join((len(filters).to_bytes(4, "little"), lengths.tobytes(), *filters))
+
+
+def unpack(record: bytes, count: int) -> list[bytes] | None:
+    """The filters :func:`pack` put in ``record``, or None unless it holds exactly ``count``
+    of them (the entry's chunks) and parses whole."""
+    if len(record) < 4 or int.from_bytes(record[:4], "little") != count or len(record) < 4 + 2 * count:
+        return None
+    lengths = array("H", record[4 : 4 + 2 * count])
+    if sys.byteorder != "little":
+        lengths.byteswap()
+    at = 4 + 2 * count
+    if at + sum(lengths) != len(record):
+        return None
+    out = []
+    for n in lengths:
+        out.append(record[at : at + n])
+        at += n
+    return out
 
 
 # -- queries --------------------------------------------------------------------------

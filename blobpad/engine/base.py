@@ -43,7 +43,7 @@ import xxhash
 from ..errors import HINT_VERIFY, BlobpadError, CorruptData, InvalidArgument
 
 __all__ = [
-    "SPACES", "VALUE_LIMITS", "MAX_KEY", "SEAL_SIZE", "Capabilities", "RawReadTxn", "RawWriteTxn", "Engine",
+    "SPACES", "LATER_SPACES", "VALUE_LIMITS", "MAX_KEY", "SEAL_SIZE", "Capabilities", "RawReadTxn", "RawWriteTxn", "Engine",
     "ReadTxn", "WriteTxn", "Checked", "seal", "unseal", "damaged_length", "TxnGuard", "prefix_end",
 ]
 
@@ -63,7 +63,12 @@ SPACES = (
     "digests",    # size + sha256 + id -> b"": finds an identical entry to share
     "pending",    # id + batch -> chunk keys of a put still in progress
     "notes",      # notepad heads and versions
+    "filters",    # entry id -> its chunks' trigram filters, in chunk-list order (blobpad.prefilter)
 )
+
+#: Keyspaces added after stores were first written: a store opened without them gets them
+#: empty (an entry without a ``filters`` record is read whole by grep and count).
+LATER_SPACES = frozenset({"filters"})
 
 #: The longest value (checksum included) a record of each keyspace can have; a longer
 #: one is damage (its length field, on a file engine), refused before it is copied.
@@ -80,6 +85,7 @@ VALUE_LIMITS: dict[str, int] = {
     "digests": 64,
     "pending": 1 << 28,
     "notes": 4 << 20,
+    "filters": 1 << 30,
 }
 #: The longest key any engine must accept (LMDB's limit).
 MAX_KEY = 511
@@ -185,6 +191,7 @@ _SPACE_WORDS = {
     "digests": "content index",
     "pending": "pending-put",
     "notes": "notepad",
+    "filters": "chunk filter",
 }
 
 
@@ -201,7 +208,7 @@ def shown_key(space: str, key: bytes) -> str:
     """A key as an error message shows it."""
     if space == "meta" and all(32 < b < 127 for b in key):
         return repr(key.decode())
-    if space in ("entries", "manifests") and len(key) == 8:
+    if space in ("entries", "manifests", "filters") and len(key) == 8:
         return key.hex()
     return key[:48].hex() + ("..." if len(key) > 48 else "")
 

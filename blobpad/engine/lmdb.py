@@ -92,7 +92,7 @@ from ..errors import (
     StoreFull,
     check_int,
 )
-from .base import MAX_KEY, SPACES, VALUE_LIMITS, Capabilities, RawReadTxn, RawWriteTxn, damaged_length
+from .base import LATER_SPACES, MAX_KEY, SPACES, VALUE_LIMITS, Capabilities, RawReadTxn, RawWriteTxn, damaged_length
 
 __all__ = ["LmdbEngine", "acquire_lmdb", "make_private", "STORE_FILES", "LMDB_OPTIONS", "DURABILITY"]
 
@@ -713,12 +713,15 @@ class LmdbEngine:
 
         LMDB finds a keyspace by its name in the main tree; a damaged name or page
         hides it, and opening it would quietly create an empty one (an empty notepad,
-        lost entries, a fresh seed).  So the names are checked first.
+        lost entries, a fresh seed).  So the names are checked first.  A store written
+        before the keyspaces of :data:`~blobpad.engine.base.LATER_SPACES` existed lacks
+        all of them and gets them empty.
         """
         with env.begin() as txn:
             names = {bytes(key) for key, _ in txn.cursor()}
         expected = {name.encode() for name in SPACES}
-        if names and names != expected:
+        later = {name.encode() for name in LATER_SPACES}
+        if names and names != expected and names != expected - later:  # a store from before LATER_SPACES: opened
             missing = sorted(n.decode() for n in expected - names)
             raise CorruptData(
                 f"the keyspace table of {data} is damaged (missing: {', '.join(missing) or 'none'}; "
