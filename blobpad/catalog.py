@@ -1,6 +1,7 @@
 """The catalog: entry records, chunk lists and the indexes that find them, chunk references, counters.
 
-Keyspaces (see :mod:`blobpad.engine.base`): ``entries`` and ``manifests`` by id; the
+Keyspaces (see :mod:`blobpad.engine.base`): ``entries``, ``manifests`` and ``filters`` (the
+chunks' trigram filters, :mod:`blobpad.prefilter`) by id; the
 indexes ``by_seq``, ``by_scope``, ``expiry``, ``names`` and ``digests`` (key layouts in
 :mod:`blobpad.index`); ``refs``, one reference count per chunk with its sizes; and the
 ``counters`` record in ``meta``.  Every function here works inside a transaction the
@@ -18,13 +19,14 @@ from typing import Any
 
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
+from .engine.base import SEAL_SIZE
 from .errors import HINT_MAX_BYTES, Conflict, CorruptData, StoreFull
 from .index import NEVER, Entry, decode_entry, expiry_key, name_key, scope_key, seq_key
 from .view import Reader
 
 __all__ = [
     "REF", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
-    "purge_index", "recount", "due", "counters", "stored_counters", "bump", "release",
+    "purge_index", "recount", "due", "counters", "stored_counters", "bump", "release", "filter_bytes",
 ]
 
 
@@ -95,7 +97,17 @@ def recount(txn: ReadTxn) -> dict[str, int]:
         seq = int.from_bytes(key[:8], "big")
         break
     return {"entries": entries, "chunks": chunks, "logical_bytes": logical, "stored_bytes": stored, "seq": seq,
-            "unique_bytes": unique}
+            "unique_bytes": unique, "filter_bytes": filter_bytes(txn)}
+
+
+def filter_bytes(txn: ReadTxn) -> int:
+    """The bytes of every ``filters`` record (without their checksums), damaged ones included."""
+    damaged: list[bytes] = []
+    total = sum(len(value) for _, value in txn.scan("filters", on_damage=damaged.append))
+    for key in damaged:
+        stored = txn.get_unchecked("filters", key)
+        total += 0 if stored is None else max(0, len(stored) - SEAL_SIZE)
+    return total
 
 
 def due(
@@ -183,10 +195,12 @@ class Catalog:
         self, txn: WriteTxn, raw_id: bytes, packed: bytes, n_chunks: int, *, kind: str, size: int,
         chars: int | None, lines: int, sha256: str, session: str, turn: str | int | None, ttl: float | None,
         name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], created: float,
-        counts: dict[str, int] | None = None, replaces: bytes | None = None,
+        counts: dict[str, int] | None = None, replaces: bytes | None = None, filters: bytes | None = None,
     ) -> Entry:
-        """Make an entry visible: its record, manifest and every index, in ``txn``.
+        """Make an entry visible: its record, manifest, chunk filters and every index, in ``txn``.
 
+        ``filters``: the entry's chunk filters as :func:`blobpad.prefilter.pack` packs them
+        (None: none, grep and count read every chunk).
         ``counts`` are more counter changes of the same transaction (the chunks it
         created), written with the entry's in one update of the counters.
         ``replaces``: the id the name must still name (an edit of that entry); when
@@ -216,6 +230,8 @@ class Catalog:
         )
         txn.put("entries", raw_id, entry.encode())
         txn.put("manifests", raw_id, packed)
+        if filters is not None:
+            txn.put("filters", raw_id, filters)
         txn.put("by_seq", seq_key(seq), raw_id)
         txn.put("by_scope", scope_key(session) + seq_key(seq), raw_id)
         if turn is not None:
@@ -224,7 +240,8 @@ class Catalog:
         txn.put("digests", digest_key(size, sha256, raw_id), b"")
         if name is not None:
             txn.put("names", name_key(session, name), raw_id)
-        bump(txn, counters, **(counts or {}), entries=1, logical_bytes=size, seq=1)
+        bump(txn, counters, **(counts or {}), entries=1, logical_bytes=size, seq=1,
+             filter_bytes=0 if filters is None else len(filters))
         return entry
 
     def set_expiry(self, txn: WriteTxn, raw_id: bytes, expires: float | None) -> Entry | None:
@@ -273,12 +290,16 @@ class Catalog:
             if e.name is not None and get_or_damaged(txn, "names", name_key(e.session, e.name)) == (True, raw_id):
                 txn.delete("names", name_key(e.session, e.name))
         txn.delete("manifests", raw_id)
+        stored = txn.get_unchecked("filters", raw_id)  # its length, even when damaged
+        filter_bytes = 0 if stored is None else max(0, len(stored) - SEAL_SIZE)
+        if stored is not None:
+            txn.delete("filters", raw_id)
         freed = (0, 0)
         if keys is None:
             txn.put("meta", REPAIR, b"1")  # its chunks' references are unknown: gc() recounts them
         else:
             freed = release(txn, keys)
-        bump(txn, entries=-1, logical_bytes=-size)
+        bump(txn, entries=-1, logical_bytes=-size, filter_bytes=-filter_bytes)
         self._reader.forget(raw_id)
         return freed
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import zstandard
 
-from . import notes
+from . import notes, prefilter
 from .catalog import (
     COUNTERS,
     REF,
@@ -27,6 +27,7 @@ from .catalog import (
     digest_key,
     due,
     expiry_us,
+    filter_bytes,
     get_or_damaged,
     recount,
     unpack_ref,
@@ -159,9 +160,29 @@ class Verifier:
         for raw_id in manifests.keys() - entries.keys():
             self.problems.append(f"chunk list {raw_id.hex()}: no entry owns it")
             self.recount = True
+        self._filters(records["filters"], entries, manifests)
         for space, expected in want.items():
             self._compare_index(space, expected, records[space])
         self._compare_index("names", names, records["names"])
+
+    def _filters(self, filters: dict[bytes, bytes], entries: dict[bytes, bytes], manifests: dict[bytes, bytes]) -> None:
+        """Each sound ``filters`` record belongs to an entry and holds one filter per chunk of
+        its chunk list (an entry without one, put before filters existed, is sound: grep
+        and count read all of its chunks; so does a damaged record, reported by the scan)."""
+        for raw_id, record in filters.items():
+            blob = manifests.get(raw_id)
+            if raw_id not in entries or blob is None:
+                self.problems.append(f"chunk filters {raw_id.hex()}: no entry owns them; gc() removes them")
+                self.recount = True
+                continue
+            try:
+                n = len(Manifest.unpack(blob))
+            except ValueError:
+                continue  # reported with its entry
+            if prefilter.unpack(record, n) is None:
+                self.problems.append(
+                    f"entry {raw_id.hex()}: its chunk filters do not match its {n} chunks (grep reads every chunk)"
+                )
 
     def _compare_index(self, space: str, expected: dict[bytes, bytes], actual: dict[bytes, bytes]) -> None:
         """Every entry indexed in ``space`` and every record of ``space`` naming a live entry."""
@@ -235,7 +256,8 @@ class Verifier:
         except ValueError:
             stored = None
         actual = recount(self.txn)
-        if not isinstance(stored, dict) or any(stored.get(k) != actual[k] for k in COUNTERS if k != "seq"):
+        if (not isinstance(stored, dict) or any(stored.get(k) != actual[k] for k in COUNTERS if k != "seq")
+                or stored.get("filter_bytes", 0) != actual["filter_bytes"]):
             self.problems.append(f"the counters record is wrong ({raw[:120]!r}); gc() recounts it")
             self.recount = True
 
@@ -294,8 +316,8 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
     and gc() runs this: the references are recounted from the surviving chunk lists
     and the pending journal (in one transaction, so puts in flight are counted
     right), damaged or missing records are rebuilt from the stored frame and the
-    chunk lists, chunks nothing references are freed, and the counters are
-    recounted.  While a damaged chunk list is still stored nothing is changed (its
+    chunk lists, chunks nothing references are freed, so are chunk filters whose
+    chunk list is gone, and the counters are recounted.  While a damaged chunk list is still stored nothing is changed (its
     references are unknown).  Returns (chunks freed, stored bytes freed).
     """
     if txn.get("meta", REPAIR) is None:
@@ -349,8 +371,12 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
         entries += 1
         e = decode_entry(raw)
         logical += e.size_bytes if e is not None else sizes.get(raw_id, 0)
+    orphans = [key for key, _ in txn.scan("filters", on_damage=lambda k: None) if key not in sizes]
+    for key in orphans:  # chunk filters whose entry (and chunk list) is gone
+        txn.delete("filters", key)
     totals = counters(txn)
-    totals.update(entries=entries, logical_bytes=logical, chunks=chunks, stored_bytes=stored, unique_bytes=unique)
+    totals.update(entries=entries, logical_bytes=logical, chunks=chunks, stored_bytes=stored, unique_bytes=unique,
+                  filter_bytes=filter_bytes(txn))
     txn.put("meta", b"counters", json.dumps(totals).encode())
     txn.delete("meta", REPAIR)
     return freed_chunks, freed_bytes

@@ -80,7 +80,10 @@ class Stats:
     the raw bytes of the distinct chunks.  ``disk_bytes`` is what the engine occupies
     (the blocks of ``data.mdb`` for LMDB, the bytes of keys and values held for the
     memory engine), ``map_size`` LMDB's current map size (0 for an engine without a
-    size ceiling).
+    size ceiling).  ``filter_bytes`` is what the entries' chunk filters occupy (one
+    trigram filter per chunk of each entry, at most 3% of the chunk's stored size, that
+    grep and count read to skip chunks: :mod:`blobpad.prefilter`), live and expired
+    entries together; it is not part of ``stored_bytes``.
     """
 
     entries: int
@@ -93,6 +96,7 @@ class Stats:
     max_bytes: int | None
     expired_entries: int = 0
     expired_bytes: int = 0
+    filter_bytes: int = 0
 
     @property
     def compression_ratio(self) -> float:
@@ -554,7 +558,7 @@ class Store(ReadsMixin):
             entries=c["entries"] - expired, chunks=c["chunks"], logical_bytes=c["logical_bytes"] - expired_bytes,
             stored_bytes=c["stored_bytes"], unique_bytes=c.get("unique_bytes", 0),
             disk_bytes=self._backend.engine.size(), map_size=self._map_size(), max_bytes=cap,
-            expired_entries=expired, expired_bytes=expired_bytes,
+            expired_entries=expired, expired_bytes=expired_bytes, filter_bytes=c.get("filter_bytes", 0),
         )
 
     def _map_size(self) -> int:
