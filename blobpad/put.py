@@ -31,12 +31,13 @@ from typing import IO, Any
 import xxhash
 import zstandard
 
+from . import prefilter
 from .catalog import REF, Catalog, bump, unpack_ref
 from .chunking import ChunkParams, Manifest, cut_spans, span_stats
 from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
 from .engine import prefix_end as _prefix_end
-from .errors import HINT_MAX_BYTES, BlobpadError, InvalidArgument, NotFound, StoreFull, describe
+from .errors import HINT_MAX_BYTES, BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, describe
 from .index import Entry, new_id
 from .journal import process_token, rollback_pending
 
@@ -56,8 +57,14 @@ _MAX_META = 64 << 10      # largest caller meta, as JSON
 
 
 #: what a worker found for one chunk: key, new frame (None when the stored one is
-#: equal), the stored frame it compared with, characters (None if not UTF-8), newlines
-_Prepared = tuple[bytes, "bytes | None", "bytes | None", "int | None", int]
+#: equal), the stored frame it compared with, characters (None if not UTF-8), newlines,
+#: the chunk's trigram filter (:mod:`blobpad.prefilter`)
+_Prepared = tuple[bytes, "bytes | None", "bytes | None", "int | None", int, bytes]
+
+
+#: a chunk's filter takes at most this share of its compressed size (benchmarks/README.md,
+#: "Chunk prefilters": 2.4% of the stored bytes on a generated log)
+FILTER_SHARE = 0.03
 
 
 #: one chunk handed to a worker: a view of it, and where it lies (buffer, start, end,
@@ -256,6 +263,7 @@ class PutWriter:
         self.sizes: list[int] = []
         self.char_counts: list[int] = []
         self.newlines: list[int] = []
+        self.filters: list[bytes] = []  # each chunk's trigram filter, in order
         self.chars = 0
         self.is_text = True
         self.size = 0
@@ -270,11 +278,13 @@ class PutWriter:
         """Cut ``blocks`` into chunks and write all of them but the last batch.
 
         The calling thread cuts, without copying: chunks are views of the blocks read.
-        It hashes each task's chunks and looks their keys up (:meth:`_lookup`), then
-        hands the task (growing from ``_FIRST_TASK`` to ``_TASK`` bytes, so that a
-        large put still spreads over the workers) to the store's worker pool, where
-        each chunk is counted and compressed (or compared with the stored copy) while
-        the next ones are being cut; a put that is a single task (up to
+        It hashes each task's chunks and looks their keys up (:meth:`_lookup`), then,
+        once the chunk after it is cut (its first bytes complete the trigram filter of
+        the task's last chunk, see :func:`blobpad.prefilter.build`), hands the task
+        (growing from ``_FIRST_TASK`` to ``_TASK`` bytes, so that a large put still
+        spreads over the workers) to the store's worker pool, where each chunk is
+        counted, compressed (or compared with the stored copy) and given its trigram
+        filter while the next ones are being cut; a put that is a single task (up to
         ``_FIRST_TASK`` bytes) is prepared in this thread, without a hand-over.  The
         SHA-256 of the whole content is computed beside the cutting (:class:`Sha256`).
         At most two batches are in flight, so memory stays bounded on any input size.
@@ -303,18 +313,19 @@ class PutWriter:
             for buf, start, end in cut_spans(blocks, store.chunk_params):
                 if buf is not last:  # a new block: chunks are views of it until the next one
                     last, view, ascii = buf, memoryview(buf), buf.isascii()
-                task.append((view[start:end], buf, start, end, ascii))
-                task_bytes += end - start
-                if task_bytes >= task_size:
+                piece = (view[start:end], buf, start, end, ascii)
+                if task_bytes >= task_size:  # handed over once the chunk after it is cut: its filter's spill
                     if pool is None:
                         pool = store._executor()
-                    fut = pool.submit(self._prepare, task, *self._lookup(task))
+                    fut = pool.submit(self._prepare, task, *self._lookup(task), bytes(piece[0][: prefilter.SPILL]))
                     inflight.extend((span[0], fut, i) for i, span in enumerate(task))
                     inflight_bytes += task_bytes
                     task, task_bytes = [], 0
                     task_size = min(2 * task_size, self._TASK)
                     if inflight_bytes >= 2 * BATCH_BYTES:
                         inflight_bytes -= self._flush(inflight, BATCH_BYTES)
+                task.append(piece)
+                task_bytes += end - start
             if task:
                 if pool is None:  # the whole put is this one task: prepare it here
                     fut = Future()
@@ -367,9 +378,14 @@ class PutWriter:
             found = [txn.get("chunks", key) for key in keys]
         return keys, found
 
-    def _prepare(self, task: list[_Span], keys: list[bytes], found: list[bytes | None]) -> list[_Prepared]:
-        """In a worker, pure computation: per chunk, its stats, and either the stored frame
-        (``found`` by :meth:`_lookup`) when it decompresses to exactly the chunk, or a new frame."""
+    def _prepare(
+        self, task: list[_Span], keys: list[bytes], found: list[bytes | None], spill: bytes = b""
+    ) -> list[_Prepared]:
+        """In a worker, pure computation: per chunk, its stats, either the stored frame
+        (``found`` by :meth:`_lookup`) when it decompresses to exactly the chunk, or a new
+        frame, and its trigram filter (:func:`blobpad.prefilter.build`, at most
+        ``FILTER_SHARE`` of the frame's size; ``spill``: the first bytes of the chunk after
+        the task, b"" at the end of the content)."""
         store = self.store
         stats = [span_stats(buf, start, end, ascii) for _, buf, start, end, ascii in task]
         found = list(found)
@@ -385,9 +401,14 @@ class PutWriter:
         frames: list[bytes | None] = [None] * len(task)
         for i, frame in zip(todo, self._compress_all(codec.compressor, [task[i][0] for i in todo]), strict=True):
             frames[i] = frame
+        spills = [bytes(span[0][: prefilter.SPILL]) for span in task[1:]] + [spill]
+        filters = [
+            prefilter.build(span[0], after, max_bytes=int(FILTER_SHARE * len(frame or stored or b"")))
+            for span, after, frame, stored in zip(task, spills, frames, found, strict=True)
+        ]
         return [
-            (key, frame, stored, chars, newlines)
-            for key, frame, stored, (chars, newlines) in zip(keys, frames, found, stats, strict=True)
+            (key, frame, stored, chars, newlines, flt)
+            for key, frame, stored, (chars, newlines), flt in zip(keys, frames, found, stats, filters, strict=True)
         ]
 
     @staticmethod
@@ -458,6 +479,7 @@ class PutWriter:
             batch.append((chunk, prepared))
             taken += len(chunk)
             chars, nl = prepared[3], prepared[4]
+            self.filters.append(prepared[5])
             self.sizes.append(len(chunk))
             self.newlines.append(nl)
             if chars is None:
@@ -482,7 +504,7 @@ class PutWriter:
         """
         final_keys: list[bytes] = []
         new_stored = new_chunks = new_unique = 0
-        for chunk, (key, frame, seen, _, _) in batch:
+        for chunk, (key, frame, seen, _, _, _) in batch:
             key, created, slen = self._place(txn, chunk, key, frame, seen)
             final_keys.append(key)
             if created:
@@ -732,6 +754,10 @@ class Putter:
                     continue
                 if twin.kind != kind:
                     continue
+                try:
+                    filters = txn.get("filters", key[40:])  # the twin's filters are this entry's
+                except CorruptData:
+                    filters = None  # read whole by grep and count; verify() reports the twin's
                 uses = Counter(keys)  # a chunk may occur several times in one entry
                 refs = {k: unpack_ref(txn.get("refs", k) or b"") for k in uses}
                 if any(r is None for r in refs.values()):
@@ -741,7 +767,7 @@ class Putter:
                     txn.put("refs", k, REF.pack(count + n, slen, rlen))
                 return self._catalog.commit_entry(
                     txn, raw_id, blob, len(keys), kind=twin.kind, size=size, chars=twin.chars,
-                    lines=twin.lines, sha256=sha, **fields,
+                    lines=twin.lines, sha256=sha, filters=filters, **fields,
                 )
             return None
 
@@ -815,7 +841,8 @@ class Putter:
             manifest = Manifest.build(writer.keys + keys, writer.sizes, chars, writer.newlines)
             entry = self._catalog.commit_entry(
                 txn, raw_id, manifest.pack(), len(manifest), kind="text" if is_text else "binary", size=size,
-                chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, counts=counts, **fields,
+                chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, counts=counts,
+                filters=prefilter.pack(writer.filters), **fields,
             )
             self._catalog.evict_for(txn, raw_id, cap)  # only now: a put that fails evicts nothing
             return entry, keys, counts.get("stored_bytes", 0)
