@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from .engine import prefix_end
 from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_int, check_str, typename
 from .index import name_key, name_of_key, parse_id, scope_key, seq_key
+from .prefilter import Query
 from .search import (
     MAX_PATTERN,
     MAX_SPANS,
@@ -139,12 +140,20 @@ class GrepResult:
     ``timed_out`` is true when the time budget (``timeout``) ran out first: then
     ``matches`` are all the matching lines among lines 1 to ``searched_lines`` (the
     lines after those were not searched), and ``searched_lines`` is None otherwise.
+
+    ``chunks_read`` is how many of the entry's ``chunks_total`` chunks the search read
+    (decompressed, or found in the chunk cache), read-ahead included; the chunks the
+    entry's trigram filters exclude (:mod:`blobpad.prefilter`) are not read, nor those
+    after the search stopped.  Context lines and windows of long lines may read a few
+    more.  Neither is in :meth:`to_dict`.
     """
 
     matches: list[GrepMatch]
     truncated: bool
     timed_out: bool = False
     searched_lines: int | None = None
+    chunks_read: int = 0
+    chunks_total: int = 0
 
     def __len__(self) -> int:
         return len(self.matches)
@@ -226,16 +235,22 @@ class CountResult(int):
     ``timed_out`` is true when the time budget ran out first: then the value counts
     the matching lines among lines 1 to ``searched_lines`` only (a lower bound of the
     whole count), and ``searched_lines`` is None otherwise.  Arithmetic on it gives a
-    plain ``int``.
+    plain ``int``.  ``chunks_read`` and ``chunks_total`` are as in :class:`GrepResult`.
     """
 
     timed_out: bool
     searched_lines: int | None
+    chunks_read: int
+    chunks_total: int
 
-    def __new__(cls, value: int, *, timed_out: bool = False, searched_lines: int | None = None) -> CountResult:
+    def __new__(
+        cls, value: int, *, timed_out: bool = False, searched_lines: int | None = None, chunks_read: int = 0,
+        chunks_total: int = 0,
+    ) -> CountResult:
         self = super().__new__(cls, value)
         self.timed_out = timed_out
         self.searched_lines = searched_lines if timed_out else None
+        self.chunks_read, self.chunks_total = chunks_read, chunks_total
         return self
 
     def __repr__(self) -> str:
@@ -244,11 +259,14 @@ class CountResult(int):
         return f"CountResult({int(self)})"
 
     def __reduce__(self) -> Any:
-        return (_count_result, (int(self), self.timed_out, self.searched_lines))
+        return (_count_result, (int(self), self.timed_out, self.searched_lines, self.chunks_read, self.chunks_total))
 
 
-def _count_result(value: int, timed_out: bool, searched_lines: int | None) -> CountResult:
-    return CountResult(value, timed_out=timed_out, searched_lines=searched_lines)
+def _count_result(
+    value: int, timed_out: bool, searched_lines: int | None, chunks_read: int = 0, chunks_total: int = 0
+) -> CountResult:
+    return CountResult(value, timed_out=timed_out, searched_lines=searched_lines, chunks_read=chunks_read,
+                       chunks_total=chunks_total)
 
 
 @dataclass
@@ -314,10 +332,25 @@ class _View:
     def __init__(self, reader: Reader, txn: ReadTxn, entry_id: str) -> None:
         self.reader = reader
         self.txn = txn
-        raw_id, self.entry = reader.load(txn, entry_id)
-        self.m: Manifest = reader.manifest(txn, raw_id)
+        self.raw_id, self.entry = reader.load(txn, entry_id)
+        self.m: Manifest = reader.manifest(txn, self.raw_id)
         self._raw: dict[int, bytes] = {}
         self._text: dict[int, str] = {}
+        self.wanted: list[bool] | None = None  # the chunks a search reads (None: all), see select()
+        self.chunks_read = 0  # chunks a search read (_map_chunks)
+
+    def select(self, query: Query) -> None:
+        """Have the searches of this view (grep, count) skip the chunks that the entry's
+        trigram filters show hold no line matching ``query``'s pattern (:mod:`blobpad.prefilter`).
+
+        A pattern the filters cannot use, an entry without filters (put before they
+        existed) or with a damaged record: every chunk is read.  The chunks skipped are
+        whole lines (the filters check the chunks of a line that runs over several
+        together), so line numbers stay right.
+        """
+        if query.selective and len(self.m):
+            filters = self.reader.filters(self.txn, self.raw_id, len(self.m))
+            self.wanted = None if filters is None else query.select(filters)
 
     @property
     def text(self) -> bool:
@@ -689,6 +722,7 @@ class ReadsMixin:
         dl = None if timeout is None else Deadline(timeout)
         searched: int | None = None
         with self._view(entry_id) as v:
+            v.select(Query.compile(pattern, ignore_case=ignore_case, fixed=fixed))
             try:
                 for _, build in _grep_lines(v, find, dl, line_window):
                     if len(matches) >= max_matches:
@@ -698,7 +732,7 @@ class ReadsMixin:
             except TimedOut as exc:
                 searched = (exc.line or 1) - 1
             _add_context(v, matches, before, after, line_window)
-        return GrepResult(matches, truncated, searched is not None, searched)
+        return GrepResult(matches, truncated, searched is not None, searched, v.chunks_read, len(v.m))
 
     def count(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
@@ -721,6 +755,7 @@ class ReadsMixin:
         if timeout is not None:
             counter.deadline = Deadline(timeout)
         with self._view(entry_id) as v:
+            v.select(Query.compile(pattern, ignore_case=ignore_case, fixed=fixed))
             return _parallel_count(v, counter)
 
     def grep_session(
@@ -786,6 +821,7 @@ class ReadsMixin:
         pos = None if cursor is None else _decode_cursor(cursor, digest, ids is not None)
         targets = _session_targets(self._reader, session, glob, ids, pos)
         find = regex._regexp.Match
+        query = Query.compile(pattern, ignore_case=ignore_case, fixed=fixed)
         dl = None if timeout is None else Deadline(timeout)
         matches: list[SessionMatch] = []
         truncated = timed_out = False
@@ -800,6 +836,7 @@ class ReadsMixin:
                 break
             try:
                 with self._view(t.entry_id) as v:
+                    v.select(query)
                     searched += 1
                     found: list[GrepMatch] = []
                     count = t.count
@@ -830,18 +867,26 @@ class ReadsMixin:
         return SessionGrepResult(matches, truncated, timed_out, next_cursor, searched)
 
 
-def _run_task(codec: Codec, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int]]) -> list[_T]:
-    """``fn`` of each chunk of a task: given raw, or as (frame, key, size) to decompress."""
-    return [fn(item if isinstance(item, bytes) else codec.decompress_cached(*item)) for item in items]
+def _run_task(
+    codec: Codec, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int] | None]
+) -> list[_T | None]:
+    """``fn`` of each chunk of a task: given raw, or as (frame, key, size) to decompress; None: skipped."""
+    return [None if item is None else fn(item if isinstance(item, bytes) else codec.decompress_cached(*item))
+            for item in items]
 
 
-def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int = 0, first: int = 0) -> Iterator[_T]:
+def _map_chunks(
+    v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int = 0, first: int = 0
+) -> Iterator[_T | None]:
     """Yield ``fn(raw chunk)`` for the entry's chunks in order from chunk ``first``, running
-    ``fn`` (and the decompression before it) on the store's worker pool, ``depth`` tasks ahead.
+    ``fn`` (and the decompression before it) on the store's worker pool, ``depth`` tasks ahead;
+    None for a chunk the view's search skips (``v.wanted``, see :meth:`_View.select`), which
+    is not read at all.
 
     A task takes consecutive chunks until it holds its share of raw bytes: one chunk
     for the first task, then twice as much per task up to ``task_bytes``.  Bigger tasks
     cost fewer futures, the small first ones answer a search that stops early sooner.
+    Skipped chunks count for nothing; a task of skipped chunks only is not submitted.
 
     This thread reads the frames in the view's transaction and waits for the tasks
     inside it; that is safe only because a task is pure computation on the bytes it
@@ -852,8 +897,13 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
     reader = v.reader
     m = v.m
     n = len(m)
+    wanted = v.wanted
     if depth <= 0 or n - first <= 1:
         for i in range(first, n):
+            if wanted is not None and not wanted[i]:
+                yield None
+                continue
+            v.chunks_read += 1
             yield fn(v.raw(i))
             v._raw.pop(i, None)
         return
@@ -861,21 +911,30 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
     nxt = first
     share = 0
 
-    def submit() -> Future[list[_T]]:
+    def submit() -> Future[list[_T | None]]:
         nonlocal nxt, share
-        items: list[bytes | tuple[bytes, bytes, int]] = []
-        held = 0
-        while nxt < n and (not items or held < share):
+        items: list[bytes | tuple[bytes, bytes, int] | None] = []
+        held = real = 0
+        while nxt < n and (not real or held < share):
             i = nxt
             nxt += 1
+            if wanted is not None and not wanted[i]:
+                items.append(None)
+                continue
             size = m.bytes_at[i + 1] - m.bytes_at[i]
             hit = v.cached(i)
             items.append(hit if hit is not None else (v.frame(i), m.keys[i], size))
             held += size
+            real += 1
         share = min(task_bytes, max(2 * held, share))
+        v.chunks_read += real
+        if not real:
+            skipped: Future[list[_T | None]] = Future()
+            skipped.set_result([None] * len(items))
+            return skipped
         return pool.submit(_run_task, reader.codec, fn, items)
 
-    pending: deque[Future[list[_T]]] = deque()
+    pending: deque[Future[list[_T | None]]] = deque()
     while nxt < n and len(pending) < depth:
         pending.append(submit())
     try:
@@ -889,10 +948,11 @@ def _map_chunks(v: _View, fn: Callable[[bytes], _T], depth: int, task_bytes: int
             future.cancel()
 
 
-def _chunks_ahead(v: _View, depth: int, first: int = 0) -> Iterator[bytes]:
+def _chunks_ahead(v: _View, depth: int, first: int = 0) -> Iterator[bytes | None]:
     """Yield the entry's raw chunks in order from chunk ``first``, decompressing up to
     ``depth`` tasks (of up to ``_GREP_TASK_BYTES``) ahead on the worker pool (zstd
-    releases the GIL) while the caller searches the current one."""
+    releases the GIL) while the caller searches the current one; None for a chunk the
+    search skips (:meth:`_View.select`)."""
     return _map_chunks(v, _identity, depth, _GREP_TASK_BYTES, first)
 
 
@@ -931,7 +991,11 @@ def _parallel_count(v: _View, counter: LineCounter) -> CountResult:
     task = partial(_count_chunk, counter, utf8)
     done = 0  # chunks stitched: every line ending before chunk `done` is counted
     try:
-        for head, n, tail in _map_chunks(v, task, 2 * v.reader.workers, _TASK_BYTES):
+        for counted in _map_chunks(v, task, 2 * v.reader.workers, _TASK_BYTES):
+            if counted is None:  # skipped: whole lines, none matching (the line before ended in its chunk)
+                done += 1
+                continue
+            head, n, tail = counted
             if n < 0:  # no newline: all of this chunk lies inside one line
                 if not matched:
                     if carry and len(carry) + len(head) > SEGMENT_BYTES:
@@ -956,8 +1020,9 @@ def _parallel_count(v: _View, counter: LineCounter) -> CountResult:
         if carry and not matched:
             total += counter.count(carry, first, len(carry), utf8)
     except TimedOut:
-        return CountResult(total, timed_out=True, searched_lines=v.m.lines_at[done] + matched)
-    return CountResult(total)
+        return CountResult(total, timed_out=True, searched_lines=v.m.lines_at[done] + matched,
+                           chunks_read=v.chunks_read, chunks_total=len(v.m))
+    return CountResult(total, chunks_read=v.chunks_read, chunks_total=len(v.m))
 
 
 def _segments(v: _View, depth: int = 2, start_line: int = 1) -> Iterator[tuple[_Bytes, int, int, int, bool]]:
@@ -990,6 +1055,9 @@ def _segments(v: _View, depth: int = 2, start_line: int = 1) -> Iterator[tuple[_
     base = 0  # where carry starts in the entry
     inside = False  # carry starts inside a line an earlier piece began
     for i, raw in enumerate(_chunks_ahead(v, depth, first_chunk), first_chunk):
+        if raw is None:  # skipped: whole lines, none matching (the chunk before ended its last line)
+            base = bytes_at[i + 1]
+            continue
         line0, at = lines_at[i] + 1, bytes_at[i]  # the first line starting in raw, and raw's offset
         if i == first_chunk and start_line > 1:  # raw starts at a line start: the lines before it are skipped
             raw, line0, at = raw[skip:], start_line, at + skip

@@ -2,7 +2,7 @@
 
 A :class:`Reader` is what :mod:`blobpad.reads` needs of a store, and all it gets: read
 snapshots of the engine, entry records (expired ones are absent), chunk lists (kept
-in a small LRU, dropped when an entry is deleted) and verified chunks.  It never
+in a small LRU, dropped when an entry is deleted), chunk filters and verified chunks.  It never
 writes.
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
+from . import prefilter
 from .chunking import Manifest
 from .codec import Codec
 from .engine import Checked, ReadTxn
@@ -101,6 +102,16 @@ class Reader:
             while len(self._manifests) > _MANIFESTS:
                 self._manifests.popitem(last=False)
         return m
+
+    def filters(self, txn: ReadTxn, raw_id: bytes, chunks: int) -> list[bytes] | None:
+        """The trigram filters of an entry's ``chunks`` chunks, in order (:mod:`blobpad.prefilter`),
+        or None when it has none (put before filters existed) or its record is damaged or
+        does not fit its chunk list: then every chunk is read (verify() reports damage)."""
+        try:
+            record = txn.get("filters", raw_id)
+        except CorruptData:
+            return None
+        return None if record is None else prefilter.unpack(record, chunks)
 
     def forget(self, raw_id: bytes) -> None:
         """Drop a deleted entry's chunk list from the LRU."""
