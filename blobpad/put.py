@@ -65,6 +65,10 @@ _Prepared = tuple[bytes, "bytes | None", "bytes | None", "int | None", int, byte
 #: a chunk's filter takes at most this share of its compressed size (benchmarks/README.md,
 #: "Chunk prefilters": 2.4% of the stored bytes on a generated log)
 FILTER_SHARE = 0.03
+#: an entry's filters are kept only up to this many bytes (about 10 GB of log text, 2 GB of
+#: incompressible bytes): past it the put keeps none, and grep and count read every chunk,
+#: so a huge put holds at most this much of them in memory until its final transaction
+FILTER_RECORD_MAX = 64 << 20
 
 
 #: one chunk handed to a worker: a view of it, and where it lies (buffer, start, end,
@@ -263,7 +267,8 @@ class PutWriter:
         self.sizes: list[int] = []
         self.char_counts: list[int] = []
         self.newlines: list[int] = []
-        self.filters: list[bytes] = []  # each chunk's trigram filter, in order
+        self.filters: list[bytes] | None = []  # each chunk's trigram filter, in order (None: given up)
+        self._filter_bytes = 0
         self.chars = 0
         self.is_text = True
         self.size = 0
@@ -479,7 +484,11 @@ class PutWriter:
             batch.append((chunk, prepared))
             taken += len(chunk)
             chars, nl = prepared[3], prepared[4]
-            self.filters.append(prepared[5])
+            if self.filters is not None:
+                self.filters.append(prepared[5])
+                self._filter_bytes += len(prepared[5]) + 2
+                if self._filter_bytes > FILTER_RECORD_MAX:
+                    self.filters = None
             self.sizes.append(len(chunk))
             self.newlines.append(nl)
             if chars is None:
@@ -842,7 +851,7 @@ class Putter:
             entry = self._catalog.commit_entry(
                 txn, raw_id, manifest.pack(), len(manifest), kind="text" if is_text else "binary", size=size,
                 chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, counts=counts,
-                filters=prefilter.pack(writer.filters), **fields,
+                filters=None if writer.filters is None else prefilter.pack(writer.filters), **fields,
             )
             self._catalog.evict_for(txn, raw_id, cap)  # only now: a put that fails evicts nothing
             return entry, keys, counts.get("stored_bytes", 0)

@@ -343,3 +343,14 @@ def test_every_filter_holds_the_trigrams_that_cross_into_the_next_chunk(store_fa
                 assert prefilter.Query.compile(gram, fixed=True).may_match(filters[i]), (i, cut, gram)
                 checked += 1
     assert checked > 4000
+
+
+def test_a_put_whose_filters_outgrow_their_cap_keeps_none(store_factory, monkeypatch):
+    monkeypatch.setattr(blobpad.put, "FILTER_RECORD_MAX", 200)
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    text, marked = _rare_log(60_000)
+    e = s.put(text)
+    assert _record_bytes(s, e) == 0 and s.stats().filter_bytes == 0
+    g = s.grep(e.id, "7f3a9c2e-rare-token")
+    assert [m.line for m in g] == marked and g.chunks_read == e.chunks
+    assert s.verify().ok
