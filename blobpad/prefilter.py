@@ -62,7 +62,7 @@ import re
 import sys
 import warnings
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -548,14 +548,20 @@ class Query:
         of another version, joins its chunk to the next and makes the group read."""
         if self._formula is True:
             return [True] * len(filters)
-        out: list[bool] = []
+        return list(self.iter_select(filters))
+
+    def iter_select(self, filters: Sequence[bytes]) -> Iterator[bool]:
+        """:meth:`select`'s answers one chunk at a time, each group of chunks checked only
+        when the first of them is asked for (a search that stops early checks only the
+        filters of the chunks it reached)."""
         start = 0
         for i, flt in enumerate(filters):
             ends = bool(_valid_size(flt)) and bool(flt[1] & _ENDS_LINE)
             if ends or i == len(filters) - 1:
-                out += [self.may_match_run(filters[start:i + 1])] * (i + 1 - start)
+                keep = self.may_match_run(filters[start:i + 1])
+                for _ in range(i + 1 - start):
+                    yield keep
                 start = i + 1
-        return out
 
     def __repr__(self) -> str:
         return "Query(MATCH_ALL)" if self._formula is True else f"Query({self._formula!r})"

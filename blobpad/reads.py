@@ -326,6 +326,24 @@ def line_span(first: int, last: int | None, total: int) -> tuple[int, int]:
     return start, min(max(start, stop), total)
 
 
+class _Selection:
+    """Which chunks a search reads (``selection[i]``), decided group by group as the
+    search reaches them (:meth:`blobpad.prefilter.Query.iter_select`): a grep that stops
+    after its first matches checks only the filters of the chunks it reached."""
+
+    __slots__ = ("_known", "_rest")
+
+    def __init__(self, decisions: Iterator[bool]) -> None:
+        self._known: list[bool] = []
+        self._rest = decisions
+
+    def __getitem__(self, i: int) -> bool:
+        known = self._known
+        while len(known) <= i:
+            known.append(next(self._rest))
+        return known[i]
+
+
 class _View:
     """One entry seen through one read transaction, with the chunks this read needs."""
 
@@ -336,7 +354,7 @@ class _View:
         self.m: Manifest = reader.manifest(txn, self.raw_id)
         self._raw: dict[int, bytes] = {}
         self._text: dict[int, str] = {}
-        self.wanted: list[bool] | None = None  # the chunks a search reads (None: all), see select()
+        self.wanted: _Selection | None = None  # the chunks a search reads (None: all), see select()
         self.chunks_read = 0  # chunks a search read (_map_chunks)
 
     def select(self, query: Query) -> None:
@@ -350,7 +368,7 @@ class _View:
         """
         if query.selective and len(self.m):
             filters = self.reader.filters(self.txn, self.raw_id, len(self.m))
-            self.wanted = None if filters is None else query.select(filters)
+            self.wanted = None if filters is None else _Selection(query.iter_select(filters))
 
     @property
     def text(self) -> bool:
