@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -159,3 +162,38 @@ def test_the_demo_on_a_memory_store_says_its_entry_is_gone_at_exit():
     text = out.getvalue()
     assert "in-memory store" in text and "gone when this command ends" in text
     assert "stays for an hour" not in text and "rm " not in text  # no command that would fail in another process
+
+
+_CLOSE_DURING_OPEN = textwrap.dedent("""
+    import gc, sys
+    import blobpad
+    kind, base = sys.argv[1], sys.argv[2]
+    name = (lambda n: f"{base}/{n}") if kind == "lmdb" else (lambda n: f"memory://{n}")
+    others = [blobpad.open(name(f"o{i}")) for i in range(200)]
+    armed = []
+    def collect(phase, info):  # a finalizer's work: close a store whenever the GC starts
+        if phase == "start" and armed and others:
+            others.pop().close()
+    gc.callbacks.append(collect)
+    gc.set_threshold(1)  # a collection at almost every allocation, so one runs inside the open
+    armed.append(1)
+    store = blobpad.open(name("b"))
+    armed.clear()
+    gc.callbacks.remove(collect)
+    gc.set_threshold(700)
+    store.put("x", session="s")
+    store.close()
+    for other in others:
+        other.close()
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("kind", ["lmdb", "memory"])
+def test_a_store_closed_by_the_gc_during_an_open_does_not_deadlock(kind, tmp_path):
+    """Closing a store from a finalizer (the GC runs them at any allocation, so also
+    inside blobpad.open) must not wait for the lock that open holds: found by running
+    deepagents' tests, whose finalizers closed stores; it hung the process for good."""
+    run = subprocess.run([sys.executable, "-c", _CLOSE_DURING_OPEN, kind, str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]

@@ -329,7 +329,7 @@ class _LmdbTxn:
 
 
 _REGISTRY: dict[tuple[int, int], tuple[LmdbEngine, int]] = {}
-_REGISTRY_LOCK = threading.Lock()
+_REGISTRY_LOCK = threading.RLock()  # re-entrant: a close run by the GC inside an open must not deadlock
 
 
 #: the backends whose transactions the forking thread holds stopped (see _before_fork)
@@ -372,7 +372,7 @@ def _after_fork_in_child() -> None:
     under the exclusive side, would wait forever.
     """
     global _REGISTRY_LOCK
-    _REGISTRY_LOCK = threading.Lock()
+    _REGISTRY_LOCK = threading.RLock()
     _QUIESCED.clear()
     for backend, _ in _REGISTRY.values():
         backend._lock = _SharedLock()

@@ -311,7 +311,7 @@ def _merge(a: list[bytes], b: list[bytes]) -> list[bytes]:
 
 
 _REGISTRY: dict[str, MemoryEngine] = {}
-_REGISTRY_LOCK = threading.Lock()
+_REGISTRY_LOCK = threading.RLock()  # re-entrant: a close run by the GC inside an open must not deadlock
 _ENGINES: weakref.WeakSet[MemoryEngine] = weakref.WeakSet()
 _COUNTER = [0]
 
@@ -344,7 +344,7 @@ def acquire_memory(target: str, **options: Any) -> MemoryEngine:
 
 def _after_fork_in_child() -> None:
     global _REGISTRY_LOCK
-    _REGISTRY_LOCK = threading.Lock()
+    _REGISTRY_LOCK = threading.RLock()
     for engine in list(_ENGINES):
         engine._after_fork()
 
