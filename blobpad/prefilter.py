@@ -154,11 +154,16 @@ def _header(size: int, flags: int, rate: int = 256) -> bytes:
 def trigram_bits(data: bytes, fold: bool = True) -> Any:
     """The 2**16-entry presence table of the 16-bit hashes of the trigrams of ``data``
     (at least 3 bytes), case-folded unless ``fold`` is false, with numpy."""
-    padded = data + b"\0"
-    # each byte offset read as a little-endian 4-byte integer (unaligned): one pass, no copies per byte lane
-    windows = _np.ndarray(shape=(len(data) - 2,), dtype="<u4", buffer=padded, offset=0, strides=(1,))
-    g = windows | _np.uint32(0x202020) if fold else windows.copy()
-    g &= _np.uint32(0xFFFFFF)
+    b = _np.frombuffer(data, dtype=_np.uint8)
+    if fold:
+        b = b | _np.uint8(0x20)
+    # each trigram as a little-endian integer, assembled from contiguous byte lanes (reading
+    # unaligned 4-byte windows with a stride of 1 is 20% slower: numpy cannot vectorize it)
+    g = b[2:].astype(_np.uint32)
+    g <<= _np.uint32(8)
+    g |= b[1:-1]
+    g <<= _np.uint32(8)
+    g |= b[:-2]
     g *= _np.uint32(_MULT)
     g >>= _np.uint32(32 - _SCRATCH_LOG)
     table = _np.zeros(1 << _SCRATCH_LOG, dtype=_np.bool_)
