@@ -322,6 +322,10 @@ def test_session_factory_and_bad_arguments(store):
     backend = BlobpadBackend(store, session=lambda runtime: "from-factory" if runtime is None else "graph")
     backend.write("/x.txt", "1")
     assert [e.session for e in store.named(session="from-factory")] == ["from-factory"]
+    reads_runtime = BlobpadBackend(store, session=lambda rt: rt.server_info.user.identity)
+    with pytest.raises(RuntimeError, match="outside a LangGraph graph execution"):
+        reads_runtime.write("/x.txt", "1")
+    assert "session function returned" in BlobpadBackend(store, session=lambda rt: 3).write("/x.txt", "1").error
     with pytest.raises(blobpad.InvalidArgument):
         BlobpadBackend(store, session=3)  # type: ignore[arg-type]
     with pytest.raises(blobpad.InvalidArgument):

@@ -212,7 +212,16 @@ class BlobpadBackend(BackendProtocol):
             runtime = get_runtime()
         except (ImportError, RuntimeError, KeyError):
             runtime = None
-        value = self._session(runtime)
+        try:
+            value = self._session(runtime)
+        except AttributeError as exc:
+            if runtime is None:  # as StoreBackend says it
+                raise RuntimeError(
+                    "The session function tried to read the Runtime, but it is unavailable (running outside a "
+                    "LangGraph graph execution). Use BlobpadBackend inside a graph (e.g. via create_deep_agent), or "
+                    "pass a session function that does not read the Runtime, or a string."
+                ) from exc
+            raise
         if not isinstance(value, str):
             raise InvalidArgument(f"the session function returned {describe(value)}, not a string")
         return value
