@@ -96,12 +96,11 @@ POLICIES: dict[str, str] = {name: p.description for name, p in _POLICY_RECORDS.i
 SEED000_NOTE = "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
 
 #: Seed 003: the ``scratchpad`` property a runtime adds to its own tools' JSON Schemas.
-_MAX_NAME = 200  # longest scratchpad name a tool call may give
 
 SCRATCHPAD_PARAMETER: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
-    "maxLength": _MAX_NAME,
+    "maxLength": MAX_STR_BYTES,  # characters; check_str then holds it to as many bytes of UTF-8, as every name
     "description": (
         "Optional. Save this tool's whole output to the scratchpad under this name (an entry of that name is "
         "replaced) instead of returning it in full; you get a preview, and read the rest with "
@@ -230,13 +229,11 @@ def _base64_content(value: str, encoding: object) -> bytes | None:
 
 
 def _check_name(name: object) -> None:
-    """A ``scratchpad`` name from a tool call: a non-empty string of at most 200 characters."""
+    """A ``scratchpad`` name from a tool call: a non-blank name within the store's limit for every name."""
     check_str("scratchpad name", name, allow_none=False)
     assert isinstance(name, str)
-    if not name.strip() or len(name) > _MAX_NAME:
-        raise InvalidArgument(
-            f"the scratchpad name must be a non-empty string of at most {_MAX_NAME} characters, not {describe(name, 60)}"
-        )
+    if not name.strip():
+        raise InvalidArgument(f"the scratchpad name must not be empty or blank, not {describe(name, 60)}")
 
 
 class Offloader:
@@ -337,7 +334,7 @@ class Offloader:
 
         Raises:
             InvalidArgument: a bad argument (such as a ``scratchpad`` name that is not
-                a non-empty string of at most 200 characters) or an observation that
+                a blank string or one over 240 bytes of UTF-8, the limit of every name) or an observation that
                 cannot be stored.
             StoreFull: the store cannot hold it.
         """

@@ -386,12 +386,19 @@ def test_scratchpad_argument_under_the_seed000_policy(store):
     assert "{{step4.content}}" in obs["_note"]
 
 
-@pytest.mark.parametrize("bad", ["", "   ", "x" * 201, 7, ["a"], "\ud800"])
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 241, "é" * 121, 7, ["a"], "\ud800"])
 def test_a_bad_scratchpad_name_is_a_short_invalid_argument(store, bad):
     with pytest.raises(InvalidArgument) as err:
         Offloader(store, policy="seed003").offload("content", session="s", turn=1, scratchpad=bad)
     assert len(str(err.value)) < 200 and "scratchpad name" in str(err.value)
     assert store.entries() == []
+
+
+def test_a_scratchpad_name_has_the_store_s_limit(store):
+    """One name limit everywhere: 240 bytes of UTF-8, what put, find and the tools take."""
+    name = "é" * 120  # 240 bytes
+    obs = Offloader(store, policy="seed003").offload("content", session="s", turn=1, scratchpad=name)
+    assert store.find(name, session="s").id == obs["scratchpad_id"]
 
 
 def test_add_scratchpad_parameter_to_a_tool_schema():
