@@ -9,7 +9,6 @@ is generated.
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import platform
 import subprocess
@@ -164,13 +163,5 @@ def _version(name: str) -> str | None:
     return out.splitlines()[0].strip("* ") if out else None
 
 
-#: no test may take longer than this: past it, every thread's stack is printed and the run
-#: ends, so a hang fails CI at once instead of holding it until its time limit
-TEST_TIME_LIMIT = 900
-
-
-@pytest.fixture(autouse=True)
-def _no_test_hangs():
-    faulthandler.dump_traceback_later(TEST_TIME_LIMIT, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+# no test may run over blobpad.testing.TEST_TIME_LIMIT (a hang fails CI at once): the autouse fixture
+from blobpad.testing import no_test_hangs  # noqa: E402, F401

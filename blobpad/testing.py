@@ -31,6 +31,7 @@ It needs pytest (the ``test`` extra).
 
 from __future__ import annotations
 
+import faulthandler
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -390,3 +391,17 @@ class EngineTests:
             pass
         with pytest.raises(BlobpadError):
             engine.write(lambda txn: None)
+
+
+#: no test may take longer than this (seconds): past it, every thread's stack is printed and
+#: the run ends, so a hang fails CI at once instead of holding it until its time limit
+TEST_TIME_LIMIT = 900
+
+
+@pytest.fixture(autouse=True)
+def no_test_hangs() -> Iterator[None]:
+    """An autouse fixture: import it into a conftest.py to end the run when a test hangs
+    (``faulthandler`` prints every thread's stack after :data:`TEST_TIME_LIMIT` seconds)."""
+    faulthandler.dump_traceback_later(TEST_TIME_LIMIT, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()

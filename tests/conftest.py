@@ -8,7 +8,6 @@ is said once, in the header of the run and in its summary, not only by ``s`` mar
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import shutil
 import subprocess
@@ -88,16 +87,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("engine_name", names, scope="function")
 
 
-#: no test may take longer than this: past it, every thread's stack is printed and the run
-#: ends, so a hang fails CI at once instead of holding it until its time limit
-TEST_TIME_LIMIT = 900
-
-
-@pytest.fixture(autouse=True)
-def _no_test_hangs():
-    faulthandler.dump_traceback_later(TEST_TIME_LIMIT, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+# no test may run over blobpad.testing.TEST_TIME_LIMIT (a hang fails CI at once): the autouse fixture
+from blobpad.testing import no_test_hangs  # noqa: E402, F401
 
 
 @pytest.fixture
