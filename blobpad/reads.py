@@ -316,14 +316,20 @@ def line_span(first: int, last: int | None, total: int) -> tuple[int, int]:
     rule: a last line before the first selects the first alone (``sed -n 5,4p`` prints
     line 5).  Past the end, nothing more is selected.  Line 0 raises InvalidArgument.
     """
-    if first == 0 or last == 0:
-        raise InvalidArgument("there is no line 0: lines are numbered from 1, and negative numbers count from the end "
-                              "(-1 is the last line)")
-    start = first if first > 0 else max(1, total + 1 + first)
+    start = line_number(first, total)
     if last is None:
         return start, total
-    stop = last if last > 0 else max(1, total + 1 + last)
-    return start, min(max(start, stop), total)
+    return start, min(max(start, line_number(last, total)), total)
+
+
+def line_number(n: int, total: int) -> int:
+    """Line ``n`` of content of ``total`` lines as a positive number: a negative one counts
+    from the end (-1 is line ``total``), clamped to line 1; line 0 raises InvalidArgument.
+    The one mapping of line numbers of the library, the CLI and the tools."""
+    if n == 0:
+        raise InvalidArgument("there is no line 0; lines are numbered from 1, and negative numbers count from the end "
+                              "(-1 is the last line)")
+    return n if n > 0 else max(1, total + 1 + n)
 
 
 class _Selection:

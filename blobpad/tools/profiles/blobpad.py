@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import InvalidArgument
 from ...index import Entry
+from ...reads import line_number
 from ..reading import (
     args_text,
     cap_window,
@@ -56,12 +58,11 @@ def _read_blobpad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
 
 
 def _line_number(n: int, total: int) -> int:
-    """A line number of mode lines: negative ones count from the end (-1 is line ``total``),
-    clamped to line 1, as :func:`blobpad.reads.line_span` does."""
-    if n == 0:
-        raise ToolError("scratchpad_read: there is no line 0; lines are numbered from 1, and negative numbers count "
-                        "from the end (-1 is the last line)")
-    return n if n > 0 else max(1, total + 1 + n)
+    """A line number of mode lines, as :func:`blobpad.reads.line_number` maps it."""
+    try:
+        return line_number(n, total)
+    except InvalidArgument as exc:
+        raise ToolError(f"scratchpad_read: {exc}") from None
 
 
 def _lines(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
