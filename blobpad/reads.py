@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -330,6 +330,12 @@ def line_number(n: int, total: int) -> int:
         raise InvalidArgument("there is no line 0; lines are numbered from 1, and negative numbers count from the end "
                               "(-1 is the last line)")
     return n if n > 0 else max(1, total + 1 + n)
+
+
+@lru_cache(maxsize=256)
+def _query(pattern: str, ignore_case: bool, fixed: bool) -> Query:
+    """The chunk filters' query of a pattern (:meth:`Query.compile`, once per pattern)."""
+    return Query.compile(pattern, ignore_case=ignore_case, fixed=fixed)
 
 
 class _Selection:
@@ -746,7 +752,7 @@ class ReadsMixin:
         dl = None if timeout is None else Deadline(timeout)
         searched: int | None = None
         with self._view(entry_id) as v:
-            v.select(Query.compile(pattern, ignore_case=ignore_case, fixed=fixed))
+            v.select(_query(pattern, bool(ignore_case), bool(fixed)))
             try:
                 for _, build in _grep_lines(v, find, dl, line_window):
                     if len(matches) >= max_matches:
@@ -779,7 +785,7 @@ class ReadsMixin:
         if timeout is not None:
             counter.deadline = Deadline(timeout)
         with self._view(entry_id) as v:
-            v.select(Query.compile(pattern, ignore_case=ignore_case, fixed=fixed))
+            v.select(_query(pattern, bool(ignore_case), bool(fixed)))
             return _parallel_count(v, counter)
 
     def grep_session(
@@ -845,7 +851,7 @@ class ReadsMixin:
         pos = None if cursor is None else _decode_cursor(cursor, digest, ids is not None)
         targets = _session_targets(self._reader, session, glob, ids, pos)
         find = regex._regexp.Match
-        query = Query.compile(pattern, ignore_case=ignore_case, fixed=fixed)
+        query = _query(pattern, bool(ignore_case), bool(fixed))
         dl = None if timeout is None else Deadline(timeout)
         matches: list[SessionMatch] = []
         truncated = timed_out = False

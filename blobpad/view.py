@@ -26,6 +26,7 @@ from .index import Entry, decode_entry, parse_id
 __all__ = ["Reader", "not_found"]
 
 _MANIFESTS = 256  # chunk lists kept decoded
+_FILTER_BYTES = 16 << 20  # entries' chunk filters kept unpacked (about 3 GB of log text)
 
 
 def not_found(entry_id: str) -> NotFound:
@@ -41,6 +42,8 @@ class Reader:
         self.codec = codec
         self.now = now
         self._manifests: OrderedDict[bytes, Manifest] = OrderedDict()
+        self._filters: OrderedDict[bytes, tuple[list[bytes], int]] = OrderedDict()
+        self._filter_bytes = 0
         self._lock = threading.Lock()
         _READERS.add(self)
 
@@ -106,21 +109,41 @@ class Reader:
     def filters(self, txn: ReadTxn, raw_id: bytes, chunks: int) -> list[bytes] | None:
         """The trigram filters of an entry's ``chunks`` chunks, in order (:mod:`blobpad.prefilter`),
         or None when it has none (put before filters existed) or its record is damaged or
-        does not fit its chunk list: then every chunk is read (verify() reports damage)."""
+        does not fit its chunk list: then every chunk is read (verify() reports damage).
+        Unpacked once, then kept in a small LRU (up to 16 MB of filters) until the entry
+        is deleted."""
+        with self._lock:
+            kept = self._filters.get(raw_id)
+            if kept is not None and len(kept[0]) == chunks:
+                self._filters.move_to_end(raw_id)
+                return kept[0]
         try:
             record = txn.get("filters", raw_id)
         except CorruptData:
             return None
-        return None if record is None else prefilter.unpack(record, chunks)
+        filters = None if record is None else prefilter.unpack(record, chunks)
+        if filters is not None and record is not None and len(record) <= _FILTER_BYTES:
+            with self._lock:
+                if raw_id not in self._filters:
+                    self._filters[raw_id] = (filters, len(record))
+                    self._filter_bytes += len(record)
+                while self._filter_bytes > _FILTER_BYTES:
+                    self._filter_bytes -= self._filters.popitem(last=False)[1][1]
+        return filters
 
     def forget(self, raw_id: bytes) -> None:
-        """Drop a deleted entry's chunk list from the LRU."""
+        """Drop a deleted entry's chunk list and filters from the LRUs."""
         with self._lock:
             self._manifests.pop(raw_id, None)
+            kept = self._filters.pop(raw_id, None)
+            if kept is not None:
+                self._filter_bytes -= kept[1]
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
         self._manifests = OrderedDict()
+        self._filters = OrderedDict()
+        self._filter_bytes = 0
 
 
 _READERS: weakref.WeakSet[Reader] = weakref.WeakSet()
