@@ -267,7 +267,8 @@ class PutWriter:
         self.sizes: list[int] = []
         self.char_counts: list[int] = []
         self.newlines: list[int] = []
-        self.filters: list[bytes] | None = []  # each chunk's trigram filter, in order (None: given up)
+        # each chunk's trigram filter, in order (None: the store builds none, or given up)
+        self.filters: list[bytes] | None = [] if store.filters else None
         self._filter_bytes = 0
         self.chars = 0
         self.is_text = True
@@ -406,11 +407,14 @@ class PutWriter:
         frames: list[bytes | None] = [None] * len(task)
         for i, frame in zip(todo, self._compress_all(codec.compressor, [task[i][0] for i in todo]), strict=True):
             frames[i] = frame
-        spills = [bytes(span[0][: prefilter.SPILL]) for span in task[1:]] + [spill]
-        filters = [
-            prefilter.build(span[0], after, max_bytes=int(FILTER_SHARE * len(frame or stored or b"")))
-            for span, after, frame, stored in zip(task, spills, frames, found, strict=True)
-        ]
+        if store.filters:
+            spills = [bytes(span[0][: prefilter.SPILL]) for span in task[1:]] + [spill]
+            filters = [
+                prefilter.build(span[0], after, max_bytes=int(FILTER_SHARE * len(frame or stored or b"")))
+                for span, after, frame, stored in zip(task, spills, frames, found, strict=True)
+            ]
+        else:
+            filters = [b""] * len(task)
         return [
             (key, frame, stored, chars, newlines, flt)
             for key, frame, stored, (chars, newlines), flt in zip(keys, frames, found, stats, filters, strict=True)
@@ -679,16 +683,18 @@ class Putter:
         chunk_params: the store's chunk sizes.
         now: the store's clock.
         cap: ``max_bytes`` as a transaction reads it (another process may have set it).
+        filters: whether puts build each chunk's trigram filter (the store's ``filters``).
     """
 
     def __init__(self, engine: Checked, codec: Codec, catalog: Catalog, chunk_params: ChunkParams,
-                 now: Callable[[], float], cap: Callable[[ReadTxn], int | None]) -> None:
+                 now: Callable[[], float], cap: Callable[[ReadTxn], int | None], filters: bool = False) -> None:
         self._backend = engine
         self._codec = codec
         self._catalog = catalog
         self.chunk_params = chunk_params
         self.now = now
         self._cap = cap
+        self.filters = filters
         self._group = GroupCommit()
 
     def _executor(self) -> ThreadPoolExecutor:

@@ -123,7 +123,7 @@ def test_grep_and_count_with_filters_equal_the_oracle(store_factory, monkeypatch
     uncapped (a test setting), it excludes much more, so that a filter missing a trigram
     shows as a missed match."""
     monkeypatch.setattr(blobpad.put, "FILTER_SHARE", share)
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     plain = store_factory("plain", chunk_params=SMALL, cache_bytes=0)
     content = data.draw(contents())
     entry = s.put(content)
@@ -162,7 +162,7 @@ def _rare_log(size: int) -> tuple[str, list[int]]:
 
 
 def test_an_absent_literal_reads_no_chunk_and_a_rare_one_only_its_chunks(store_factory):
-    s = store_factory(cache_bytes=0)
+    s = store_factory(filters=True, cache_bytes=0)
     text, marked = _rare_log(5_000_000)
     e = s.put(text)
     assert e.chunks >= 19
@@ -184,7 +184,7 @@ def test_an_absent_literal_reads_no_chunk_and_a_rare_one_only_its_chunks(store_f
 
 def test_filters_are_counted_and_deleted_with_their_entries(store_factory):
     """Deleted with their entry on every path: delete, a named replace, expiry and gc."""
-    s = store_factory(chunk_params=SMALL)
+    s = store_factory(filters=True, chunk_params=SMALL)
     assert s.stats().filter_bytes == 0
     a = s.put(sample.log_text(40_000, 1))
     one = s.stats().filter_bytes
@@ -214,7 +214,7 @@ def _record_bytes(s: blobpad.Store, e: blobpad.Entry) -> int:
 
 
 def test_whole_content_duplicates_share_their_filters(store_factory):
-    s = store_factory(cache_bytes=0)
+    s = store_factory(filters=True, cache_bytes=0)
     text = sample.log_text(600_000, 4)
     a = s.put(text)
     once = s.stats().filter_bytes
@@ -232,7 +232,7 @@ def _raw_id(entry: blobpad.Entry) -> bytes:
 
 
 def test_a_damaged_filter_record_reads_every_chunk_and_verify_names_it(store_factory):
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     text, marked = _rare_log(60_000)
     e = s.put(text)
     key = _raw_id(e)
@@ -253,7 +253,7 @@ def test_a_damaged_filter_record_reads_every_chunk_and_verify_names_it(store_fac
 
 
 def test_a_filter_record_that_does_not_fit_its_entry_is_ignored_and_reported(store_factory):
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     text, marked = _rare_log(60_000)
     e = s.put(text)
     key = _raw_id(e)
@@ -268,7 +268,7 @@ def test_a_filter_record_that_does_not_fit_its_entry_is_ignored_and_reported(sto
 
 def test_an_entry_without_filters_reads_every_chunk(store_factory):
     """An entry put before filters existed has no record: grep and count read all of it."""
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     text, marked = _rare_log(60_000)
     e = s.put(text)
     s.engine.write(lambda txn: txn.delete("filters", _raw_id(e)))
@@ -285,7 +285,7 @@ def test_a_store_written_before_filters_opens_and_reads(tmp_path):
     entries read whole, and new puts get filters."""
     path = tmp_path / "old"
     text, marked = _rare_log(200_000)
-    with blobpad.open(path, chunk_params=SMALL, cache_bytes=0) as s:
+    with blobpad.open(path, chunk_params=SMALL, cache_bytes=0, filters=True) as s:
         e = s.put(text)
     env = lmdb.open(str(path), max_dbs=32)
     with env.begin(write=True) as txn:
@@ -293,7 +293,7 @@ def test_a_store_written_before_filters_opens_and_reads(tmp_path):
     with env.begin() as txn:
         assert b"filters" not in {bytes(k) for k, _ in txn.cursor()}
     env.close()
-    with blobpad.open(path, cache_bytes=0) as s:
+    with blobpad.open(path, cache_bytes=0, filters=True) as s:
         g = s.grep(e.id, "7f3a9c2e-rare-token")
         assert [m.line for m in g] == marked and g.chunks_read == e.chunks
         new = s.put(text + "\nmore\n")
@@ -301,7 +301,7 @@ def test_a_store_written_before_filters_opens_and_reads(tmp_path):
 
 
 def test_binary_entries_are_filtered_too(store_factory):
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     data = b"".join(b"\xff\x00 record %d payload\n" % i for i in range(3000)) + b"\xfe needle-in-binary \xff\n"
     e = s.put(data)
     assert e.kind == "binary"
@@ -324,7 +324,7 @@ def test_every_filter_holds_the_trigrams_that_cross_into_the_next_chunk(store_fa
     at every cut inside a line, including those between two tasks, the filter of the chunk
     before it passes the trigrams that start in it and end in the next chunk."""
     monkeypatch.setattr(blobpad.put, "FILTER_SHARE", share)
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     rng = random.Random(7)
     data = b"".join(bytes(rng.choices(b"abcdefghjlmnopqrtuvwxyz", k=rng.randint(300, 1500))) + b"\n"
                     for _ in range(1500))
@@ -347,10 +347,37 @@ def test_every_filter_holds_the_trigrams_that_cross_into_the_next_chunk(store_fa
 
 def test_a_put_whose_filters_outgrow_their_cap_keeps_none(store_factory, monkeypatch):
     monkeypatch.setattr(blobpad.put, "FILTER_RECORD_MAX", 200)
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     text, marked = _rare_log(60_000)
     e = s.put(text)
     assert _record_bytes(s, e) == 0 and s.stats().filter_bytes == 0
     g = s.grep(e.id, "7f3a9c2e-rare-token")
     assert [m.line for m in g] == marked and g.chunks_read == e.chunks
     assert s.verify().ok
+
+
+def test_filters_are_a_saved_choice_of_the_store(store_factory):
+    """Off in a new store; filters=True is saved for every later opening; False turns them off
+    for the puts after (the entries that have filters keep them); anything else is refused."""
+    text = "".join(f"line {i} ok\n" for i in range(60_000))
+    store_factory("choice")  # held open to the end: a memory store lives while one holder has it
+    s = store_factory("choice", cache_bytes=0)
+    assert s.filters is False
+    plain = s.put(text, session="s")
+    assert s.stats().filter_bytes == 0 and s.count(plain.id, "zq-absent-literal-qz").chunks_read == plain.chunks
+    s.close()
+    s = store_factory("choice", filters=True, cache_bytes=0)
+    filtered = s.put(text + "more\n", session="s")
+    assert s.filters is True and s.stats().filter_bytes > 0
+    assert s.count(filtered.id, "zq-absent-literal-qz").chunks_read <= filtered.chunks // 4  # the filters exclude
+    s.close()
+    s = store_factory("choice", cache_bytes=0)  # None keeps the saved choice
+    assert s.filters is True
+    s.close()
+    s = store_factory("choice", filters=False, cache_bytes=0)
+    late = s.put(text + "later\n", session="s")
+    assert s.filters is False and s.count(late.id, "zq-absent-literal-qz").chunks_read == late.chunks
+    assert s.count(filtered.id, "zq-absent-literal-qz").chunks_read <= filtered.chunks // 4
+    for bad in ("yes", 1, 0.5):
+        with pytest.raises(blobpad.InvalidArgument):
+            store_factory("other", filters=bad)
