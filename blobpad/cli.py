@@ -168,6 +168,15 @@ def _turn(text: str) -> str | int:
     return text
 
 
+def _add_match_options(p: argparse.ArgumentParser) -> None:
+    """The options grep and grep-session share: how to match, and the context lines."""
+    p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
+    p.add_argument("-F", "--fixed-strings", dest="fixed", action="store_true", help="the pattern is a literal string")
+    p.add_argument("-A", "--after-context", dest="after", type=non_negative, metavar="N", help="N lines after each match")
+    p.add_argument("-B", "--before-context", dest="before", type=non_negative, metavar="N", help="N lines before each match")
+    p.add_argument("-C", "--context", type=non_negative, metavar="N", help="N lines before and after each match")
+
+
 def _timeout(text: str) -> float | None:
     """``--timeout``: seconds, or 0 for no limit."""
     try:
@@ -867,11 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("id", metavar="ID", help="entry id")
     p.add_argument("pattern", metavar="PATTERN", help="RE2 regular expression (a literal with -F)")
-    p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
-    p.add_argument("-F", "--fixed-strings", dest="fixed", action="store_true", help="the pattern is a literal string")
-    p.add_argument("-A", "--after-context", dest="after", type=non_negative, metavar="N", help="N lines after each match")
-    p.add_argument("-B", "--before-context", dest="before", type=non_negative, metavar="N", help="N lines before each match")
-    p.add_argument("-C", "--context", type=non_negative, metavar="N", help="N lines before and after each match")
+    _add_match_options(p)
     p.add_argument("-m", "--max-count", type=non_negative, metavar="N",
                    help="stop after N matching lines (default: print them all, as rg; with -c, cap the count)")
     p.add_argument("-M", "--max-columns", type=non_negative, metavar="N",
@@ -898,11 +903,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pattern", metavar="PATTERN", help="RE2 regular expression (a literal with -F)")
     p.add_argument("--names", metavar="GLOB", help="only the named entries whose names match this shell glob "
                    "(* also matches /)")
-    p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
-    p.add_argument("-F", "--fixed-strings", dest="fixed", action="store_true", help="the pattern is a literal string")
-    p.add_argument("-A", "--after-context", dest="after", type=non_negative, metavar="N", help="N lines after each match")
-    p.add_argument("-B", "--before-context", dest="before", type=non_negative, metavar="N", help="N lines before each match")
-    p.add_argument("-C", "--context", type=non_negative, metavar="N", help="N lines before and after each match")
+    _add_match_options(p)
     p.add_argument("-m", "--max-count", type=non_negative, metavar="N",
                    help="stop after N matching lines in all (default: print them all)")
     p.add_argument("--max-per-entry", type=non_negative, metavar="N", help="at most N matching lines of each entry")

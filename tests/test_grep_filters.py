@@ -231,7 +231,8 @@ def _raw_id(entry: blobpad.Entry) -> bytes:
     return bytes.fromhex(entry.id)
 
 
-def test_a_damaged_filter_record_reads_every_chunk_and_verify_names_it(store_factory):
+def _filtered_entry(store_factory):
+    """A store with filters, an entry of a rare-token log in it, its raw id and its filter record."""
     s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     text, marked = _rare_log(60_000)
     e = s.put(text)
@@ -239,6 +240,11 @@ def test_a_damaged_filter_record_reads_every_chunk_and_verify_names_it(store_fac
     with s.engine.read() as txn:
         good = txn.get("filters", key)
     assert good is not None
+    return s, e, key, good, marked
+
+
+def test_a_damaged_filter_record_reads_every_chunk_and_verify_names_it(store_factory):
+    s, e, key, good, marked = _filtered_entry(store_factory)
     # a flipped bit under the checksum (written past the checks, as damage on disk would be)
     s.engine.engine.write(lambda raw: raw.put("filters", key, bytes([good[0] ^ 1]) + good[1:] + b"\0" * 8))
     g = s.grep(e.id, "7f3a9c2e-rare-token")
@@ -253,12 +259,7 @@ def test_a_damaged_filter_record_reads_every_chunk_and_verify_names_it(store_fac
 
 
 def test_a_filter_record_that_does_not_fit_its_entry_is_ignored_and_reported(store_factory):
-    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
-    text, marked = _rare_log(60_000)
-    e = s.put(text)
-    key = _raw_id(e)
-    with s.engine.read() as txn:
-        good = txn.get("filters", key)
+    s, e, key, good, marked = _filtered_entry(store_factory)
     # a sealed record of one filter fewer than the entry has chunks
     s.engine.write(lambda txn: txn.put("filters", key, prefilter.pack(prefilter.unpack(good, e.chunks)[:-1])))
     g = s.grep(e.id, "7f3a9c2e-rare-token")
