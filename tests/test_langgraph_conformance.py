@@ -59,11 +59,13 @@ def langgraph_tests(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert digest == SHA256, f"the langgraph-checkpoint {PINNED} sdist's sha256 is {digest}, not the pinned {SHA256}"
     root = tmp_path_factory.mktemp("langgraph-tests")
     top = f"langgraph_checkpoint-{PINNED}/"
-    with tarfile.open(sdist) as tar:
-        members = [tar.getmember(top + name) for name in FILES]
-        for m in members:
-            m.name = m.name[len(top):]
-        tar.extractall(root, members=members, filter="data")
+    with tarfile.open(sdist) as tar:  # the files named, read one by one (extractall's filter= needs 3.11.4)
+        for name in FILES:
+            source = tar.extractfile(top + name)
+            assert source is not None, f"{top + name} is not a file in the sdist"
+            dest = root / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(source.read())
     # the sdist's own pytest settings (its pyproject.toml), without its -vv and durations
     (root / "pytest.ini").write_text(
         "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n", encoding="utf-8"
