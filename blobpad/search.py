@@ -11,6 +11,7 @@ the pattern costs per byte.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -46,8 +47,12 @@ _DENSE = 4096
 _MAX_BATCH_PROGRAM = 20_000
 
 
-#: bytes of lines count() counts to measure the speed with or without batching (see LineCounter._count)
+#: bytes of lines each way of counting runs untimed in each thread before it is measured (see LineCounter._count)
 _PROBE = 8 << 10
+
+
+#: a way of counting this many times slower than the other is not tried again (see LineCounter._count)
+_FAR_BEHIND = 4
 
 
 #: the time budget, in seconds, that the Toolbox, the CLI and the MCP server give grep and count
@@ -282,11 +287,28 @@ class LineCounter:
     """
 
     def __init__(self, pattern: str, *, ignore_case: bool, fixed: bool) -> None:
-        single = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp
-        self._find = single.Match
+        self._args = (pattern, ignore_case, fixed)
+        self._mine = threading.local()  # each thread's compiled pair (see _regexes)
+        single, batch = self._regexes()
+        self._find = single
+        self._has_batch = batch is not None
         self.deadline: Deadline | None = None
+        # [bytes, seconds] counted with and without the batch regex (see _count); the
+        # worker threads share them, and a lost update only blurs the measure
+        self._speed = [[0, 0.0], [0, 0.0]]
+        self._calls = 0
+
+    def _regexes(self) -> tuple[_Find, _Find | None]:
+        """This thread's (single, batch) match functions, compiled on its first use: RE2
+        guards each compiled regex's DFA cache with a lock, which threads sharing one
+        take turns at on every call (a count on two threads ran no faster than on one)."""
+        pair: tuple[_Find, _Find | None] | None = getattr(self._mine, "pair", None)
+        if pair is not None:
+            return pair
+        pattern, ignore_case, fixed = self._args
+        single = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp
         raw = encode_pattern(pattern)
-        self._batch: _Find | None = None
+        batch_find: _Find | None = None
         too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
         if not too_big and (fixed or (b"\\Q" not in raw and b"\\C" not in raw)):
             body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
@@ -296,11 +318,10 @@ class LineCounter:
             except re2.error:
                 batch = None  # e.g. too large for RE2's memory budget: one line per call
             if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:
-                self._batch = batch._regexp.Match
-        # [bytes, seconds] counted with and without the batch regex (see _count); the
-        # worker threads share them, and a lost update only blurs the measure
-        self._speed = [[0, 0.0], [0, 0.0]]
-        self._calls = 0
+                batch_find = batch._regexp.Match
+        pair = (single.Match, batch_find)
+        self._mine.pair = pair
+        return pair
 
     def count(self, buf: _Bytes, pos: int, size: int, utf8: bool) -> int:
         """The number of matching lines of ``buf[pos:size]``, which starts at a line start
@@ -330,42 +351,43 @@ class LineCounter:
         faster on this content so far: the batch saves RE2 calls where most lines match,
         but it is a big regex, and a pattern that already defeats RE2's DFA (such as
         ``.*[0-9].{30}$``) makes it 30 times slower than one call per matching line.
-        The other way is measured on the first ``_PROBE`` bytes of lines of a call while
-        it has no measure, and again at calls 4, 8, 16... (the content may change)."""
-        if self._batch is None or not utf8:
-            return self._count_with(buf, pos, size, None)
-        speed = self._speed
+
+        Each way is measured on whole calls (a chunk each, under count()): the first
+        calls try each way once, and calls 4, 8, 16... try the slower way again (the
+        content may change) unless it was more than ``_FAR_BEHIND`` times slower.  The
+        measure is of this thread's CPU time (a wait for the GIL is not the regex's
+        cost), after one untimed run of each way on the first ``_PROBE`` bytes in each
+        thread (RE2 builds its DFA as it goes: a first run is many times slower)."""
+        if not self._has_batch or not utf8:
+            return self._count_with(buf, pos, size, False)
         self._calls += 1
         calls = self._calls
-        probes = [batched for batched in (True, False) if speed[0 if batched else 1][1] <= 0]
-        if not probes and calls >= 4 and calls & (calls - 1) == 0:
-            probes.append(not self._batch_faster())
-        n = 0
-        for batched in probes:
-            if pos >= size:
-                break
-            cut = buf.find(b"\n", min(pos + _PROBE, size) - 1, size) + 1 or size
-            n += self._timed_count(buf, pos, cut, batched)
-            pos = cut
-        if pos < size:
-            n += self._timed_count(buf, pos, size, self._batch_faster())
-        return n
-
-    def _batch_faster(self) -> bool:
-        """Whether counting with the batch regex went faster (bytes a second) so far."""
         (b_bytes, b_secs), (p_bytes, p_secs) = self._speed
-        return b_secs <= 0 or p_secs <= 0 or b_bytes * p_secs >= p_bytes * b_secs
+        if not (b_bytes and b_secs > 0 and p_bytes and p_secs > 0):
+            batched = not (b_bytes and b_secs > 0)  # try the batch first, then one call per line
+        else:
+            lead = (b_bytes / b_secs) / (p_bytes / p_secs)  # how many times faster the batch went
+            faster = lead >= 1
+            close = 1 / _FAR_BEHIND <= lead <= _FAR_BEHIND
+            batched = (not faster) if close and calls >= 4 and calls & (calls - 1) == 0 else faster
+        warm: set[bool] = self._mine.__dict__.setdefault("warm", set())
+        if batched not in warm:
+            warm.add(batched)
+            self._count_with(buf, pos, buf.find(b"\n", min(pos + _PROBE, size) - 1, size) + 1 or size, batched)
+        return self._timed_count(buf, pos, size, batched)
 
     def _timed_count(self, buf: _Bytes, pos: int, size: int, batched: bool) -> int:
-        t0 = time.perf_counter()
-        n = self._count_with(buf, pos, size, self._batch if batched else None)
+        t0 = time.thread_time()  # this thread's CPU time: a wait for the GIL is not the regex's cost
+        n = self._count_with(buf, pos, size, batched)
         slot = self._speed[0 if batched else 1]
         slot[0] += size - pos
-        slot[1] += max(time.perf_counter() - t0, 1e-9)
+        slot[1] += max(time.thread_time() - t0, 1e-9)
         return n
 
-    def _count_with(self, buf: _Bytes, pos: int, size: int, batch: _Find | None) -> int:
-        find = self._find
+    def _count_with(self, buf: _Bytes, pos: int, size: int, batched: bool) -> int:
+        find, batch = self._regexes()
+        if not batched:
+            batch = None
         n = 0
         while pos < size:
             start, end = find(UNANCHORED, buf, pos, size)[0]
