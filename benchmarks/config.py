@@ -49,6 +49,15 @@ POSITIONS = 32
 
 #: a literal that never occurs in the generated data
 ABSENT_LITERAL = "blobpad-needle-7f3a9c"
+#: a literal on only a few lines, per kind with lines (the same lines at every size:
+#: both sit in the first MB, and what makes them rare never repeats further on).
+#: log: the timestamps of one tenth of a second (monotonic time, 6 lines with seed 0);
+#: multibyte: the number of one line and its first word (1 line).  json has no rare
+#: literal: it is one line, so a literal present matches all of it.
+RARE_LITERAL: dict[str, str] = {
+    "log": "2023-11-14T22:15:00.3",
+    "multibyte": "0004321 ошибка",
+}
 #: the case-insensitive alternation counted over the whole content
 COUNT_PATTERN = "error|fail(ed|ure)"
 #: a frequent pattern per kind, for "the first 100 matching lines"

@@ -19,7 +19,8 @@ from pathlib import Path
 from .report import OPS, Results, fmt_multiple, fmt_time, label, size_label, table
 
 PEERS = ("blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm")
-READ_OPS = ("head", "tail", "range", "lines", "lines_mid", "grep_absent", "grep_first", "count")
+READ_OPS = ("head", "tail", "range", "lines", "lines_mid", "grep_absent", "grep_rare", "grep_first", "count",
+            "grep_all")
 
 
 def render(res: Results, command: str, render_command: str) -> str:

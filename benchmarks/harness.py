@@ -103,7 +103,8 @@ def make_workdir() -> Path:
 
 
 class Scratch:
-    """Writers made by one test, closed and deleted when done even if a round's teardown never ran.
+    """Writers and readers made by one test, closed and deleted when done even if a
+    round's teardown never ran.
 
     (With pytest-benchmark disabled, ``pedantic`` calls the target once and skips
     ``teardown``.)
@@ -112,6 +113,19 @@ class Scratch:
     def __init__(self, bench: Bench) -> None:
         self.bench = bench
         self._writers: list[Writer] = []
+        self._readers: list[tuple[Reader, Path]] = []
+
+    def reader(self, peer: str, dataset: Dataset) -> Reader:
+        """A reader of ``dataset`` in ``peer`` loaded into a new store for this test alone,
+        so that its first call is the first on the entry (or skip the test)."""
+        cls = READERS[peer]
+        reason = cls.unavailable(dataset)
+        if reason:
+            pytest.skip(reason)
+        directory = self.bench.new_dir(f"fresh-{peer}-{dataset.kind}-{dataset.label}")
+        r = cls.load(dataset, directory)
+        self._readers.append((r, directory))
+        return r
 
     def writer(self, peer: str, dataset: Dataset) -> Writer:
         cls = WRITERS[peer]
@@ -131,6 +145,10 @@ class Scratch:
     def close(self) -> None:
         for w in list(self._writers):
             self.release(w)
+        for r, directory in self._readers:
+            r.close()
+            shutil.rmtree(directory, ignore_errors=True)
+        self._readers.clear()
 
 
 def pedantic(benchmark: Any, target: Callable[..., Any], *, rounds: int,

@@ -32,6 +32,11 @@ Readers (head, tail, range, lines, grep):
 Every reader answers in blobpad's terms (characters for text, bytes for binary;
 lines without their newline, numbered from 1; grep returns matching line numbers),
 so the benchmarks can check each answer against :class:`benchmarks.data.Truth`.
+
+"Every matching line" (``grep_all``) produces each matching line with its number:
+blobpad's ``GrepMatch`` objects (``max_matches`` 10**9, past any content), the
+(number, line) pairs that ``mmap-re`` slices out of the map, and the ``N:line``
+output that ``rg -n`` writes into a pipe the peer reads (what a shell shows).
 """
 
 from __future__ import annotations
@@ -207,6 +212,32 @@ def matching_lines(buf: Buffer, rx: re.Pattern[Any], limit: int | None) -> list[
     return found
 
 
+def matching_pairs(buf: Buffer, rx: re.Pattern[Any]) -> list[tuple[int, Any]]:
+    """Every line of ``buf`` where ``rx`` matches, as (number, line without its newline)."""
+    nl: Any = "\n" if isinstance(buf, str) else b"\n"
+    found: list[tuple[int, Any]] = []
+    line = 1
+    counted = 0
+    pos = 0
+    size = len(buf)
+    search = rx.search
+    find = buf.find
+    while pos <= size:
+        m = search(buf, pos)
+        if m is None:
+            break
+        start = m.start()
+        line += _count(buf, nl, counted, start)
+        counted = start
+        first = buf.rfind(nl, 0, start) + 1
+        end = find(nl, m.end() if m.end() > start else start)
+        found.append((line, buf[first:] if end < 0 else buf[first:end]))
+        if end < 0:
+            break
+        pos = end + 1
+    return found
+
+
 def count_lines(buf: Buffer, rx: re.Pattern[Any]) -> int:
     """How many lines of ``buf`` ``rx`` matches, like ``rg -c``."""
     nl: Any = "\n" if isinstance(buf, str) else b"\n"
@@ -298,12 +329,27 @@ class Reader:
         """Line numbers of the first ``limit`` lines matching ``pattern``."""
         raise NotImplementedError
 
+    def grep_lines(self, literal: str) -> list[int]:
+        """Numbers of every line containing ``literal`` (the benchmarks pass a rare one)."""
+        raise NotImplementedError
+
+    def grep_all(self, pattern: str, ignore_case: bool) -> int:
+        """Produce every line matching ``pattern`` with its number; return how many."""
+        raise NotImplementedError
+
+    def grep_all_lines(self, pattern: str, ignore_case: bool) -> list[int]:
+        """The numbers of the lines :meth:`grep_all` produces, the same way (to check it)."""
+        raise NotImplementedError
+
     def count(self, pattern: str, *, ignore_case: bool) -> int:
         """How many lines match ``pattern``."""
         raise NotImplementedError
 
 
-ALL_READ_OPS = frozenset({"head", "tail", "range", "lines", "grep_absent", "grep_first", "count"})
+GREP_OPS = frozenset({"grep_absent", "grep_rare", "grep_first", "count", "grep_all"})
+ALL_READ_OPS = frozenset({"head", "tail", "range", "lines"}) | GREP_OPS
+#: a ``max_matches`` past any content (``Store.grep`` clamps it and pages nothing)
+ALL_MATCHES = 10**9
 
 
 class BlobpadReader(Reader):
@@ -316,6 +362,12 @@ class BlobpadReader(Reader):
         super().__init__(dataset)
         self.store = store
         self.entry_id = entry_id
+        #: (chunks_read, chunks_total) of the last grep or count
+        self.last_chunks: tuple[int, int] | None = None
+
+    def _chunks(self, result: Any) -> Any:
+        self.last_chunks = (result.chunks_read, result.chunks_total)
+        return result
 
     @classmethod
     def target(cls, directory: Path) -> str | Path:
@@ -352,13 +404,27 @@ class BlobpadReader(Reader):
         return self.store.lines(self.entry_id, first, last)
 
     def grep_absent(self, literal: str) -> int:
-        return len(self.store.grep(self.entry_id, literal, fixed=True))
+        return len(self._chunks(self.store.grep(self.entry_id, literal, fixed=True)))
 
     def grep_first(self, pattern: str, limit: int) -> list[int]:
-        return [m.line for m in self.store.grep(self.entry_id, pattern, max_matches=limit)]
+        return [m.line for m in self._chunks(self.store.grep(self.entry_id, pattern, max_matches=limit))]
+
+    def grep_lines(self, literal: str) -> list[int]:
+        result = self._chunks(self.store.grep(self.entry_id, literal, fixed=True, max_matches=ALL_MATCHES))
+        return [m.line for m in result]
+
+    def _grep_all(self, pattern: str, ignore_case: bool) -> list[tuple[int, str]]:
+        result = self._chunks(self.store.grep(self.entry_id, pattern, ignore_case=ignore_case, max_matches=ALL_MATCHES))
+        return [(m.line, m.text) for m in result.matches]
+
+    def grep_all(self, pattern: str, ignore_case: bool) -> int:
+        return len(self._grep_all(pattern, ignore_case))
+
+    def grep_all_lines(self, pattern: str, ignore_case: bool) -> list[int]:
+        return [n for n, _ in self._grep_all(pattern, ignore_case)]
 
     def count(self, pattern: str, *, ignore_case: bool) -> int:
-        return self.store.count(self.entry_id, pattern, ignore_case=ignore_case)
+        return int(self._chunks(self.store.count(self.entry_id, pattern, ignore_case=ignore_case)))
 
 
 class BlobpadWarmReader(BlobpadReader):
@@ -428,6 +494,10 @@ class _FetchedReader(Reader):
     def grep_first(self, pattern: str, limit: int) -> list[int]:
         content = self.fetch()
         return matching_lines(content, _compile(pattern, binary=isinstance(content, bytes)), limit)
+
+    def grep_lines(self, literal: str) -> list[int]:
+        content = self.fetch()
+        return matching_lines(content, _compile(literal, fixed=True, binary=isinstance(content, bytes)), None)
 
     def count(self, pattern: str, *, ignore_case: bool) -> int:
         content = self.fetch()
@@ -597,6 +667,20 @@ class MmapReader(Reader):
         with self._map() as mm:
             return matching_lines(mm, _compile(pattern, binary=True), limit)
 
+    def grep_lines(self, literal: str) -> list[int]:
+        with self._map() as mm:
+            return matching_lines(mm, _compile(literal, fixed=True, binary=True), None)
+
+    def _grep_all(self, pattern: str, ignore_case: bool) -> list[tuple[int, bytes]]:
+        with self._map() as mm:
+            return matching_pairs(mm, _compile(pattern, ignore_case=ignore_case, binary=True))
+
+    def grep_all(self, pattern: str, ignore_case: bool) -> int:
+        return len(self._grep_all(pattern, ignore_case))
+
+    def grep_all_lines(self, pattern: str, ignore_case: bool) -> list[int]:
+        return [n for n, _ in self._grep_all(pattern, ignore_case)]
+
     def count(self, pattern: str, *, ignore_case: bool) -> int:
         with self._map() as mm:
             return count_lines(mm, _compile(pattern, ignore_case=ignore_case, binary=True))
@@ -647,7 +731,7 @@ class _CliReader(Reader):
 class RgReader(_CliReader):
     name = "rg"
     label = "rg -n (plain file)"
-    ops = frozenset({"grep_absent", "grep_first", "count"})
+    ops = GREP_OPS
     tools: ClassVar[tuple[str, ...]] = ("rg",)
 
     def grep_absent(self, literal: str) -> int:
@@ -661,6 +745,23 @@ class RgReader(_CliReader):
     def count(self, pattern: str, *, ignore_case: bool) -> int:
         out = self._run([self.exe["rg"], "--no-config", "-c", *(["-i"] if ignore_case else []), "--", pattern])
         return int(out) if out.strip() else 0
+
+    @staticmethod
+    def _numbers(out: bytes) -> list[int]:
+        return [int(line.split(b":", 1)[0]) for line in out.split(b"\n") if line]
+
+    def grep_lines(self, literal: str) -> list[int]:
+        return self._numbers(self._run([self.exe["rg"], "--no-config", "-n", "-F", "--", literal]))
+
+    def _rg_all(self, pattern: str, ignore_case: bool) -> bytes:
+        return self._run([self.exe["rg"], "--no-config", "-n", *(["-i"] if ignore_case else []), "--", pattern])
+
+    def grep_all(self, pattern: str, ignore_case: bool) -> int:
+        # rg writes the N:line pairs into the pipe; reading them all is the work (one per line)
+        return self._rg_all(pattern, ignore_case).count(b"\n")
+
+    def grep_all_lines(self, pattern: str, ignore_case: bool) -> list[int]:
+        return self._numbers(self._rg_all(pattern, ignore_case))
 
 
 class ZstdRgReader(RgReader):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import ABSENT_LITERAL, COUNT_PATTERN, DEFAULT_SIZES_MB, FREQUENT_PATTERN, MB
+from .config import ABSENT_LITERAL, COUNT_PATTERN, DEFAULT_SIZES_MB, FREQUENT_PATTERN, MB, RARE_LITERAL
 from .config import size_label as _id_label
 from .peers import READERS, WRITERS
 
@@ -45,9 +45,13 @@ OPS: dict[str, str] = {
     "lines": "lines: 100-line window at random positions",
     "lines_mid": "lines: 100-line window from the middle",
     "grep_absent": "grep of an absent literal",
+    "grep_rare": "grep of a rare literal (10 matching lines at most)",
     "grep_first": "grep: first 100 matching lines of a frequent pattern",
     "count": f"count the lines matching `{COUNT_PATTERN}` (case-insensitive)",
+    "grep_all": f"grep: every line matching `{COUNT_PATTERN}` (case-insensitive), with its number",
 }
+#: the searches whose blobpad results record the chunks they read and their first call
+GREP_OPS = ("grep_absent", "grep_rare", "count", "grep_all", "grep_first")
 
 QUICK_PYTEST = ["--benchmark-min-rounds=3", "--benchmark-max-time=0.25", "--bench-rounds=2"]
 
@@ -302,27 +306,51 @@ def _headline_reads(res: Results, small: int, big: int) -> list[str]:
     ]
 
 
+def chunks_note(r: Result | None) -> str:
+    """``43 / 1053`` chunks a blobpad search read (the first call's too when it differs), or a dash."""
+    if r is None or r.extra.get("chunks_total") is None:
+        return "–"
+    total = r.extra["chunks_total"]
+    read, first = r.extra.get("chunks_read"), r.extra.get("first_chunks_read")
+    note = f"{read if read is not None else first} / {total}"
+    if first is not None and read is not None and first != read:
+        note += f" (first call {first})"
+    return note
+
+
+def first_note(r: Result | None) -> str:
+    """The time of a blobpad search's first call on its entry, or a dash."""
+    if r is None or r.extra.get("first_ms") is None:
+        return "–"
+    return fmt_time(r.extra["first_ms"] / 1000)
+
+
 def _headline_grep(res: Results, big: int) -> list[str]:
     rows = []
-    for op in ("grep_absent", "count", "grep_first"):
+    ops = [op for op in ("grep_absent", "grep_rare", "count", "grep_all", "grep_first") if res.get(op, "log", big, "blobpad")]
+    for op in ops:
         bp = res.get(op, "log", big, "blobpad")
-        if bp is None:
-            continue
+        assert bp is not None
         zr = res.median(op, "log", big, "zstd-rg")
         rg = res.median(op, "log", big, "rg")
         size = bp.size_bytes
-        what = {"grep_absent": "absent literal", "count": f"count `{COUNT_PATTERN}` -i (every matching line)",
+        matches = bp.extra.get("matches")
+        what = {"grep_absent": "absent literal",
+                "grep_rare": f"rare literal `{RARE_LITERAL['log']}`" + (f" ({matches} lines)" if matches else ""),
+                "count": f"count `{COUNT_PATTERN}` -i",
+                "grep_all": f"every line matching `{COUNT_PATTERN}` -i, numbered"
+                + (f" ({matches:,} lines)" if matches else ""),
                 "grep_first": "first 100 matches of `ERROR|WARN`"}[op]
         if op == "grep_first":  # stops after 100 lines: a throughput would mean nothing
             rows.append([what, fmt_time(bp.median), "stops early", fmt_time(zr), "", fmt_multiple(zr, bp.median),
-                         fmt_time(rg), ""])
+                         fmt_time(rg), "", chunks_note(bp), first_note(bp)])
             continue
         rows.append([what, fmt_time(bp.median), fmt_rate(size, bp.median), fmt_time(zr), fmt_rate(size, zr),
-                     fmt_multiple(zr, bp.median), fmt_time(rg), fmt_rate(size, rg)])
+                     fmt_multiple(zr, bp.median), fmt_time(rg), fmt_rate(size, rg), chunks_note(bp), first_note(bp)])
     if not rows:
         return []
-    header = ["search", "blobpad", "blobpad MB/s", "`zstd -dc | rg`", "MB/s", "÷ blobpad", "`rg` (plain file)", "MB/s"]
-    ops = [op for op in ("grep_absent", "count", "grep_first") if res.get(op, "log", big, "blobpad")]
+    header = ["search", "blobpad", "blobpad MB/s", "`zstd -dc | rg`", "MB/s", "÷ blobpad", "`rg` (plain file)", "MB/s",
+              "blobpad chunks read / total", "blobpad first call"]
     memory = [res.get(op, "log", big, "blobpad-memory") for op in ops]
     if any(memory):  # the memory engine beside LMDB, when the run measured it
         header[3:3] = ["blobpad, memory engine", "MB/s"]
@@ -337,6 +365,10 @@ def _headline_grep(res: Results, big: int) -> list[str]:
         "",
         *(["blobpad's columns are the store with its cache off, on the LMDB engine and on the memory engine.", ""]
           if any(memory) else []),
+        "Times are medians of the rounds on one store, after a first call on the fresh entry (*first call*, "
+        "which may build its chunk filters); *chunks read / total* are the chunks the last round decompressed "
+        "out of the entry's. For every matching line, blobpad builds its `GrepMatch` (number and text) for each "
+        "line, and `rg -n -i` writes `N:line` into a pipe that the benchmark reads whole.", "",
     ]
 
 
@@ -384,7 +416,7 @@ def _all_results(res: Results) -> list[str]:
            "Median time per call; in parentheses, the multiple of blobpad's time on the same data "
            "(for reads, blobpad on LMDB with its cache off).", ""]
     order = ["put", "reput_same", "reput_append", "reput_insert", "head", "tail", "range", "lines", "lines_mid",
-             "grep_absent", "grep_first", "count"]
+             "grep_absent", "grep_rare", "grep_first", "count", "grep_all"]
     for op in order:
         kinds = res.kinds(op)
         if not kinds:
@@ -401,9 +433,13 @@ def _all_results(res: Results) -> list[str]:
                     if m is not None and p != "blobpad" and base:
                         cell += f" ({fmt_multiple(m, base)})"
                     row.append(cell)
+                if op in GREP_OPS:
+                    bp = res.get(op, kind, size, "blobpad")
+                    row += [chunks_note(bp), first_note(bp)]
                 rows.append(row)
-        out += [f"### {OPS.get(op, op)}", "", *table(["data", "size", *[label(p, op) for p in peers]], rows,
-                                                      "ll" + "r" * len(peers)), ""]
+        extra = ["blobpad chunks read / total", "blobpad first call"] if op in GREP_OPS else []
+        out += [f"### {OPS.get(op, op)}", "", *table(["data", "size", *[label(p, op) for p in peers], *extra], rows,
+                                                      "ll" + "r" * (len(peers) + len(extra))), ""]
         if op.startswith(("put", "reput")):
             out += _storage_rows(res, op, kinds, peers)
     return out
@@ -448,8 +484,10 @@ def _peers_section() -> list[str]:
         "* **binary**: random blocks mixed with runs of repeated bytes, not valid UTF-8.", "",
         f"Re-put variants of the log: the same file; the log continued by 1 MB (the base file is a byte-for-byte "
         f"prefix); the log with one line inserted after its middle. grep patterns: the absent literal "
-        f"`{ABSENT_LITERAL}`; frequent patterns " + ", ".join(f"`{p}` ({k})" for k, p in FREQUENT_PATTERN.items())
-        + f"; the count `{COUNT_PATTERN}` case-insensitive, counting matching lines like `rg -c`.", "",
+        f"`{ABSENT_LITERAL}`; rare literals " + ", ".join(f"`{p}` ({k})" for k, p in RARE_LITERAL.items())
+        + "; frequent patterns " + ", ".join(f"`{p}` ({k})" for k, p in FREQUENT_PATTERN.items())
+        + f"; the count `{COUNT_PATTERN}` case-insensitive, counting matching lines like `rg -c`, and the same "
+        "pattern for every matching line with its number.", "",
     ]
     return [*data, "## How each peer does it", "", doc, ""]
 
@@ -498,7 +536,8 @@ def chart(res: Results, path: Path) -> bool:
     except ImportError:
         return False
     panels = [("put", "log"), ("head", "log"), ("tail", "log"), ("range", "multibyte"),
-              ("lines_mid", "log"), ("grep_absent", "log"), ("grep_first", "log"), ("count", "log")]
+              ("lines_mid", "log"), ("grep_absent", "log"), ("grep_rare", "log"), ("grep_first", "log"),
+              ("count", "log"), ("grep_all", "log")]
     panels = [(op, kind) for op, kind in panels if res.sizes(op, kind)]
     if not panels:
         return False

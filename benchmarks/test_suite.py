@@ -124,3 +124,46 @@ def test_small_puts_runs(tmp_path: Path) -> None:
     assert {r["peer"] for r in rows} == set(small_puts.THROUGHPUT_PEERS)
     rows = small_puts.throughput(2, 0.2, [False], tmp_path / "throughput", slices=1)
     assert all(r["puts_per_s"] > 0 for r in rows)
+
+
+def test_matching_pairs(tmp_path: Path) -> None:
+    """Every matching line with its number, on text and on a mapped file, as a plain loop finds them."""
+    import mmap
+    import re
+
+    from .peers import matching_pairs
+
+    text = "error one\nok\nFAILED twice failure\n\nfail\nlast error"
+    rx = re.compile("error|fail(ed|ure)", re.IGNORECASE)
+    expected = [(n, line) for n, line in enumerate(text.split("\n"), 1) if rx.search(line)]
+    assert matching_pairs(text, rx) == expected == [(1, "error one"), (3, "FAILED twice failure"), (6, "last error")]
+    f = tmp_path / "t.log"
+    f.write_bytes(text.encode() + b"\n")
+    with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        brx = re.compile(b"error|fail(ed|ure)", re.IGNORECASE)
+        assert matching_pairs(mm, brx) == [(n, line.encode()) for n, line in expected]
+
+
+def test_report_shows_chunks_and_first_call() -> None:
+    """The grep rows carry blobpad's chunks read out of the total and its first call."""
+    def bench(op: str, peer: str, median: float, **extra: object) -> dict[str, Any]:
+        return {"group": f"{op} log  100MB", "name": f"bench_{op}[{peer}]", "stats": {"median": median, "rounds": 5},
+                "extra_info": {"op": op, "kind": "log", "size_mb": 100, "size_bytes": 100 << 20, "peer": peer,
+                               **extra}}
+
+    run = {"datetime": "2025-01-01T00:00:00", "machine_info": {"system": "Linux"}, "blobpad": {"version": "0"},
+           "benchmarks": [
+               bench("grep_rare", "blobpad", 0.02, matches=6, first_ms=950.0, first_chunks_read=1053,
+                     chunks_read=43, chunks_total=1053),
+               bench("grep_rare", "zstd-rg", 0.4),
+               bench("grep_all", "blobpad", 0.9, matches=190_000, first_ms=1200.0, first_chunks_read=1053,
+                     chunks_read=1053, chunks_total=1053),
+               bench("grep_all", "rg", 0.2),
+           ]}
+    md = render(Results(run), "pytest", None)
+    headline = md.split("### grep over 100 MB of log text", 1)[1].split("## ", 1)[0]
+    assert "| rare literal `2023-11-14T22:15:00.3` (6 lines) | 20 ms |" in headline
+    assert "| 43 / 1053 (first call 1053) | 950 ms |" in headline
+    assert "(190,000 lines)" in headline and "| 1053 / 1053 | 1.2 s |" in headline
+    every = md.split("### grep: every line matching", 1)[1].split("###", 1)[0]
+    assert "blobpad chunks read / total | blobpad first call |" in every
