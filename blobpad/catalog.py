@@ -137,13 +137,27 @@ def stored_counters(txn: ReadTxn) -> dict[str, int] | None:
         return None
     if raw is None:
         return dict.fromkeys(COUNTERS, 0) | {"unique_bytes": 0}
+    last = _LAST_COUNTERS
+    if raw == last[0]:  # the record this process last read or wrote (a put reads the one its last put wrote)
+        return dict(last[1])
     try:
         counters = json.loads(raw)
     except ValueError:
         return None
     if not isinstance(counters, dict) or any(type(counters.get(k)) is not int for k in COUNTERS):
         return None
+    _remember_counters(raw, counters)
     return counters
+
+
+#: the counters record this process last parsed or wrote, and its value: a checked record
+#: equal to it byte for byte parses to the same value, so the JSON is not parsed again
+_LAST_COUNTERS: tuple[bytes, dict[str, int]] = (b"", {})
+
+
+def _remember_counters(raw: bytes, counters: dict[str, int]) -> None:
+    global _LAST_COUNTERS
+    _LAST_COUNTERS = (raw, dict(counters))
 
 
 def bump(txn: WriteTxn, counters: dict[str, int] | None = None, /, **deltas: int) -> None:
@@ -154,7 +168,9 @@ def bump(txn: WriteTxn, counters: dict[str, int] | None = None, /, **deltas: int
     else:
         for k, v in deltas.items():
             c[k] = c.get(k, 0) + v
-    txn.put("meta", b"counters", json.dumps(c).encode())
+    raw = json.dumps(c).encode()
+    txn.put("meta", b"counters", raw)
+    _remember_counters(raw, c)
 
 
 def release(txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:

@@ -167,12 +167,17 @@ class Entry:
 
     def encode(self) -> bytes:
         # the fields as they are (not to_dict()'s deep copy): json only reads them
-        record = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        record = {name: getattr(self, name) for name in _FIELDS}
+        return _ENCODER.encode(record).encode("utf-8")
 
     @classmethod
     def decode(cls, raw: bytes) -> Entry:
         return cls(**json.loads(raw))
+
+
+_FIELDS = tuple(Entry.__dataclass_fields__)
+#: the encoder of entry records, made once (json.dumps makes one per call when given options)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def decode_entry(raw: bytes) -> Entry | None:

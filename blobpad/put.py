@@ -146,15 +146,19 @@ class GroupCommit:
 
     def write(self, write: Callable[[Callable[[WriteTxn], Any]], Any], fn: Callable[[WriteTxn], Any]) -> Any:
         """``write(fn)``'s result, committed alone or with other threads' functions."""
-        job = GroupJob(fn)
         with self._lock:
-            if self._busy:
-                self._queue.append(job)
-            else:
+            alone = not self._busy
+            if alone:
                 self._busy = True
-                job.batch = [job]
-        if job.batch is None:
-            job.wake.wait()
+            else:
+                job = GroupJob(fn)
+                self._queue.append(job)
+        if alone:  # no commit under way: this thread commits its own at once, then hands over
+            try:
+                return write(fn)
+            finally:
+                self._hand_over([])
+        job.wake.wait()
         batch = job.batch
         if batch is not None:  # this thread commits the batch (its own job is the first), then hands over
             job.batch = None
@@ -256,6 +260,26 @@ def update_all(sha: Any, blocks: list[bytes]) -> None:
         sha.update(block)
 
 
+class _Ready:
+    """The prepared chunks of a task done in the put's own thread, shaped like the
+    Future of one done on the pool (a Future is costly to make: a lock and a condition)."""
+
+    __slots__ = ("_result",)
+
+    def __init__(self, result: list[_Prepared]) -> None:
+        self._result = result
+
+    def result(self) -> list[_Prepared]:
+        return self._result
+
+    def cancel(self) -> bool:
+        return False
+
+
+#: a task's prepared chunks: on the pool, or done in the put's thread
+_Pending = Future[list[_Prepared]] | _Ready
+
+
 class PutWriter:
     """The batches of one put: cut, hash, compress or verify, write, remember."""
 
@@ -304,7 +328,7 @@ class PutWriter:
         """
         store = self.store
         pool: ThreadPoolExecutor | None = None
-        inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]] = deque()
+        inflight: deque[tuple[memoryview, _Pending, int]] = deque()
         inflight_bytes = 0
         task: list[_Span] = []
         task_bytes = 0
@@ -334,12 +358,11 @@ class PutWriter:
                 task_bytes += end - start
             if task:
                 if pool is None:  # the whole put is this one task: prepare it here
-                    fut = Future()
                     if task_bytes <= self._LOOKUP_FROM:  # new content, most likely: no lookup
                         found: list[bytes | None] = [None] * len(task)
-                        fut.set_result(self._prepare(task, self._keys(task), found))
+                        fut = _Ready(self._prepare(task, self._keys(task), found))
                     else:
-                        fut.set_result(self._prepare(task, *self._lookup(task)))
+                        fut = _Ready(self._prepare(task, *self._lookup(task)))
                 else:
                     fut = pool.submit(self._prepare, task, *self._lookup(task))
                 inflight.extend((span[0], fut, i) for i, span in enumerate(task))
@@ -476,7 +499,7 @@ class PutWriter:
     _MULTI_FROM = 1 << 20  # raw bytes from which a task's chunks are compressed in one call
 
     def _take(
-        self, inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]], limit: int
+        self, inflight: deque[tuple[memoryview, _Pending, int]], limit: int
     ) -> list[tuple[memoryview, _Prepared]]:
         """The oldest chunks in flight, up to ``limit`` raw bytes, with what the workers found,
         counted into the put's sizes and statistics (their keys are known once written)."""
@@ -533,7 +556,7 @@ class PutWriter:
             return final_keys, {"chunks": new_chunks, "stored_bytes": new_stored, "unique_bytes": new_unique}
         return final_keys, {}
 
-    def _flush(self, inflight: deque[tuple[memoryview, Future[list[_Prepared]], int]], limit: int) -> int:
+    def _flush(self, inflight: deque[tuple[memoryview, _Pending, int]], limit: int) -> int:
         """Write the oldest chunks in flight, up to ``limit`` raw bytes, in one transaction
         that records them in the pending-put journal; return their raw bytes."""
         store = self.store
@@ -729,6 +752,8 @@ class Putter:
                     entry = self._put_duplicate(raw_id, source.size, known_sha, share, fields)
                     if entry is not None:
                         return entry
+            elif source.data is not None and len(source.data) <= Sha256._INLINE:
+                known_sha = hashlib.sha256(source.data).hexdigest()  # small: at once, without a Sha256 beside the cutting
             writer = PutWriter(self, raw_id, known_sha)
             try:
                 writer.run(source.blocks())

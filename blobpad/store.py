@@ -256,14 +256,21 @@ class Store(ReadsMixin):
         txn.put("meta", b"settings", json.dumps(settings).encode())
         return settings
 
+    _settings_read: tuple[bytes, int | None] = (b"", None)  # the settings record _cap last parsed, and its cap
+
     def _cap(self, txn: ReadTxn) -> int | None:
         """The ``max_bytes`` saved in the store now (another process may have set it)."""
         raw = txn.get("meta", b"settings")
         if raw is not None:
+            seen, cap = self._settings_read
+            if raw == seen:  # parsed again only when they changed
+                return cap
             try:
                 self.max_bytes = json.loads(raw).get("max_bytes") or None
             except (ValueError, AttributeError):
                 pass  # unreadable settings: keep the cap this process opened with
+            else:
+                self._settings_read = (raw, self.max_bytes)
         return self.max_bytes
 
     def notepad(self, session: str, **options: Any) -> Any:
