@@ -23,6 +23,12 @@ The peers, with the same text and, per table, the same sync setting:
   ``sync=``;
 * ``lmdb``: one bare LMDB write transaction putting the UTF-8 bytes under a random
   16-byte key (``lmdb.open(sync=, metasync=)``): the floor for anything built on LMDB;
+* ``lmdb-layout`` (latency only): one bare LMDB write transaction putting what a blobpad
+  put writes, without blobpad's Python: the text compressed (zstd level 1, as a store's
+  default) under a random chunk key, its reference record, an entry record of the same
+  size, its chunk list, the creation, session, turn, expiry and content index keys and
+  the counters record, each in its own named database as in a store: the floor of
+  blobpad's layout (every tree a transaction touches is written and flushed on commit);
 * ``sqlite-seed``: seed 000's design (:class:`benchmarks.peers.SqliteSeedWriter`'s
   schema and row: content, head+tail summary, turn, expiry), default rollback
   journal, ``synchronous=FULL`` (sync on) or ``OFF`` (sync off);
@@ -56,13 +62,14 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+import zstandard
 
 import blobpad
 from blobpad import sample
 
 from .peers import SEED_INDEXES, SEED_SCHEMA, SEED_TTL, seed_summary
 
-PEERS = ("blobpad", "lmdb", "sqlite-seed", "sqlite-wal")
+PEERS = ("blobpad", "lmdb", "lmdb-layout", "sqlite-seed", "sqlite-wal")
 THROUGHPUT_PEERS = ("blobpad", "lmdb", "sqlite-wal")
 
 
@@ -135,6 +142,49 @@ class LmdbPeer(Peer):
         self.env.close()
 
 
+class LmdbLayoutPeer(Peer):
+    """The records of a blobpad put, in the trees of a store, from one bare LMDB transaction."""
+
+    _SPACES = ("meta", "entries", "manifests", "chunks", "refs", "by_seq", "by_scope", "expiry", "digests")
+
+    def __init__(self, directory: Path, sync: bool) -> None:
+        super().__init__(directory, sync)
+        self.env = lmdb.open(str(directory / "lmdb"), map_size=4 << 30, max_dbs=16, sync=sync, metasync=sync)
+        self.dbs = {name: self.env.open_db(name.encode()) for name in self._SPACES}
+        self.compressor = zstandard.ZstdCompressor(level=1, write_content_size=True)
+        self.seq = 0
+
+    def put(self, text: str) -> Any:
+        raw = text.encode()
+        frame = self.compressor.compress(raw)
+        chunk, entry_id = secrets.token_bytes(17), secrets.token_bytes(8)
+        self.seq += 1
+        seq = self.seq.to_bytes(8, "big")
+        expires = int((time.time() + 3600) * 1e6).to_bytes(8, "big")
+        record = b"e" * 420  # an entry record of a put with a session and a turn is about this long
+        db = self.dbs
+        with self.env.begin(write=True) as txn:
+            txn.put(chunk, frame, db=db["chunks"])
+            txn.put(chunk, b"r" * 24, db=db["refs"])
+            txn.put(entry_id, record, db=db["entries"])
+            txn.put(entry_id, b"m" * 80, db=db["manifests"])
+            txn.put(seq, entry_id, db=db["by_seq"])
+            txn.put(b"S\0\0\0\x05bench" + seq, entry_id, db=db["by_scope"])
+            txn.put(b"T\0\0\0\x05benchi" + seq + seq, entry_id, db=db["by_scope"])
+            txn.put(expires + entry_id, b"", db=db["expiry"])
+            txn.put(len(raw).to_bytes(8, "big") + secrets.token_bytes(32) + entry_id, b"", db=db["digests"])
+            txn.put(b"counters", b"c" * 140, db=db["meta"])
+        return chunk, len(frame)
+
+    def check(self, handle: Any, text: str) -> None:
+        with self.env.begin() as txn:
+            frame = txn.get(handle[0], db=self.dbs["chunks"])
+            assert frame is not None and len(frame) == handle[1], handle
+
+    def close(self) -> None:
+        self.env.close()
+
+
 class SqliteSeedPeer(Peer):
     """Seed 000's table and row; ``wal`` switches the journal to WAL."""
 
@@ -184,7 +234,8 @@ class SqliteWalPeer(SqliteSeedPeer):
 _WAIT = 60.0
 
 MAKERS: dict[str, Callable[[Path, bool], Peer]] = {
-    "blobpad": BlobpadPeer, "lmdb": LmdbPeer, "sqlite-seed": SqliteSeedPeer, "sqlite-wal": SqliteWalPeer,
+    "blobpad": BlobpadPeer, "lmdb": LmdbPeer, "lmdb-layout": LmdbLayoutPeer, "sqlite-seed": SqliteSeedPeer,
+    "sqlite-wal": SqliteWalPeer,
 }
 
 
