@@ -260,6 +260,17 @@ class Catalog:
              filter_bytes=0 if filters is None else len(filters))
         return entry
 
+    def keep_filters(self, txn: WriteTxn, raw_id: bytes, record: bytes) -> bool:
+        """Keep the chunk filters a search built of all of an entry's chunks (``record``, as
+        :func:`blobpad.prefilter.pack` packs them) in ``txn``, unless the entry is gone or
+        already has a filters record (its put or another search kept one); return whether
+        they were kept.  An entry's chunks never change, so filters built from them stay right."""
+        if txn.get_unchecked("entries", raw_id) is None or txn.get_unchecked("filters", raw_id) is not None:
+            return False
+        txn.put("filters", raw_id, record)
+        bump(txn, filter_bytes=len(record))
+        return True
+
     def set_expiry(self, txn: WriteTxn, raw_id: bytes, expires: float | None) -> Entry | None:
         """Give a live entry a new expiry (None: never) in ``txn``; None when there is no live entry ``raw_id``."""
         raw = txn.get("entries", raw_id)

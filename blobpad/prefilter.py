@@ -72,7 +72,8 @@ except ImportError:  # pragma: no cover - numpy comes with the test and bench ex
     _np = None  # type: ignore[assignment]
 
 __all__ = ["build", "build_numpy", "build_python", "trigram_bits", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM",
-           "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES", "pack", "unpack"]
+           "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES", "SHARE", "RECORD_MAX", "FAST", "pack",
+           "unpack"]
 
 #: The first byte of every filter this module writes.
 VERSION = 1
@@ -88,6 +89,16 @@ DENSITY = 1.44
 #: Bounds of the filter's bits, in bytes (the serialized filter has 5 bytes more).
 MIN_BYTES = 8
 MAX_BYTES = 8192
+#: A chunk's filter takes at most this share of its compressed size, wherever it is built
+#: (benchmarks/README.md, "Chunk prefilters": 2.4% of the stored bytes on a generated log).
+SHARE = 0.03
+#: Whether filters are built with numpy (the ``filters`` extra): searches build them only
+#: then, since the pure-Python builder is about 50 times slower than decompressing.
+FAST = _np is not None
+#: An entry's filters are kept only up to this many bytes (about 10 GB of log text, 2 GB of
+#: incompressible bytes): past it none are kept, and grep and count read every chunk, so a
+#: put or a scan building them holds at most this much of them in memory.
+RECORD_MAX = 64 << 20
 
 _MULT = 0x9E3779B1
 _SCRATCH_LOG = 16  # the trigram hash the filter's bits are taken from has 16 bits (18: 15% slower builds)

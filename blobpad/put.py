@@ -62,13 +62,10 @@ _MAX_META = 64 << 10      # largest caller meta, as JSON
 _Prepared = tuple[bytes, "bytes | None", "bytes | None", "int | None", int, bytes]
 
 
-#: a chunk's filter takes at most this share of its compressed size (benchmarks/README.md,
-#: "Chunk prefilters": 2.4% of the stored bytes on a generated log)
-FILTER_SHARE = 0.03
-#: an entry's filters are kept only up to this many bytes (about 10 GB of log text, 2 GB of
-#: incompressible bytes): past it the put keeps none, and grep and count read every chunk,
-#: so a huge put holds at most this much of them in memory until its final transaction
-FILTER_RECORD_MAX = 64 << 20
+#: a chunk's filter takes at most this share of its compressed size (see prefilter.SHARE)
+FILTER_SHARE = prefilter.SHARE
+#: an entry's filters are kept only up to this many bytes (see prefilter.RECORD_MAX)
+FILTER_RECORD_MAX = prefilter.RECORD_MAX
 
 
 #: one chunk handed to a worker: a view of it, and where it lies (buffer, start, end,

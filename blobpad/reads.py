@@ -37,6 +37,7 @@ from functools import lru_cache, partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from . import prefilter
 from .engine import prefix_end
 from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_int, check_str, typename
 from .index import name_key, name_of_key, parse_id, scope_key, seq_key
@@ -368,19 +369,57 @@ class _View:
         self._text: dict[int, str] = {}
         self.wanted: _Selection | None = None  # the chunks a search reads (None: all), see select()
         self.chunks_read = 0  # chunks a search read (_map_chunks)
+        #: each chunk's filter, built as a search reads it (None: not building), see select() and built()
+        self.building: list[bytes | None] | None = None
+        self._built_bytes = 0
 
     def select(self, query: Query) -> None:
         """Have the searches of this view (grep, count) skip the chunks that the entry's
         trigram filters show hold no line matching ``query``'s pattern (:mod:`blobpad.prefilter`).
 
-        A pattern the filters cannot use, an entry without filters (put before they
-        existed) or with a damaged record: every chunk is read.  The chunks skipped are
+        A pattern the filters cannot use, an entry without filters (put without them)
+        or with a damaged record: every chunk is read.  The chunks skipped are
         whole lines (the filters check the chunks of a line that runs over several
         together), so line numbers stay right.
+
+        An entry without a filters record has its filters built as the search reads its
+        chunks, on the worker threads, when the store keeps them (``Reader.keep_filters``):
+        a search that read every chunk hands them to the store (:func:`_keep_filters`), so
+        the next search of the entry skips chunks.
         """
-        if query.selective and len(self.m):
+        if not len(self.m):
+            return
+        if query.selective:
             filters = self.reader.filters(self.txn, self.raw_id, len(self.m))
-            self.wanted = None if filters is None else _Selection(query.iter_select(filters))
+            if filters is not None:
+                self.wanted = _Selection(query.iter_select(filters))
+                return
+        if self.reader.keep_filters is not None and self.txn.get_unchecked("filters", self.raw_id) is None:
+            self.building = [None] * len(self.m)
+
+    def filter_budget(self, i: int, frame: bytes | None = None) -> int:
+        """The most bytes chunk i's filter may take: a share of its compressed size."""
+        if frame is None:
+            frame = self.frame(i)
+        return max(prefilter.MIN_BYTES + 5, int(prefilter.SHARE * len(frame)))
+
+    def add_filter(self, i: int, flt: bytes | None) -> None:
+        """Keep chunk i's filter as built by a search (None: it cannot have one, see :func:`_chunk_filter`)."""
+        building = self.building
+        if building is None:
+            return
+        self._built_bytes += 0 if flt is None else len(flt)
+        if flt is None or self._built_bytes > prefilter.RECORD_MAX:
+            self.building = None  # a chunk inside a very long line, or too many filters: none are kept
+            return
+        building[i] = flt
+
+    def built(self) -> list[bytes] | None:
+        """Every chunk's filter, when a search built them all (None otherwise)."""
+        building = self.building
+        if building is None or any(f is None for f in building):
+            return None
+        return building  # type: ignore[return-value]  # no None left
 
     @property
     def text(self) -> bool:
@@ -762,6 +801,7 @@ class ReadsMixin:
             except TimedOut as exc:
                 searched = (exc.line or 1) - 1
             _add_context(v, matches, before, after, line_window)
+        _keep_filters(v)
         return GrepResult(matches, truncated, searched is not None, searched, v.chunks_read, len(v.m))
 
     def count(
@@ -786,7 +826,9 @@ class ReadsMixin:
             counter.deadline = Deadline(timeout)
         with self._view(entry_id) as v:
             v.select(_query(pattern, bool(ignore_case), bool(fixed)))
-            return _parallel_count(v, counter)
+            result = _parallel_count(v, counter)
+        _keep_filters(v)
+        return result
 
     def grep_session(
         self,
@@ -885,6 +927,7 @@ class ReadsMixin:
                         stop = (t, max(t.done, (exc.line or t.done + 1) - 1), count)
                     _add_context(v, found, before, after, line_window)
                     matches.extend(SessionMatch.of(m, t.entry_id, t.name) for m in found)
+                _keep_filters(v)
             except NotFound:
                 continue  # deleted or expired since it was listed
             if stop is not None:
@@ -897,12 +940,47 @@ class ReadsMixin:
         return SessionGrepResult(matches, truncated, timed_out, next_cursor, searched)
 
 
+def _keep_filters(v: _View) -> None:
+    """Hand the store the filters a search built of every chunk of ``v``'s entry (see
+    :meth:`_View.select`), after the search's read transaction ended."""
+    built = v.built()
+    keep = v.reader.keep_filters
+    if built is not None and keep is not None:
+        v.building = None
+        keep(v.raw_id, built)
+
+
 def _run_task(
     codec: Codec, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int] | None]
 ) -> list[_T | None]:
     """``fn`` of each chunk of a task: given raw, or as (frame, key, size) to decompress; None: skipped."""
     return [None if item is None else fn(item if isinstance(item, bytes) else codec.decompress_cached(*item))
             for item in items]
+
+
+def _run_building_task(
+    codec: Codec, fn: Callable[[bytes], _T], items: list[bytes | tuple[bytes, bytes, int] | None],
+    budgets: list[tuple[int, bool]],
+) -> list[tuple[_T, bytes | None] | None]:
+    """As :func:`_run_task`, each result paired with the chunk's filter (:func:`_chunk_filter`
+    of its budget and whether it is the entry's last chunk)."""
+    out: list[tuple[_T, bytes | None] | None] = []
+    for item, (budget, last) in zip(items, budgets, strict=True):
+        if item is None:
+            out.append(None)
+            continue
+        raw = item if isinstance(item, bytes) else codec.decompress_cached(*item)
+        out.append((fn(raw), _chunk_filter(raw, budget, last)))
+    return out
+
+
+def _chunk_filter(raw: bytes, budget: int, last: bool) -> bytes | None:
+    """The filter of a chunk that a search read (:func:`blobpad.prefilter.build`), or None
+    for a chunk that ends inside a line (not the entry's last): its filter would need the
+    next chunk's first bytes, so such an entry keeps its filters only from a put."""
+    if not last and not raw.endswith(b"\n"):
+        return None
+    return prefilter.build(raw, b"", max_bytes=budget)
 
 
 def _map_chunks(
@@ -928,53 +1006,75 @@ def _map_chunks(
     m = v.m
     n = len(m)
     wanted = v.wanted
+    building = v.building is not None  # build each chunk's filter as well (see _View.select)
     if depth <= 0 or n - first <= 1:
         for i in range(first, n):
             if wanted is not None and not wanted[i]:
                 yield None
                 continue
             v.chunks_read += 1
-            yield fn(v.raw(i))
+            raw = v.raw(i)
+            if building:
+                v.add_filter(i, _chunk_filter(raw, v.filter_budget(i), i == n - 1))
+            yield fn(raw)
             v._raw.pop(i, None)
         return
     pool = reader.executor()
     nxt = first
     share = 0
 
-    def submit() -> Future[list[_T | None]]:
+    def submit() -> tuple[Future[list[Any]], int]:
         nonlocal nxt, share
+        start = nxt
         items: list[bytes | tuple[bytes, bytes, int] | None] = []
+        budgets: list[tuple[int, bool]] = []
         held = real = 0
         while nxt < n and (not real or held < share):
             i = nxt
             nxt += 1
             if wanted is not None and not wanted[i]:
                 items.append(None)
+                budgets.append((0, False))
                 continue
             size = m.bytes_at[i + 1] - m.bytes_at[i]
             hit = v.cached(i)
-            items.append(hit if hit is not None else (v.frame(i), m.keys[i], size))
+            frame = v.frame(i) if hit is None or building else None
+            items.append(hit if hit is not None else (frame, m.keys[i], size))  # type: ignore[arg-type]
+            if building:
+                budgets.append((v.filter_budget(i, frame), i == n - 1))
             held += size
             real += 1
         share = min(task_bytes, max(2 * held, share))
         v.chunks_read += real
         if not real:
-            skipped: Future[list[_T | None]] = Future()
+            skipped: Future[list[Any]] = Future()
             skipped.set_result([None] * len(items))
-            return skipped
-        return pool.submit(_run_task, reader.codec, fn, items)
+            return skipped, start
+        if building:
+            return pool.submit(_run_building_task, reader.codec, fn, items, budgets), start
+        return pool.submit(_run_task, reader.codec, fn, items), start
 
-    pending: deque[Future[list[_T | None]]] = deque()
+    pending: deque[tuple[Future[list[Any]], int]] = deque()
     while nxt < n and len(pending) < depth:
         pending.append(submit())
     try:
         while pending:
-            results = pending.popleft().result()
+            future, start = pending.popleft()
+            results = future.result()
             if nxt < n:
                 pending.append(submit())
-            yield from results
+            if not building:
+                yield from results
+                continue
+            for i, result in enumerate(results, start):
+                if result is None:
+                    yield None
+                    continue
+                value, flt = result
+                v.add_filter(i, flt)
+                yield value
     finally:
-        for future in pending:
+        for future, _ in pending:
             future.cancel()
 
 

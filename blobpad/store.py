@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from . import maintenance, notes
+from . import maintenance, notes, prefilter
 from .catalog import Catalog, counters, due, get_or_damaged
 from .chunking import ChunkParams
 from .codec import Codec
@@ -159,12 +159,17 @@ class Store(ReadsMixin):
         workers: threads used to compress and verify chunks (default: CPU count, at most 4).
         clock: function returning the current Unix time; tests inject their own.
         chunk_params: chunk sizes of a new store; an existing store keeps its own.
-        filters: whether puts build a trigram filter of each chunk, so that grep and count
+        filters: when the trigram filter of each chunk is built, which lets grep and count
             skip the chunks that cannot match (an absent literal on 100 MB of log: about
-            3 ms instead of 200).  Saved in the store, for every process that opens it after;
-            None keeps the saved choice (off in a new store).  Off by default because the
-            filters take more CPU than compression: a large put on 2 cores takes about
-            twice as long with them (README, "Chunk filters").
+            3 ms instead of 200).  None, the default of a new store: by the first grep or
+            count that reads every chunk of an entry (on the worker threads, as it reads
+            them), and kept for the searches after it, when numpy is installed (the
+            ``filters`` extra); most observations are never searched, and these pay
+            nothing.  True: by every put as well (a large put on 2 cores takes about
+            twice as long: the filters take more CPU than compression), so that the
+            first search skips chunks too.  False: never (every search reads every
+            chunk).  Saved in the store, for every process that opens it after; None keeps
+            the saved choice (README, "Chunk filters").
         engine_options: options of the engine.  The LMDB engine's are ``map_size``
             (initial map, default 64 MiB; it doubles on demand), ``max_map_size``
             (ceiling of the map, default 1 TiB; past it puts raise StoreFull),
@@ -211,12 +216,24 @@ class Store(ReadsMixin):
             self.max_bytes: int | None = settings.get("max_bytes") or None
             #: whether puts build chunk filters (the ``filters`` saved in the store)
             self.filters: bool = settings.get("filters") is True
+            if settings.get("filters") is not False and prefilter.FAST:
+                self._reader.keep_filters = self._keep_filters
             self._putter = Putter(self._backend, self._codec, self._catalog, self.chunk_params, self.now, self._cap,
                                   filters=self.filters)
             recover(self._backend)
         except BaseException:
             self.close()  # a failed open holds nothing: the store can be repaired or opened again
             raise
+
+    def _keep_filters(self, raw_id: bytes, filters: list[bytes]) -> None:
+        """Keep the chunk filters a search built (the reader's ``keep_filters`` hook).  They
+        only make later searches faster: a store that cannot take them now (full, or its
+        write failing) goes on without them, and the search that built them succeeds."""
+        record = prefilter.pack(filters)
+        try:
+            self._backend.write(lambda txn: self._catalog.keep_filters(txn, raw_id, record))
+        except BlobpadError:
+            pass
 
     # -- lifecycle --------------------------------------------------------------------
 

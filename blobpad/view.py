@@ -3,7 +3,8 @@
 A :class:`Reader` is what :mod:`blobpad.reads` needs of a store, and all it gets: read
 snapshots of the engine, entry records (expired ones are absent), chunk lists (kept
 in a small LRU, dropped when an entry is deleted), chunk filters and verified chunks.  It never
-writes.
+writes; the one write a read may cause, keeping the chunk filters a search built, goes
+through the store's ``keep_filters`` hook.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class Reader:
         self._filters: OrderedDict[bytes, tuple[list[bytes], int]] = OrderedDict()
         self._filter_bytes = 0
         self._lock = threading.Lock()
+        #: the store's hook keeping an entry's chunk filters that a search built of all its
+        #: chunks (raw id, filters in chunk order); None: searches build none
+        self.keep_filters: Callable[[bytes, list[bytes]], None] | None = None
         _READERS.add(self)
 
     @property

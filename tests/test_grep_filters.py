@@ -124,7 +124,7 @@ def test_grep_and_count_with_filters_equal_the_oracle(store_factory, monkeypatch
     shows as a missed match."""
     monkeypatch.setattr(blobpad.put, "FILTER_SHARE", share)
     s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
-    plain = store_factory("plain", chunk_params=SMALL, cache_bytes=0)
+    plain = store_factory("plain", chunk_params=SMALL, cache_bytes=0, filters=False)  # never any filters
     content = data.draw(contents())
     entry = s.put(content)
     unfiltered = plain.put(content)
@@ -268,22 +268,24 @@ def test_a_filter_record_that_does_not_fit_its_entry_is_ignored_and_reported(sto
 
 
 def test_an_entry_without_filters_reads_every_chunk(store_factory):
-    """An entry put before filters existed has no record: grep and count read all of it."""
-    s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
+    """An entry without a record (put before filters existed, or by a store that never
+    builds them): grep and count read all of it."""
+    s = store_factory(filters=False, chunk_params=SMALL, cache_bytes=0)
     text, marked = _rare_log(60_000)
     e = s.put(text)
-    s.engine.write(lambda txn: txn.delete("filters", _raw_id(e)))
-    g = s.grep(e.id, "7f3a9c2e-rare-token")
-    assert [m.line for m in g] == marked and g.chunks_read == e.chunks
-    c = s.count(e.id, "rare-token|NoSuchThing")
-    assert c == 2 and c.chunks_read == e.chunks
+    for _ in range(2):
+        g = s.grep(e.id, "7f3a9c2e-rare-token")
+        assert [m.line for m in g] == marked and g.chunks_read == e.chunks
+        c = s.count(e.id, "rare-token|NoSuchThing")
+        assert c == 2 and c.chunks_read == e.chunks
+    assert s.stats().filter_bytes == 0
     s.delete(e.id)
 
 
 @pytest.mark.engines("lmdb")
 def test_a_store_written_before_filters_opens_and_reads(tmp_path):
     """A store without the filters keyspace (dropped here with the lmdb module) opens, its
-    entries read whole, and new puts get filters."""
+    entries read whole until a search has built their filters, and new puts get filters."""
     path = tmp_path / "old"
     text, marked = _rare_log(200_000)
     with blobpad.open(path, chunk_params=SMALL, cache_bytes=0, filters=True) as s:
@@ -295,8 +297,9 @@ def test_a_store_written_before_filters_opens_and_reads(tmp_path):
         assert b"filters" not in {bytes(k) for k, _ in txn.cursor()}
     env.close()
     with blobpad.open(path, cache_bytes=0, filters=True) as s:
-        g = s.grep(e.id, "7f3a9c2e-rare-token")
+        g = s.grep(e.id, "7f3a9c2e-rare-token")  # reads it whole, and builds its filters
         assert [m.line for m in g] == marked and g.chunks_read == e.chunks
+        assert s.grep(e.id, "7f3a9c2e-rare-token").chunks_read < e.chunks
         new = s.put(text + "\nmore\n")
         assert s.grep(new.id, "7f3a9c2e-rare-token").chunks_read < new.chunks
 
@@ -358,8 +361,9 @@ def test_a_put_whose_filters_outgrow_their_cap_keeps_none(store_factory, monkeyp
 
 
 def test_filters_are_a_saved_choice_of_the_store(store_factory):
-    """Off in a new store; filters=True is saved for every later opening; False turns them off
-    for the puts after (the entries that have filters keep them); anything else is refused."""
+    """Built by searches only in a new store; filters=True is saved for every later opening;
+    False turns them off for the puts and searches after (the entries that have filters keep
+    them); anything else is refused."""
     text = "".join(f"line {i} ok\n" for i in range(60_000))
     store_factory("choice")  # held open to the end: a memory store lives while one holder has it
     s = store_factory("choice", cache_bytes=0)
@@ -382,3 +386,119 @@ def test_filters_are_a_saved_choice_of_the_store(store_factory):
     for bad in ("yes", 1, 0.5):
         with pytest.raises(blobpad.InvalidArgument):
             store_factory("other", filters=bad)
+
+
+# -- filters built by the searches (the default: filters=None) ---------------------------
+
+
+def test_the_first_search_reading_every_chunk_builds_the_filters(store_factory):
+    """In a store that does not build them at put, the first grep or count that reads every
+    chunk of an entry builds its filters on the way and keeps them: the next search of an
+    absent literal reads nothing, answers stay the oracle's, verify() finds them sound, and
+    they go with their entry."""
+    s = store_factory(cache_bytes=0)
+    assert s.filters is False  # not built at put
+    text, marked = _rare_log(5_000_000)
+    e = s.put(text)
+    assert s.stats().filter_bytes == 0
+    first = s.count(e.id, "NoSuchExceptionAnywhere")
+    assert first == 0 and first.chunks_read == e.chunks
+    kept = s.stats().filter_bytes
+    assert 0 < kept <= 0.03 * s.stats().stored_bytes + 13 * e.chunks
+    for _ in range(2):
+        g = s.grep(e.id, "NoSuchExceptionAnywhere")
+        assert not g.matches and g.chunks_read == 0
+    g = s.grep(e.id, "7f3a9c2e-rare-token", fixed=True)
+    assert [m.line for m in g] == marked and 2 <= g.chunks_read <= 4
+    assert s.count(e.id, "ok|request_id") == len(_oracle_lines(text.encode(), "ok|request_id", False, False))
+    assert s.stats().filter_bytes == kept  # built once
+    assert s.verify().ok
+    s.delete(e.id)
+    assert s.stats().filter_bytes == 0
+
+
+def test_a_search_that_stops_early_builds_nothing(store_factory):
+    """grep stops at its max_matches: it read only the first chunks, so no filters are kept;
+    a grep that has to read on to the end builds them."""
+    s = store_factory(cache_bytes=0)
+    text, marked = _rare_log(2_000_000)
+    e = s.put(text)
+    assert e.chunks >= 8
+    g = s.grep(e.id, "INFO|WARN|ERROR", max_matches=3)
+    assert len(g.matches) == 3 and g.truncated and g.chunks_read < e.chunks
+    assert s.stats().filter_bytes == 0
+    g = s.grep(e.id, "7f3a9c2e-rare-token", max_matches=5)
+    assert [m.line for m in g] == marked and g.chunks_read == e.chunks
+    assert s.stats().filter_bytes > 0
+
+
+def test_grep_session_builds_the_filters_of_the_entries_it_reads_whole(store_factory):
+    s = store_factory(cache_bytes=0)
+    text, marked = _rare_log(1_000_000)
+    a = s.put(text, session="s", name="a.log")
+    b = s.put(text + "tail\n", session="s", name="b.log")
+    r = s.grep_session("s", "NoSuchExceptionAnywhere")
+    assert not r.matches and r.searched_entries == 2
+    for e in (a, b):
+        assert s.count(e.id, "NoSuchExceptionAnywhere").chunks_read == 0
+    r = s.grep_session("s", "7f3a9c2e-rare-token", fixed=True)
+    assert sorted((m.entry_id, m.line) for m in r.matches) == sorted((e.id, n) for e in (a, b) for n in marked)
+
+
+def test_a_search_builds_no_filters_for_an_entry_cut_inside_a_line(store_factory):
+    """A chunk that ends inside a line (a line longer than the largest chunk) needs the next
+    chunk's first bytes in its filter: only a put builds those, a search builds none."""
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    text = "short\n" * 50 + "x" * 2000 + " needle-zq\n" + "short\n" * 50
+    e = s.put(text)
+    for _ in range(2):
+        assert [m.line for m in s.grep(e.id, "needle-zq")] == [51]
+        assert s.count(e.id, "zq-absent").chunks_read == e.chunks
+    assert s.stats().filter_bytes == 0
+
+
+def test_filters_false_means_no_search_builds_any(store_factory):
+    s = store_factory(filters=False, cache_bytes=0)
+    text, _ = _rare_log(1_000_000)
+    e = s.put(text)
+    for _ in range(2):
+        assert s.count(e.id, "NoSuchExceptionAnywhere").chunks_read == e.chunks
+    assert s.stats().filter_bytes == 0
+
+
+def test_without_numpy_searches_build_no_filters(store_factory, monkeypatch):
+    """The pure-Python builder is about 50 times slower than decompressing: a search does
+    not pay it (a put with filters=True still does, as asked)."""
+    monkeypatch.setattr(blobpad.prefilter, "FAST", False)
+    s = store_factory(cache_bytes=0)
+    text, _ = _rare_log(300_000)
+    e = s.put(text)
+    for _ in range(2):
+        assert s.count(e.id, "NoSuchExceptionAnywhere").chunks_read == e.chunks
+    assert s.stats().filter_bytes == 0
+
+
+@pytest.mark.parametrize("share", [prefilter.SHARE, 100.0], ids=["filters-capped", "filters-uncapped"])
+@SETTINGS
+@given(data=st.data())
+def test_filters_built_by_a_search_never_hide_a_match(store_factory, monkeypatch, share, data):
+    """The same property as for the filters of a put, with filters a first full count built."""
+    monkeypatch.setattr(blobpad.prefilter, "SHARE", share)
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    content = data.draw(contents())
+    before = s.stats().filter_bytes  # the fixture's store lives through every example (a twin shares its filters)
+    entry = s.put(content)
+    s.count(entry.id, "zq-absent-qz")  # reads every chunk: builds the filters, unless a chunk ends inside a line
+    inside = any(content[c - 1] != 10 for c in _cuts(s, entry)[1:-1])
+    assert (s.stats().filter_bytes > before) == (entry.chunks > 0 and not inside)
+    for _ in range(4):
+        pattern = data.draw(patterns(content, _cuts(s, entry)))
+        ignore_case, fixed = data.draw(st.booleans()), data.draw(st.booleans())
+        try:
+            re.compile(pattern)
+        except re.error:
+            fixed = True
+        expected = _oracle_lines(content, pattern, ignore_case, fixed)
+        got = s.grep(entry.id, pattern, ignore_case=ignore_case, fixed=fixed, max_matches=10**6)
+        assert [m.line for m in got] == expected, (pattern, ignore_case, fixed)
+        assert s.count(entry.id, pattern, ignore_case=ignore_case, fixed=fixed) == len(expected)
