@@ -168,3 +168,32 @@ def test_threads_putting_at_once_each_get_their_own_result(tmp_path: Path) -> No
         assert store.stats().entries == puts
         report = store.verify()
         assert report.ok, report.problems
+
+
+def test_records_another_process_wrote_since_are_read_again(tmp_path: Path) -> None:
+    """A put reads the counters and the settings without parsing them again when their
+    bytes are the ones this process last read or wrote: once another process has written
+    either, the next put here sees its values (the entries' sequence numbers stay unique
+    and the counters exact; the other process's ``max_bytes`` applies at once)."""
+    path = tmp_path / "store"
+    child = "import sys, blobpad; s = blobpad.open(sys.argv[1]); s.put('child ' + sys.argv[2], session='c'); s.close()"
+    texts = []
+    with blobpad.open(path) as store:
+        for i in range(3):
+            texts.append(f"parent {i}")
+            store.put(texts[-1], session="p")  # this process has read and written the counters
+            subprocess.run([sys.executable, "-c", child, str(path), str(i)], check=True)
+            texts.append(f"child {i}")
+        entries = store.entries()
+        assert len(entries) == 6 and len({e.seq for e in entries}) == 6
+        st = store.stats()
+        assert st.entries == 6 and st.logical_bytes == sum(len(t) for t in texts)
+        assert store.verify().ok
+        store.put(os.urandom(300_000), ttl=100)  # read with no cap saved
+        subprocess.run([sys.executable, "-c", "import sys, blobpad; blobpad.open(sys.argv[1], max_bytes=1_000_000).close()",
+                        str(path)], check=True)
+        for i in range(4):
+            store.put(os.urandom(500_000), ttl=101 + i)
+        st = store.stats()
+        assert store.max_bytes == 1_000_000 and st.stored_bytes <= 1_000_000, "the other process's cap was ignored"
+        assert store.verify().ok
