@@ -23,7 +23,7 @@ The peers, with the same text and, per table, the same sync setting:
   ``sync=``;
 * ``lmdb``: one bare LMDB write transaction putting the UTF-8 bytes under a random
   16-byte key (``lmdb.open(sync=, metasync=)``): the floor for anything built on LMDB;
-* ``lmdb-layout`` (latency only): one bare LMDB write transaction putting what a blobpad
+* ``lmdb-layout`` (latency and throughput): one bare LMDB write transaction putting what a blobpad
   put writes, without blobpad's Python: the text compressed (zstd level 1, as a store's
   default) under a random chunk key, its reference record, an entry record of the same
   size, its chunk list, the creation, session, turn, expiry and content index keys and
@@ -71,6 +71,7 @@ from .peers import SEED_INDEXES, SEED_SCHEMA, SEED_TTL, seed_summary
 
 PEERS = ("blobpad", "lmdb", "lmdb-layout", "sqlite-seed", "sqlite-wal")
 THROUGHPUT_PEERS = ("blobpad", "lmdb", "sqlite-wal")
+PROCESS_PEERS = ("blobpad", "lmdb", "lmdb-layout", "sqlite-wal")  # the throughput of processes
 
 
 def texts(size: int, count: int, seed: int = 0) -> list[str]:
@@ -435,19 +436,19 @@ def throughput(procs: int, seconds: float, syncs: list[bool], workdir: Path, sli
         print(f"\n{_sync_label(sync)}")
         print(f"  {procs} processes putting 5 KB observations for {seconds:g} s into one store "
               f"({slices} turns of {seconds / slices:g} s, peers alternating)")
-        puts = dict.fromkeys(THROUGHPUT_PEERS, 0)
-        spent = dict.fromkeys(THROUGHPUT_PEERS, 0.0)
-        for name in THROUGHPUT_PEERS:
+        puts = dict.fromkeys(PROCESS_PEERS, 0)
+        spent = dict.fromkeys(PROCESS_PEERS, 0.0)
+        for name in PROCESS_PEERS:
             MAKERS[name](workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync).close()  # made before the race
         for turn in range(slices):
-            for name in THROUGHPUT_PEERS:
+            for name in PROCESS_PEERS:
                 n, elapsed = _run_writers(ctx, name, workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync,
                                           procs, seconds / slices, turn)
                 puts[name] += n
                 spent[name] += elapsed
         base = puts["lmdb"] / spent["lmdb"]
         print(f"    {'peer':12} {'puts/s':>8} {'x lmdb':>7}")
-        for name in THROUGHPUT_PEERS:
+        for name in PROCESS_PEERS:
             rate = puts[name] / spent[name]
             print(f"    {name:12} {rate:8.0f} {rate / base:7.2f}")
             rows.append({"test": "throughput", "sync": sync, "procs": procs, "seconds": seconds, "peer": name,
