@@ -17,6 +17,7 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from . import prefilter
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
 from .engine.base import SEAL_SIZE
@@ -260,15 +261,31 @@ class Catalog:
              filter_bytes=0 if filters is None else len(filters))
         return entry
 
-    def keep_filters(self, txn: WriteTxn, raw_id: bytes, record: bytes) -> bool:
-        """Keep the chunk filters a search built of all of an entry's chunks (``record``, as
-        :func:`blobpad.prefilter.pack` packs them) in ``txn``, unless the entry is gone or
-        already has a filters record (its put or another search kept one); return whether
-        they were kept.  An entry's chunks never change, so filters built from them stay right."""
-        if txn.get_unchecked("entries", raw_id) is None or txn.get_unchecked("filters", raw_id) is not None:
+    def keep_filters(self, txn: WriteTxn, raw_id: bytes, filters: list[bytes]) -> bool:
+        """Keep the chunk filters searches built of an entry's chunks (in chunk-list order,
+        :data:`blobpad.prefilter.UNKNOWN` for a chunk without one) in ``txn``, merged into
+        its record: a chunk keeps the filter it has, and gets one it lacks.  Nothing is
+        written when the entry is gone, when its record is damaged or does not fit its
+        chunks (verify() names it), or when nothing is new; return whether it was written.
+        An entry's chunks never change, so filters built from them stay right."""
+        if txn.get_unchecked("entries", raw_id) is None:
             return False
+        old_bytes = 0
+        if txn.get_unchecked("filters", raw_id) is not None:
+            try:
+                record = txn.get("filters", raw_id)
+            except CorruptData:
+                return False
+            old = None if record is None else prefilter.unpack(record, len(filters))
+            if old is None or record is None:
+                return False
+            merged = [o or f for o, f in zip(old, filters, strict=True)]
+            if merged == old:
+                return False
+            filters, old_bytes = merged, len(record)
+        record = prefilter.pack(filters)
         txn.put("filters", raw_id, record)
-        bump(txn, filter_bytes=len(record))
+        bump(txn, filter_bytes=len(record) - old_bytes)
         return True
 
     def set_expiry(self, txn: WriteTxn, raw_id: bytes, expires: float | None) -> Entry | None:

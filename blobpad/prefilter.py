@@ -72,8 +72,8 @@ except ImportError:  # pragma: no cover - numpy comes with the test and bench ex
     _np = None  # type: ignore[assignment]
 
 __all__ = ["build", "build_numpy", "build_python", "trigram_bits", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM",
-           "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES", "SHARE", "RECORD_MAX", "FAST", "pack",
-           "unpack"]
+           "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES", "SHARE", "RECORD_MAX", "FAST", "UNKNOWN",
+           "pack", "unpack"]
 
 #: The first byte of every filter this module writes.
 VERSION = 1
@@ -92,6 +92,9 @@ MAX_BYTES = 8192
 #: A chunk's filter takes at most this share of its compressed size, wherever it is built
 #: (benchmarks/README.md, "Chunk prefilters": 2.4% of the stored bytes on a generated log).
 SHARE = 0.03
+#: The filter of a chunk that has none yet, in an entry's record: the chunk is read (as
+#: for a damaged filter), and the next search that reads it builds its filter.
+UNKNOWN = b""
 #: Whether filters are built with numpy (the ``filters`` extra): searches build them only
 #: then, since the pure-Python builder is about 50 times slower than decompressing.
 FAST = _np is not None

@@ -369,9 +369,10 @@ class _View:
         self._text: dict[int, str] = {}
         self.wanted: _Selection | None = None  # the chunks a search reads (None: all), see select()
         self.chunks_read = 0  # chunks a search read (_map_chunks)
-        #: each chunk's filter, built as a search reads it (None: not building), see select() and built()
+        #: each chunk's filter, kept or built as a search reads it (None: not building), see select()
         self.building: list[bytes | None] | None = None
         self._built_bytes = 0
+        self._added = 0  # filters built by this search
 
     def select(self, query: Query) -> None:
         """Have the searches of this view (grep, count) skip the chunks that the entry's
@@ -382,20 +383,29 @@ class _View:
         whole lines (the filters check the chunks of a line that runs over several
         together), so line numbers stay right.
 
-        An entry without a filters record has its filters built as the search reads its
-        chunks, on the worker threads, when the store keeps them (``Reader.keep_filters``):
-        a search that read every chunk hands them to the store (:func:`_keep_filters`), so
-        the next search of the entry skips chunks.
+        When the store keeps the filters searches build (``Reader.keep_filters``), the
+        chunks the search reads that have no filter yet (every chunk of an entry without
+        a filters record) get one, built on the worker threads as they are read, and the
+        search hands them to the store (:func:`_keep_filters`): the next search of the
+        entry skips chunks.  A search that stops early (its matches found, its time
+        budget spent) keeps the filters of the chunks it read, so the searches of an
+        entry too big to read within one budget build its filters together.
         """
-        if not len(self.m):
+        n = len(self.m)
+        if not n:
             return
-        if query.selective:
-            filters = self.reader.filters(self.txn, self.raw_id, len(self.m))
-            if filters is not None:
+        keep = self.reader.keep_filters is not None
+        filters = None
+        if query.selective or keep:
+            filters = self.reader.filters(self.txn, self.raw_id, n)
+            if filters is not None and query.selective:
                 self.wanted = _Selection(query.iter_select(filters))
-                return
-        if self.reader.keep_filters is not None and self.txn.get_unchecked("filters", self.raw_id) is None:
-            self.building = [None] * len(self.m)
+        if keep:
+            if filters is not None:
+                if not all(filters):  # some chunks have no filter yet (prefilter.UNKNOWN)
+                    self.building = [f or None for f in filters]
+            elif self.txn.get_unchecked("filters", self.raw_id) is None:
+                self.building = [None] * n
 
     def filter_budget(self, i: int, frame: bytes | None = None) -> int:
         """The most bytes chunk i's filter may take: a share of its compressed size."""
@@ -403,23 +413,30 @@ class _View:
             frame = self.frame(i)
         return max(prefilter.MIN_BYTES + 5, int(prefilter.SHARE * len(frame)))
 
-    def add_filter(self, i: int, flt: bytes | None) -> None:
-        """Keep chunk i's filter as built by a search (None: it cannot have one, see :func:`_chunk_filter`)."""
+    def needs_filter(self, i: int) -> bool:
+        """Whether this search builds chunk i's filter as it reads the chunk."""
+        building = self.building
+        return building is not None and building[i] is None
+
+    def add_filter(self, i: int, flt: bytes) -> None:
+        """Keep chunk i's filter as a search built it."""
         building = self.building
         if building is None:
             return
-        self._built_bytes += 0 if flt is None else len(flt)
-        if flt is None or self._built_bytes > prefilter.RECORD_MAX:
-            self.building = None  # a chunk inside a very long line, or too many filters: none are kept
+        self._built_bytes += len(flt)
+        if self._built_bytes > prefilter.RECORD_MAX:
+            self.building = None  # too many filters: none are kept
             return
         building[i] = flt
+        self._added += 1
 
     def built(self) -> list[bytes] | None:
-        """Every chunk's filter, when a search built them all (None otherwise)."""
+        """The entry's filters with those this search built (:data:`prefilter.UNKNOWN` for
+        the chunks still without one), or None when it built none."""
         building = self.building
-        if building is None or any(f is None for f in building):
+        if building is None or not self._added:
             return None
-        return building  # type: ignore[return-value]  # no None left
+        return [f or prefilter.UNKNOWN for f in building]
 
     @property
     def text(self) -> bool:
@@ -941,7 +958,7 @@ class ReadsMixin:
 
 
 def _keep_filters(v: _View) -> None:
-    """Hand the store the filters a search built of every chunk of ``v``'s entry (see
+    """Hand the store the filters a search built of ``v``'s entry's chunks (see
     :meth:`_View.select`), after the search's read transaction ended."""
     built = v.built()
     keep = v.reader.keep_filters
@@ -963,21 +980,21 @@ def _run_building_task(
     budgets: list[tuple[int, bool]],
 ) -> list[tuple[_T, bytes | None] | None]:
     """As :func:`_run_task`, each result paired with the chunk's filter (:func:`_chunk_filter`
-    of its budget and whether it is the entry's last chunk)."""
+    of its budget and whether it is the entry's last chunk; a budget under 0: not built, None)."""
     out: list[tuple[_T, bytes | None] | None] = []
     for item, (budget, last) in zip(items, budgets, strict=True):
         if item is None:
             out.append(None)
             continue
         raw = item if isinstance(item, bytes) else codec.decompress_cached(*item)
-        out.append((fn(raw), _chunk_filter(raw, budget, last)))
+        out.append((fn(raw), None if budget < 0 else _chunk_filter(raw, budget, last)))
     return out
 
 
 def _chunk_filter(raw: bytes, budget: int, last: bool) -> bytes | None:
     """The filter of a chunk that a search read (:func:`blobpad.prefilter.build`), or None
     for a chunk that ends inside a line (not the entry's last): its filter would need the
-    next chunk's first bytes, so such an entry keeps its filters only from a put."""
+    next chunk's first bytes, so only a put builds it."""
     if not last and not raw.endswith(b"\n"):
         return None
     return prefilter.build(raw, b"", max_bytes=budget)
@@ -1014,8 +1031,10 @@ def _map_chunks(
                 continue
             v.chunks_read += 1
             raw = v.raw(i)
-            if building:
-                v.add_filter(i, _chunk_filter(raw, v.filter_budget(i), i == n - 1))
+            if building and v.needs_filter(i):
+                flt = _chunk_filter(raw, v.filter_budget(i), i == n - 1)
+                if flt is not None:
+                    v.add_filter(i, flt)
             yield fn(raw)
             v._raw.pop(i, None)
         return
@@ -1038,10 +1057,11 @@ def _map_chunks(
                 continue
             size = m.bytes_at[i + 1] - m.bytes_at[i]
             hit = v.cached(i)
-            frame = v.frame(i) if hit is None or building else None
+            need = building and v.needs_filter(i)
+            frame = v.frame(i) if hit is None or need else None
             items.append(hit if hit is not None else (frame, m.keys[i], size))  # type: ignore[arg-type]
             if building:
-                budgets.append((v.filter_budget(i, frame), i == n - 1))
+                budgets.append((v.filter_budget(i, frame) if need else -1, i == n - 1))
             held += size
             real += 1
         share = min(task_bytes, max(2 * held, share))
@@ -1071,7 +1091,8 @@ def _map_chunks(
                     yield None
                     continue
                 value, flt = result
-                v.add_filter(i, flt)
+                if flt is not None:
+                    v.add_filter(i, flt)
                 yield value
     finally:
         for future, _ in pending:

@@ -229,11 +229,11 @@ class Store(ReadsMixin):
         """Keep the chunk filters a search built (the reader's ``keep_filters`` hook).  They
         only make later searches faster: a store that cannot take them now (full, or its
         write failing) goes on without them, and the search that built them succeeds."""
-        record = prefilter.pack(filters)
         try:
-            self._backend.write(lambda txn: self._catalog.keep_filters(txn, raw_id, record))
+            self._backend.write(lambda txn: self._catalog.keep_filters(txn, raw_id, filters))
         except BlobpadError:
             pass
+        self._reader.forget(raw_id)  # its filters as this process last unpacked them are out of date
 
     # -- lifecycle --------------------------------------------------------------------
 
