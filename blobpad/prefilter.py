@@ -574,13 +574,23 @@ class Query:
         when the first of them is asked for (a search that stops early checks only the
         filters of the chunks it reached)."""
         start = 0
+        tainted = False  # the open group holds a filter that cannot be read: all of it is read
+        last = len(filters) - 1
         for i, flt in enumerate(filters):
-            ends = bool(_valid_size(flt)) and bool(flt[1] & _ENDS_LINE)
-            if ends or i == len(filters) - 1:
+            size = _valid_size(flt)
+            ends = bool(size) and bool(flt[1] & _ENDS_LINE)
+            if not size and not tainted:  # answer the group so far now, not at its end (which
+                tainted = True            # may be far: every chunk not built yet is in it)
+                for _ in range(i - start):
+                    yield True
+            if tainted:
+                yield True
+            elif ends or i == last:
                 keep = self.may_match_run(filters[start:i + 1])
                 for _ in range(i + 1 - start):
                     yield keep
-                start = i + 1
+            if ends or i == last:
+                start, tainted = i + 1, False
 
     def __repr__(self) -> str:
         return "Query(MATCH_ALL)" if self._formula is True else f"Query({self._formula!r})"

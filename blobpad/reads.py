@@ -1094,8 +1094,15 @@ def _map_chunks(
                 if flt is not None:
                     v.add_filter(i, flt)
                 yield value
-    finally:
-        for future, _ in pending:
+    finally:  # the caller stopped early (or failed): the tasks ahead are not waited for
+        for future, start in pending:
+            if building and future.done() and not future.cancelled() and future.exception() is None:
+                # filters already built ahead are kept too: a search that stops at the same
+                # place again then builds none (a grep for the first matches would otherwise
+                # rebuild the chunks it decompresses ahead on every call)
+                for i, result in enumerate(future.result(), start):
+                    if result is not None and result[1] is not None:
+                        v.add_filter(i, result[1])
             future.cancel()
 
 
