@@ -47,7 +47,7 @@ from .put import Putter
 from .reads import EntryStream
 from .view import Reader, not_found
 
-__all__ = ["Edit", "edit", "READ_BLOCK"]
+__all__ = ["Edit", "edit", "occurrences", "READ_BLOCK"]
 
 #: bytes of the entry read at a time (the search and the replacement hold about this much)
 READ_BLOCK = 1 << 20
@@ -163,6 +163,23 @@ def _utf8(label: str, value: object) -> bytes:
         return value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidArgument(f"{label} contains lone surrogates; pass valid Unicode text") from None
+
+
+def occurrences(reader: Reader, entry_id: str, text: str) -> int:
+    """How many times ``text`` occurs in the text entry ``entry_id``, as ``str.count`` counts
+    (without overlaps), read one block at a time.
+
+    Raises:
+        InvalidArgument: ``text`` is empty or not a str, or the entry is binary.
+        NotFound: no live entry ``entry_id``.
+    """
+    needle = _utf8("text", text)
+    if not needle:
+        raise InvalidArgument("text is empty: give the text to count")
+    entry = reader.stat(entry_id)
+    if entry.kind != "text":
+        raise InvalidArgument(f"entry {entry.id} is binary; occurrences counts text")
+    return _count(reader, entry, needle)
 
 
 def edit(reader: Reader, putter: Putter, entry_id: str, old: str, new: str, *, replace_all: bool = False) -> Edit:

@@ -37,7 +37,7 @@ from . import maintenance, notes, prefilter
 from .catalog import Catalog, counters, due, get_or_damaged
 from .chunking import ChunkParams
 from .codec import Codec
-from .edit import Edit, edit
+from .edit import Edit, edit, occurrences
 from .engine import Checked, ReadTxn, WriteTxn, open_engine
 from .engine import prefix_end as _prefix_end
 from .errors import (
@@ -416,6 +416,16 @@ class Store(ReadsMixin):
             Nothing is changed when it raises.
         """
         return edit(self._reader, self._putter, entry_id, old, new, replace_all=replace_all)
+
+    def occurrences(self, entry_id: str, text: str) -> int:
+        """How many times ``text`` occurs in a text entry, as ``str.count`` counts (no
+        overlaps), read one block at a time: the count :meth:`edit` checks, without editing.
+
+        Raises:
+            InvalidArgument: ``text`` empty or not a str, or a binary entry.
+            NotFound: no live entry ``entry_id``.
+        """
+        return occurrences(self._reader, entry_id, text)
 
     # -- lookup -----------------------------------------------------------------------
 

@@ -286,3 +286,30 @@ def test_the_store_is_unchanged_by_edits_that_put_the_same_text(store):
     assert done.occurrences == 10 and store.get(done.entry.id) == "same\n" * 10
     assert _footprint(store) == before
     assert dataclasses.replace(done.entry, id=e.id, seq=e.seq, updated_at=e.updated_at, expires_at=e.expires_at) == e
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_occurrences_counts_like_str_count_across_chunks(store_factory, data):
+    """Store.occurrences on entries cut in tiny chunks (occurrences across cuts, overlapping
+    candidates such as "aa" in "aaa", multibyte text) against ``str.count``."""
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    pieces = ["a", "aa", "b", "\n", "é", "日本", "ab\n", "x" * 40]
+    text = "".join(data.draw(st.lists(st.sampled_from(pieces), max_size=200)))
+    needle = "".join(data.draw(st.lists(st.sampled_from(pieces[:7]), min_size=1, max_size=3)))
+    e = s.put(text, session="s")
+    assert s.occurrences(e.id, needle) == text.count(needle), (needle, text)
+
+
+def test_occurrences_refuses_what_it_cannot_count(store):
+    text = store.put("some text\n", session="s")
+    binary = store.put(b"\x00\xff" * 10, session="s")
+    assert store.occurrences(text.id, "text") == 1
+    for bad in ("", b"text", None):
+        with pytest.raises(InvalidArgument):
+            store.occurrences(text.id, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="binary"):
+        store.occurrences(binary.id, "x")
+    with pytest.raises(NotFound):
+        store.occurrences("0" * 16, "x")

@@ -188,6 +188,7 @@ class BlobpadBackend(BackendProtocol):
         self.grep_timeout = grep_timeout
         # entry id -> None (only \n ends lines) or the number of str.splitlines lines
         self._line_ends: OrderedDict[str, int | None] = OrderedDict()
+        self._blanks: OrderedDict[str, bool] = OrderedDict()  # whether each entry read is only whitespace
 
     def close(self) -> None:
         """Close the store if this backend opened it."""
@@ -354,7 +355,7 @@ class BlobpadBackend(BackendProtocol):
         base = path if path.endswith("/") else path + "/"
         infos: list[FileInfo] = []
         dirs: set[str] = set()
-        for file_path, entry in self._all(session).items():
+        for file_path, entry in self._files(session, base.rstrip("/") or "/").items():
             if not file_path.startswith(base):
                 continue
             rest = file_path[len(base):]
@@ -365,12 +366,6 @@ class BlobpadBackend(BackendProtocol):
         infos.extend(FileInfo(path=d, is_dir=True, size=0, modified_at="") for d in sorted(dirs))
         infos.sort(key=lambda info: info.get("path", ""))
         return LsResult(entries=infos)
-
-    def _all(self, session: str) -> dict[str, Entry]:
-        found = {e.name: e for e in self.store.named(session=session) if not e.name.startswith(HASHED_NAME)}
-        for e in self.store.named(session=session, prefix=HASHED_NAME):
-            found[self._path(e)] = e
-        return found
 
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """Lines ``offset`` to ``offset + limit`` (0-based) of a file, numbered as deepagents does."""
@@ -406,9 +401,14 @@ class BlobpadBackend(BackendProtocol):
         """Whether the text is empty or only whitespace (deepagents shows it whole)."""
         if not entry.chars:
             return True
-        if self.store.head(entry.id, 4096).strip():
-            return False
-        return all(not text.strip() for text in self._text_blocks(entry))
+        known = self._blanks.get(entry.id)
+        if known is None:
+            known = not self.store.head(entry.id, 4096).strip() and all(
+                not text.strip() for text in self._text_blocks(entry))
+            self._blanks[entry.id] = known
+            while len(self._blanks) > _KNOWN:
+                self._blanks.popitem(last=False)
+        return known
 
     def _read_indexed(self, entry: Entry, offset: int, limit: int) -> ReadResult:
         total = entry.lines
@@ -497,7 +497,7 @@ class BlobpadBackend(BackendProtocol):
         if old.endswith("\n") and len(old) > 1:
             stripped = old[:-1]
             if self.store.tail(entry.id, len(stripped)) == stripped:
-                count = self._occurrences(entry, stripped)
+                count = self.store.occurrences(entry.id, stripped)
                 if count == 1:
                     return ("Error: old_string ends with a newline, but the file does not end with a newline. "
                             "Retry with the trailing newline removed from old_string (and from new_string if it "
@@ -508,29 +508,13 @@ class BlobpadBackend(BackendProtocol):
                         "unique.")
         return f"Error: String not found in file: '{old}'"
 
-    def _occurrences(self, entry: Entry, needle: str) -> int:
-        """How many times ``needle`` occurs in the text (as ``str.count``), streamed."""
-        target = needle.encode("utf-8")
-        count, carry = 0, b""
-        with self.store.stream(entry.id) as fh:
-            while block := fh.read(_BLOCK):
-                data = carry + block
-                at = data.find(target)
-                end = 0
-                while at >= 0:
-                    count += 1
-                    end = at + len(target)
-                    at = data.find(target, end)
-                carry = data[max(end, len(data) - len(target) + 1):]
-        return count
-
     def delete(self, file_path: str) -> DeleteResult:
         """Delete a file, or a directory and everything under it."""
         if not isinstance(file_path, str):
             return DeleteResult(error=f"Error: file_path must be a string, not {describe(file_path)}")
         session = self.session
         base = file_path.rstrip("/")
-        doomed = [e for p, e in self._all(session).items() if p == base or p.startswith(base + "/")]
+        doomed = [e for p, e in self._files(session, base or "/").items() if p == base or p.startswith(base + "/")]
         if not doomed:
             return DeleteResult(error=f"Error: File '{file_path}' not found")
         for entry in doomed:
@@ -615,9 +599,9 @@ class BlobpadBackend(BackendProtocol):
             matcher = compile_grep_include_glob(pattern)
         except ValueError as exc:
             return GlobResult(error=str(exc))
-        everything = self._all(self.session)
-        files = {root: everything[root]} if root in everything else {
-            p: e for p, e in everything.items() if _under(p, root)}
+        files = self._files(self.session, root)  # the file root, or the files under the directory root
+        if root in files:
+            files = {root: files[root]}
         picked = [(p, e) for p, e in files.items() if matcher(_relative(p, root))]
         picked.sort(key=lambda pe: _iso(pe[1].updated_at or pe[1].created_at), reverse=True)
         return GlobResult(matches=[self._info(p, e) for p, e in picked])
