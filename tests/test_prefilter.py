@@ -427,3 +427,40 @@ def test_caseless_ranges_have_no_case_variants(lo: int, hi: int) -> None:
     assert re.search("(?i)" + cls, others) is None
     for ch in members:
         assert ch.lower() == ch == ch.upper() == ch.casefold()
+
+
+def _groups_reference(query: Query, filters: list[bytes]) -> list[bool]:
+    """The chunks to read, group by group as the module docstring defines them: a group ends
+    at a chunk whose readable filter says it ends a line (or at the last chunk), and is read
+    whole when its filters together may match or one of them cannot be read."""
+    out: list[bool] = []
+    start = 0
+    for i, flt in enumerate(filters):
+        readable = prefilter._valid_size(flt) > 0
+        if (readable and flt[1] & 1) or i == len(filters) - 1:
+            group = filters[start:i + 1]
+            keep = not all(prefilter._valid_size(f) for f in group) or query.may_match_run(group)
+            out.extend([keep] * len(group))
+            start = i + 1
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(["ok line\n", "ERROR here\n", "a long li", "ne WARN\n", "tail", "", "junk"]),
+                   min_size=1, max_size=30),
+    pattern=st.sampled_from(["ERROR", "WARN", "ERROR|WARN", "zzz-absent", "long line", "ok"]),
+)
+def test_iter_select_answers_groups_with_unbuilt_filters_as_their_definition(parts, pattern):
+    """Filters not built yet (prefilter.UNKNOWN) and unreadable ones mixed with built ones:
+    iter_select, which answers a group holding one as it goes, equals the definition."""
+    filters = []
+    for part in parts:
+        if part == "":
+            filters.append(prefilter.UNKNOWN)
+        elif part == "junk":
+            filters.append(b"\x07junk")
+        else:
+            filters.append(prefilter.build(part.encode(), max_bytes=64))
+    query = Query.compile(pattern)
+    assert list(query.iter_select(filters)) == query.select(filters) == _groups_reference(query, filters)
