@@ -28,7 +28,7 @@ def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 
 
 @pytest.mark.kinds(*KINDS)
-@pytest.mark.parametrize("peer", PUT_PEERS)
+@pytest.mark.parametrize("peer", (*PUT_PEERS, "blobpad-filters"))  # filters at put: what they cost
 def bench_put(benchmark: BenchmarkFixture, bench: Bench, scratch: Scratch, settings: Settings,
               kind: str, size_mb: int, peer: str) -> None:
     """Put a file into an empty store."""

@@ -871,6 +871,17 @@ class BlobpadWriter(Writer):
         self.store.close()
 
 
+class BlobpadFiltersWriter(BlobpadWriter):
+    """blobpad building the chunk filters at put (``filters=True``): what they cost a put,
+    beside ``blobpad`` (the default, where the first search builds them)."""
+
+    name = "blobpad-filters"
+    label = "blobpad, filters at put"
+
+    def __init__(self, directory: Path, **options: Any) -> None:
+        super().__init__(directory, **{**options, "filters": True})
+
+
 def seed_summary(content: str | bytes) -> str:
     """The seed's summary: head and tail of text, a fingerprint of binary."""
     if isinstance(content, bytes):
@@ -1002,7 +1013,8 @@ class ZstdWriter(Writer):
 
 
 WRITERS: dict[str, type[Writer]] = {
-    cls.name: cls for cls in (BlobpadWriter, SqliteSeedWriter, DiskcacheWriter, FileWriter, ZstdWriter)
+    cls.name: cls
+    for cls in (BlobpadWriter, BlobpadFiltersWriter, SqliteSeedWriter, DiskcacheWriter, FileWriter, ZstdWriter)
 }
 
 

@@ -108,6 +108,18 @@ def _oracle_lines(data: bytes, pattern: str, ignore_case: bool, fixed: bool) -> 
     return [i for i, line in enumerate(lines, 1) if rx.search(line.decode("utf-8", "surrogateescape"))]
 
 
+def _draw_search(data: st.DataObject, s: blobpad.Store, e: blobpad.Entry, content: bytes) -> tuple[str, bool, bool]:
+    """A pattern for ``content`` (:func:`patterns`), ignore_case, and fixed (set when Python's
+    ``re``, the oracle's fallback, cannot read the pattern)."""
+    pattern = data.draw(patterns(content, _cuts(s, e)))
+    ignore_case, fixed = data.draw(st.booleans()), data.draw(st.booleans())
+    try:
+        re.compile(pattern)
+    except re.error:
+        fixed = True
+    return pattern, ignore_case, fixed
+
+
 def _cuts(s: blobpad.Store, e: blobpad.Entry) -> list[int]:
     """Where the entry's chunks start (from its chunk list)."""
     with s.engine.read() as txn:
@@ -130,12 +142,7 @@ def test_grep_and_count_with_filters_equal_the_oracle(store_factory, monkeypatch
     unfiltered = plain.put(content)
     plain.engine.write(lambda txn: txn.delete("filters", _raw_id(unfiltered)))
     for _ in range(4):
-        pattern = data.draw(patterns(content, _cuts(s, entry)))
-        ignore_case, fixed = data.draw(st.booleans()), data.draw(st.booleans())
-        try:
-            re.compile(pattern)
-        except re.error:
-            fixed = True
+        pattern, ignore_case, fixed = _draw_search(data, s, entry, content)
         expected = _oracle_lines(content, pattern, ignore_case, fixed)
         got = s.grep(entry.id, pattern, ignore_case=ignore_case, fixed=fixed, max_matches=10**6)
         whole = plain.grep(unfiltered.id, pattern, ignore_case=ignore_case, fixed=fixed, max_matches=10**6)
@@ -501,12 +508,7 @@ def test_filters_built_by_a_search_never_hide_a_match(store_factory, monkeypatch
     s.count(entry.id, "zq-absent-qz")  # reads every chunk: builds the filters, but of chunks ending inside a line
     assert (s.stats().filter_bytes > before) == (entry.chunks > 0)  # the last chunk's, at least
     for _ in range(4):
-        pattern = data.draw(patterns(content, _cuts(s, entry)))
-        ignore_case, fixed = data.draw(st.booleans()), data.draw(st.booleans())
-        try:
-            re.compile(pattern)
-        except re.error:
-            fixed = True
+        pattern, ignore_case, fixed = _draw_search(data, s, entry, content)
         expected = _oracle_lines(content, pattern, ignore_case, fixed)
         got = s.grep(entry.id, pattern, ignore_case=ignore_case, fixed=fixed, max_matches=10**6)
         assert [m.line for m in got] == expected, (pattern, ignore_case, fixed)
