@@ -408,10 +408,11 @@ class _View:
                 self.building = [None] * n
 
     def filter_budget(self, i: int, frame: bytes | None = None) -> int:
-        """The most bytes chunk i's filter may take: a share of its compressed size."""
+        """The most bytes chunk i's filter may take: the share of its compressed size a put
+        gives it (so a search builds the filter a put would; build() keeps at least its minimum)."""
         if frame is None:
             frame = self.frame(i)
-        return max(prefilter.MIN_BYTES + 5, int(prefilter.SHARE * len(frame)))
+        return int(prefilter.SHARE * len(frame))
 
     def needs_filter(self, i: int) -> bool:
         """Whether this search builds chunk i's filter as it reads the chunk."""

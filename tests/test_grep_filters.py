@@ -424,6 +424,21 @@ def test_the_first_search_reading_every_chunk_builds_the_filters(store_factory):
     assert s.stats().filter_bytes == 0
 
 
+def test_a_search_builds_the_filters_a_put_builds(store_factory):
+    """Where every chunk ends a line, the record a first search keeps is the one a put with
+    filters=True writes: the same filter per chunk, within the same share of its size."""
+    text = sample.log_text(2_000_000, 3)
+    at_put = store_factory("put", filters=True, cache_bytes=0)
+    by_search = store_factory("search", cache_bytes=0)
+    a, b = at_put.put(text), by_search.put(text)
+    assert by_search.count(b.id, "zq-absent").chunks_read == b.chunks
+    records = []
+    for s, e in ((at_put, a), (by_search, b)):
+        with s.engine.read() as txn:
+            records.append(prefilter.unpack(txn.get("filters", _raw_id(e)), e.chunks))
+    assert records[0] is not None and records[0] == records[1]
+
+
 def test_a_search_that_stops_early_keeps_the_filters_of_what_it_read(store_factory):
     """grep stops at its max_matches: the filters of the chunks it read are kept, the
     others are built by the next search that reads them (merged into the same record),
