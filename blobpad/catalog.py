@@ -277,7 +277,7 @@ class Catalog:
             except CorruptData:
                 return False
             old = None if record is None else prefilter.unpack(record, len(filters))
-            if old is None or record is None:
+            if old is None:
                 return False
             merged = [o or f for o, f in zip(old, filters, strict=True)]
             if merged == old:

@@ -161,9 +161,9 @@ class Store(ReadsMixin):
         chunk_params: chunk sizes of a new store; an existing store keeps its own.
         filters: when the trigram filter of each chunk is built, which lets grep and count
             skip the chunks that cannot match (an absent literal on 100 MB of log: about
-            3 ms instead of 200).  None, the default of a new store: by the first grep or
-            count that reads every chunk of an entry (on the worker threads, as it reads
-            them), and kept for the searches after it, when numpy is installed (the
+            3 ms instead of 200).  None, the default of a new store: by the greps and
+            counts, for the chunks they read (on the worker threads, as they read them),
+            and kept for the searches after them, when numpy is installed (the
             ``filters`` extra); most observations are never searched, and these pay
             nothing.  True: by every put as well (a large put on 2 cores takes about
             twice as long: the filters take more CPU than compression), so that the
@@ -233,7 +233,7 @@ class Store(ReadsMixin):
             self._backend.write(lambda txn: self._catalog.keep_filters(txn, raw_id, filters))
         except BlobpadError:
             pass
-        self._reader.forget(raw_id)  # its filters as this process last unpacked them are out of date
+        self._reader.forget_filters(raw_id)  # as this process last unpacked them, they are out of date
 
     # -- lifecycle --------------------------------------------------------------------
 

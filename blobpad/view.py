@@ -115,7 +115,7 @@ class Reader:
         or None when it has none (put before filters existed) or its record is damaged or
         does not fit its chunk list: then every chunk is read (verify() reports damage).
         Unpacked once, then kept in a small LRU (up to 16 MB of filters) until the entry
-        is deleted."""
+        is deleted or a search keeps more of them (:meth:`forget_filters`)."""
         with self._lock:
             kept = self._filters.get(raw_id)
             if kept is not None and len(kept[0]) == chunks:
@@ -139,6 +139,11 @@ class Reader:
         """Drop a deleted entry's chunk list and filters from the LRUs."""
         with self._lock:
             self._manifests.pop(raw_id, None)
+        self.forget_filters(raw_id)
+
+    def forget_filters(self, raw_id: bytes) -> None:
+        """Drop an entry's filters from their LRU (its record changed: read it again)."""
+        with self._lock:
             kept = self._filters.pop(raw_id, None)
             if kept is not None:
                 self._filter_bytes -= kept[1]
