@@ -161,6 +161,12 @@ HINT_MAP_CEILING_FULL = Hint(
     "open it with a larger max_map_size, then delete entries",
     "open it from Python with a larger max_map_size (blobpad.open(path, max_map_size=...)), then delete entries",
 )
+#: A Redis / Valkey server at its memory limit.
+HINT_SERVER_FULL = Hint(
+    "delete entries or run gc() (both work on a full server), or raise the server's maxmemory",
+    "delete entries ('blobpad rm') or run 'blobpad gc' (both work on a full server), or raise the server's "
+    "maxmemory",
+)
 #: A notepad text too large for a notepad.
 HINT_NOTEPAD_SIZE = Hint(
     "keep working notes short and store large data as entries with put()",

@@ -1,9 +1,11 @@
 """The pending-put journal: what a put in progress has placed, so that a killed one can be undone.
 
 A put of several batches commits each batch's chunks with a ``pending`` record (the
-chunk keys, and a head record naming the process by host, pid and start time) before
+chunk keys, and a head record naming the process by host, pid and start time, with the
+time of its last batch) before
 its final transaction makes the entry visible and clears them.  When the process that
-wrote them is gone, :func:`recover` (run at open and by gc()) rolls the put back: its
+wrote them is gone (on another host: when its last batch is :data:`STALE_SECONDS` old),
+:func:`recover` (run at open and by gc()) rolls the put back: its
 chunks' references are released and nothing of it stays visible.  A put that fits in
 one batch writes no journal: its single transaction is all or nothing.
 """
@@ -13,13 +15,14 @@ from __future__ import annotations
 import builtins
 import os
 import socket
+import time
 
 from .catalog import release
 from .chunking import KEY_SIZE
 from .engine import Checked, WriteTxn
 from .engine import prefix_end as _prefix_end
 
-__all__ = ["process_token", "token_alive", "rollback_pending", "recover"]
+__all__ = ["process_token", "head_record", "STALE_SECONDS", "token_alive", "rollback_pending", "recover"]
 
 
 def process_token() -> str:
@@ -44,12 +47,32 @@ def start_time(pid: int) -> str:
         return "?"
 
 
-def token_alive(token: str) -> bool:
-    """Whether the process a token names still runs (True when it cannot tell)."""
+#: A pending put of another host whose last batch is older than this (seconds, by the clock
+#: of the host that checks) is taken for dead: its process cannot be asked, and a live put
+#: commits a batch (a few MB) far more often than this.
+STALE_SECONDS = 900
+
+
+def head_record(token: str, now: float) -> bytes:
+    """The head record of a pending put: its process's token and the time of its last batch."""
+    return f"{token} {int(now)}".encode()
+
+
+def token_alive(record: str, now: float | None = None) -> bool:
+    """Whether the process a head record names still runs (True when it cannot tell).
+
+    On this host, its pid and start time say; a put of another host (a store on a shared
+    server) is alive while its last batch is less than :data:`STALE_SECONDS` old.
+    """
+    token, _, stamp = record.partition(" ")
     host, _, rest = token.partition(":")
     pid_s, _, start = rest.partition(":")
     if host != socket.gethostname():
-        return True  # cannot tell; LMDB stores are not shared across machines anyway
+        try:
+            last = int(stamp)
+        except ValueError:
+            return True  # an older record without its time: cannot tell
+        return (time.time() if now is None else now) - last < STALE_SECONDS
     try:
         pid = int(pid_s)
         os.kill(pid, 0)

@@ -21,6 +21,7 @@ import json
 import os
 import stat
 import threading
+import time
 import weakref
 from array import array
 from collections import Counter, deque
@@ -39,7 +40,7 @@ from .engine import Checked, ReadTxn, WriteTxn
 from .engine import prefix_end as _prefix_end
 from .errors import HINT_MAX_BYTES, BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, describe
 from .index import Entry, new_id
-from .journal import process_token, rollback_pending
+from .journal import head_record, process_token, rollback_pending
 
 __all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES"]
 
@@ -401,7 +402,7 @@ class PutWriter:
         """
         keys = self._keys(task)
         with self.store._backend.read() as txn:
-            found = [txn.get("chunks", key) for key in keys]
+            found = txn.get_many("chunks", keys)
         return keys, found
 
     def _prepare(
@@ -537,6 +538,7 @@ class PutWriter:
         """
         final_keys: list[bytes] = []
         new_stored = new_chunks = new_unique = 0
+        txn.prefetch("refs", [key[:16] + b"\x00" for _, (key, *_) in batch])
         for chunk, (key, frame, seen, _, _, _) in batch:
             key, created, slen = self._place(txn, chunk, key, frame, seen)
             final_keys.append(key)
@@ -563,8 +565,7 @@ class PutWriter:
         token = process_token()
 
         def txn_fn(txn: WriteTxn) -> tuple[list[bytes], int]:
-            if batch_no == 0:
-                txn.put("pending", self.raw_id + b"H", token.encode())
+            txn.put("pending", self.raw_id + b"H", head_record(token, time.time()))  # this put is alive
             final_keys, counts = self._place_batch(txn, batch, store._cap(txn))
             txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
             if counts:
@@ -796,7 +797,7 @@ class Putter:
                 except CorruptData:
                     filters = None  # read whole by grep and count; verify() reports the twin's
                 uses = Counter(keys)  # a chunk may occur several times in one entry
-                refs = {k: unpack_ref(txn.get("refs", k) or b"") for k in uses}
+                refs = {k: unpack_ref(rec or b"") for k, rec in zip(uses, txn.get_many("refs", list(uses)), strict=True)}
                 if any(r is None for r in refs.values()):
                     continue  # a chunk without a sound reference record is not shared
                 for k, n in uses.items():

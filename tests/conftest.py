@@ -67,8 +67,13 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
         )
 
 
-#: Every engine the store, reads, notepad, tools and offload tests run on.
-ENGINES = ("lmdb", "memory")
+#: Every engine the store, reads, notepad, tools and offload tests run on ("redis": a namespace of its own per
+#: test on the session's Valkey server, valkey_server).  BLOBPAD_TEST_ENGINES=lmdb,redis runs only those (for
+#: working on one engine; the README's test command and CI run them all).
+ENGINES = tuple(
+    name for name in os.environ.get("BLOBPAD_TEST_ENGINES", "lmdb,memory,redis").split(",")
+    if name in ("lmdb", "memory", "redis")
+) or ("lmdb", "memory", "redis")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -92,20 +97,37 @@ from blobpad.testing import no_test_hangs  # noqa: E402, F401
 
 
 @pytest.fixture
-def target(engine_name, tmp_path):
-    """Make targets of the engine under test: ``target("name")`` is a directory or a memory:// URL.
+def target(engine_name, tmp_path, request):
+    """Make targets of the engine under test: ``target("name")`` is a directory, a memory:// URL or a redis://
+    URL with a namespace of its own on the session's Valkey server.
 
     The same name gives the same target within a test; a memory target lives while a
-    store using it is open (the memory engine's semantics).
+    store using it is open (the memory engine's semantics); a Redis namespace's keys are
+    deleted after the test.
     """
     tag = uuid.uuid4().hex[:12]
+    server = request.getfixturevalue("valkey_server") if engine_name == "redis" else None
+    made: set[str] = set()
 
     def make(name: str = "store") -> str:
         if engine_name == "lmdb":
             return str(tmp_path / name)
+        if server is not None:
+            namespace = f"t-{tag}-" + "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)[:40]
+            made.add(namespace)
+            return f"{server.url}?namespace={namespace}"
         return f"memory://{tag}-{name}"
 
-    return make
+    yield make
+    if server is not None and made:
+        client = server.client()
+        try:
+            for namespace in made:
+                keys = list(client.scan_iter(match=f"bp:{{{namespace}}}:*", count=1000))
+                for i in range(0, len(keys), 500):
+                    client.delete(*keys[i:i + 500])
+        finally:
+            client.close()
 
 
 @pytest.fixture

@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 
 import blobpad
 from blobpad import BlobpadError, InvalidArgument
+from blobpad.engine import open_engine
 from blobpad.engine.lmdb import acquire_lmdb
 from blobpad.engine.memory import acquire_memory
 from blobpad.testing import EngineTests
@@ -52,6 +54,43 @@ class TestMemoryEngine(EngineTests):
             engine.close()
 
 
+class _RedisContract(EngineTests):
+    """The contract on a real server: each test's store is a namespace of its own on the session's server."""
+
+    server_fixture = ""
+
+    @pytest.fixture
+    def open_engine(self, request):
+        server = request.getfixturevalue(self.server_fixture)
+        engines = []
+        url = f"{server.url}?namespace=contract-{uuid.uuid4().hex[:12]}"
+
+        def make():
+            engine = open_engine(url)
+            engines.append(engine)
+            return engine
+
+        yield make
+        for engine in engines:
+            engine.close()
+
+
+class TestValkeyEngine(_RedisContract):
+    server_fixture = "valkey_server"
+
+
+class TestValkeyClusterEngine(_RedisContract):
+    server_fixture = "valkey_cluster"
+
+
+class TestRedisEngine(_RedisContract):
+    server_fixture = "redis_server"
+
+
+class TestRedisClusterEngine(_RedisContract):
+    server_fixture = "redis_cluster"
+
+
 # -- targets: paths and URLs -------------------------------------------------------------
 
 
@@ -79,7 +118,13 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("target", "words"),
     [
-        ("redis://localhost:6379/0", "Redis/Valkey engine"),
+        ("redis://127.0.0.1:99999/0", "port is not a number"),
+        ("redis+cluster://127.0.0.1:7000/3", "only database 0"),
+        ("redis://127.0.0.1:7000/x", "database is a number"),
+        ("redis://127.0.0.1:7000/0?namespace=a{b}", "namespace must be"),
+        ("redis://127.0.0.1:7000/0?map_size=1", "option of the LMDB engine"),
+        ("redis://127.0.0.1:7000/0?retry_seconds=-1", "more than 0"),
+        ("redis://127.0.0.1:7000/0?colour=blue", "not an option"),
         ("ftp://x/y", "unknown store URL scheme 'ftp'"),
         ("lmdb://relative/path", "absolute path"),
         ("memory://a/b", "not a memory store"),
@@ -197,3 +242,16 @@ def test_a_store_closed_by_the_gc_during_an_open_does_not_deadlock(kind, tmp_pat
     run = subprocess.run([sys.executable, "-c", _CLOSE_DURING_OPEN, kind, str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+def test_an_unreachable_redis_is_a_clear_error_within_bounded_time():
+    import socket
+    import time
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    began = time.monotonic()
+    with pytest.raises(BlobpadError, match=rf"redis://127.0.0.1:{port}/0 did not answer at open"):
+        blobpad.open(f"redis://127.0.0.1:{port}/0")
+    assert time.monotonic() - began < 10

@@ -4,7 +4,9 @@ A *target* names a store: a directory path (the LMDB engine, the default), or a 
 
 * ``memory://`` (a new private in-memory store) or ``memory://NAME`` (shared by the
   stores of this process that open the same name while one is open);
-* ``lmdb:///absolute/path`` or ``file:///absolute/path``, the same as the bare path.
+* ``lmdb:///absolute/path`` or ``file:///absolute/path``, the same as the bare path;
+* ``redis://host:port/db`` (one Redis or Valkey server) or ``redis+cluster://host:port``
+  (a Redis Cluster, any node), options in the query string (:mod:`blobpad.engine.redis`).
 
 ``blobpad.open()``, the CLI's ``--db``, ``blobpad mcp --db`` and the ``BLOBPAD_STORE``
 environment variable all take the same string.  Without one, the store is
@@ -21,6 +23,12 @@ from ..errors import InvalidArgument
 from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
 from .lmdb import LMDB_OPTIONS, acquire_lmdb
 from .memory import acquire_memory
+
+#: the URL schemes of the Redis / Valkey engine (blobpad.engine.redis), and whether each names a cluster
+SCHEMES = {
+    "redis": False, "rediss": False, "valkey": False, "valkeys": False,
+    "redis+cluster": True, "rediss+cluster": True, "valkey+cluster": True, "valkeys+cluster": True,
+}
 
 __all__ = [
     "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
@@ -65,9 +73,11 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         if not rest.startswith("/"):
             raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
         return acquire_lmdb(rest, **options)
-    if scheme in ("redis", "rediss", "valkey", "valkeys", "redis+cluster", "valkey+cluster"):
-        raise InvalidArgument(
-            f"{scheme}:// stores need the Redis/Valkey engine, which this version of blobpad does not have yet; "
-            "use a directory path (LMDB) or memory://"
-        )
-    raise InvalidArgument(f"unknown store URL scheme {scheme!r} in {text!r}: use a directory path or memory://")
+    if scheme in SCHEMES:
+        from .redis import acquire_redis  # imports redis-py only for a Redis store
+
+        return acquire_redis(text, **options)
+    raise InvalidArgument(
+        f"unknown store URL scheme {scheme!r} in {text!r}: use a directory path, memory://, redis://host:port/db "
+        "or redis+cluster://host:port"
+    )

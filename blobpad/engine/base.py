@@ -256,6 +256,20 @@ class ReadTxn:
         stored = self._raw.get(space, key)
         return None if stored is None else unseal(space, key, stored)
 
+    def get_many(self, space: str, keys: list[bytes]) -> list[bytes | None]:
+        """The values under ``keys`` (None where absent), in one request on an engine that has one
+        (``RawReadTxn.get_many``, optional: a networked engine), else key by key."""
+        many = getattr(self._raw, "get_many", None)
+        stored = many(space, keys) if many is not None else [self._raw.get(space, key) for key in keys]
+        return [None if s is None else unseal(space, key, s) for key, s in zip(keys, stored, strict=True)]
+
+    def prefetch(self, space: str, keys: list[bytes]) -> None:
+        """Ask a networked engine for ``keys`` in one request, so that the ``get`` of each that
+        follows in this transaction costs no round trip (a no-op on the local engines)."""
+        fetch = getattr(self._raw, "prefetch", None)
+        if fetch is not None:
+            fetch(space, keys)
+
     def get_unchecked(self, space: str, key: bytes) -> bytes | None:
         """The stored bytes, checksum included and unchecked (format detection only)."""
         return self._raw.get(space, key)

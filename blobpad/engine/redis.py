@@ -1,0 +1,694 @@
+"""The Redis / Valkey engine: one store shared by processes on many hosts.
+
+Targets: ``redis://[user:password@]host:port/db`` (also ``rediss://`` with TLS, and
+``valkey://``, ``valkeys://`` as other names of the same) for one server, and
+``redis+cluster://host:port`` (or ``valkey+cluster://``; any node) for a Redis Cluster.
+Options go in the query string or as keyword arguments of ``blobpad.open``:
+
+* ``namespace`` (default ``blobpad``): several stores share one server, each under its own;
+* ``snapshot_seconds`` (default 300): how long a reader's snapshot stays readable while
+  others write (see below);
+* ``retry_seconds`` (default 20): how long transient errors (a lost connection, a
+  failover, ``LOADING``, ``TRYAGAIN``, ``CLUSTERDOWN``, ``MOVED``, ``ASK``, ``READONLY``)
+  are retried with backoff before a clear :class:`~blobpad.BlobpadError`;
+* ``timeout`` (default 10): seconds a single command may take on the socket.
+
+How the contract is kept on a server that has no transactions of its own:
+
+* **Keys.** Every key of a store starts with ``bp:{NAMESPACE}:``.  The braces are a
+  cluster hash tag, so a store lives in one slot, hence on one node of a cluster, and one
+  Lua script can read and write all of it (as JuiceFS keeps its metadata).  Each keyspace
+  is a sorted set of its keys (ordered scans with ``ZRANGEBYLEX``) beside a hash of their
+  values; each value carries the version that wrote it.
+* **Writes** are optimistic: ``write(fn)`` runs ``fn`` against a snapshot, keeping its
+  writes aside (it reads them back), then one script checks that nothing it read changed
+  since the snapshot and applies every write at a new version, atomically.  On a
+  conflict, ``fn`` runs again (the contract allows it).  Each commit carries a token, so
+  a commit retried after a lost reply is applied once.
+* **Snapshots.**  A commit that replaces or deletes a value keeps the old one for
+  ``snapshot_seconds`` (by the server's clock), so an open reader still reads the
+  state it started from.  A reader that stays open longer while others write gets a clear
+  error, never a mix of states.  Deleting an entry therefore frees its memory
+  ``snapshot_seconds`` after the deletion, at the next write.
+* **Integrity** is the contract's (:class:`~blobpad.engine.base.Checked`): every value
+  is sealed with a checksum bound to its keyspace and key, so a value damaged or lost in
+  a failover reads as :class:`~blobpad.CorruptData`.
+* **A full server** (``maxmemory`` reached) refuses a commit before it changes anything:
+  :class:`~blobpad.StoreFull`.  Commits that free space (``write(fn, frees=True)``:
+  delete, gc) are let through.  An eviction policy other than ``noeviction`` is refused at
+  open: the server would drop parts of entries.
+
+Durability is the server's: with ``appendonly yes`` and ``appendfsync always`` an
+acknowledged put survives a killed server and a power loss; with ``appendfsync
+everysec`` up to about a second of puts can be lost on a power loss (a killed server
+process loses none: the server writes its AOF before it replies); without AOF, whatever
+was written since the last RDB save.  Replication is asynchronous: a failover can lose
+acknowledged puts.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull
+from . import SCHEMES
+from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
+
+__all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES"]
+
+T = TypeVar("T")
+
+#: the engine's options and their defaults (query string or keyword arguments)
+REDIS_OPTIONS: dict[str, Any] = {
+    "namespace": "blobpad",
+    "snapshot_seconds": 300.0,
+    "retry_seconds": 20.0,
+    "timeout": 10.0,
+}
+
+_NAMESPACE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+_BATCH = 256  # keys a scan resolves per script call
+_TOKEN_MS = 600_000  # how long a commit's token is kept (a retried commit within it is applied once)
+_OPEN_SECONDS = 3.0  # how long opening retries a server that does not answer
+_TRIM = 512  # old values dropped per commit at most
+
+# Every script declares one key, the store's version counter ``bp:{ns}:v``; the others
+# share its hash tag, so they are in its slot.  A value is stored as 12 decimal digits of
+# the version that wrote it, then the value.  The old values kept for snapshots ("graves")
+# of keyspace s: hash g:s (key@version -> the value that version replaced), hash gl:s
+# (key -> the versions that replaced or deleted it, 12 digits each, ascending), sorted set
+# gz:s (the keys that have any, for scans), and gq (every grave, scored by the server time
+# it was made, for trimming).  hz is the newest version whose graves were trimmed: a
+# snapshot older than it may have lost what it needs.  mv: keyspace -> the last version
+# that added or removed one of its keys (what a scan in a write depends on).
+
+_RESOLVE = r"""
+local P = string.sub(KEYS[1], 1, -2)
+local function at(s, k, S)
+  local cur = redis.call('HGET', P .. 'h:' .. s, k)
+  if cur and tonumber(string.sub(cur, 1, 12)) <= S then return string.sub(cur, 13) end
+  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+  if gl then
+    for i = 1, #gl, 12 do
+      local w = string.sub(gl, i, i + 11)
+      if tonumber(w) > S then
+        local prev = redis.call('HGET', P .. 'g:' .. s, k .. '@' .. w)
+        if not prev then return false end
+        return string.sub(prev, 13)
+      end
+    end
+  end
+  return false
+end
+"""
+
+_READ_LUA = "#!lua flags=no-writes\n" + _RESOLVE + r"""
+local S = tonumber(ARGV[1])
+if S == nil then S = tonumber(redis.call('GET', KEYS[1]) or '0') end
+if tonumber(redis.call('GET', P .. 'hz') or '0') > S then return {-1} end
+local op, s = ARGV[2], ARGV[3]
+local out = {S}
+if op == 'get' then
+  for i = 4, #ARGV do out[#out + 1] = at(s, ARGV[i], S) end
+  return out
+end
+local lo, hi, limit = ARGV[4], ARGV[5], tonumber(ARGV[7])
+local a, b
+if ARGV[6] == '1' then
+  a = redis.call('ZREVRANGEBYLEX', P .. 'z:' .. s, hi, lo, 'LIMIT', 0, limit)
+  b = redis.call('ZREVRANGEBYLEX', P .. 'gz:' .. s, hi, lo, 'LIMIT', 0, limit)
+else
+  a = redis.call('ZRANGEBYLEX', P .. 'z:' .. s, lo, hi, 'LIMIT', 0, limit)
+  b = redis.call('ZRANGEBYLEX', P .. 'gz:' .. s, lo, hi, 'LIMIT', 0, limit)
+end
+out[2] = #a
+out[3] = #b
+for _, k in ipairs(a) do out[#out + 1] = k; out[#out + 1] = at(s, k, S) end
+for _, k in ipairs(b) do out[#out + 1] = k; out[#out + 1] = at(s, k, S) end
+return out
+"""
+
+_TRIM_FN = r"""
+local function trim(P, before, hz)
+local old = redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '(' .. before, 'LIMIT', 0, %(trim)d)
+  for _, mem in ipairs(old) do
+    local w = string.sub(mem, 1, 12)
+    local rest = string.sub(mem, 13)
+    local z = string.find(rest, '\0', 1, true)
+    local s, k = string.sub(rest, 1, z - 1), string.sub(rest, z + 1)
+    redis.call('HDEL', P .. 'g:' .. s, k .. '@' .. w)
+    local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+    if gl then
+      local kept = {}
+      for q = 1, #gl, 12 do
+        local x = string.sub(gl, q, q + 11)
+        if x ~= w then kept[#kept + 1] = x end
+      end
+      if #kept == 0 then
+        redis.call('HDEL', P .. 'gl:' .. s, k)
+        redis.call('ZREM', P .. 'gz:' .. s, k)
+      else
+        redis.call('HSET', P .. 'gl:' .. s, k, table.concat(kept))
+      end
+    end
+    if tonumber(w) > hz then hz = tonumber(w) end
+    redis.call('ZREM', P .. 'gq', mem)
+  end
+  if #old > 0 then redis.call('SET', P .. 'hz', hz) end
+  return #old
+end
+""".replace("%(trim)d", str(_TRIM))
+
+_WRITE_BODY = _TRIM_FN + r"""
+local P = string.sub(KEYS[1], 1, -2)
+local token = P .. 'tok:' .. ARGV[3]
+local done = redis.call('GET', token)
+if done then return {tonumber(done)} end
+local V = tonumber(redis.call('GET', KEYS[1]) or '0')
+local S = tonumber(ARGV[1])
+if S == nil then S = V end
+local hz = tonumber(redis.call('GET', P .. 'hz') or '0')
+if hz > S then return {0, 'expired'} end
+local i = 4
+local n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do
+  local s, k = ARGV[i], ARGV[i + 1]; i = i + 2
+  local cur = redis.call('HGET', P .. 'h:' .. s, k)
+  local m = 0
+  if cur then
+    m = tonumber(string.sub(cur, 1, 12))
+  else
+    local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+    if gl then m = tonumber(string.sub(gl, -12)) end
+  end
+  if m > S then return {0, 'conflict'} end
+end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do
+  if tonumber(redis.call('HGET', P .. 'mv', ARGV[i]) or '0') > S then return {0, 'conflict'} end
+  i = i + 1
+end
+local W = V + 1
+local W12 = string.format('%012d', W)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('SET', KEYS[1], W)
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do
+  local s, k, op, v = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]; i = i + 4
+  local h = P .. 'h:' .. s
+  local cur = redis.call('HGET', h, k)
+  if cur then
+    redis.call('HSET', P .. 'g:' .. s, k .. '@' .. W12, cur)
+    redis.call('HSET', P .. 'gl:' .. s, k, (redis.call('HGET', P .. 'gl:' .. s, k) or '') .. W12)
+    redis.call('ZADD', P .. 'gz:' .. s, 0, k)
+    redis.call('ZADD', P .. 'gq', now, W12 .. s .. '\0' .. k)
+  end
+  if op == 'd' then
+    if cur then
+      redis.call('HDEL', h, k)
+      redis.call('ZREM', P .. 'z:' .. s, k)
+      redis.call('HSET', P .. 'mv', s, W)
+    end
+  else
+    redis.call('HSET', h, k, W12 .. v)
+    if not cur then
+      redis.call('ZADD', P .. 'z:' .. s, 0, k)
+      redis.call('HSET', P .. 'mv', s, W)
+    end
+  end
+end
+trim(P, now - tonumber(ARGV[2]), hz)
+redis.call('SET', token, W, 'PX', %(token_ms)d)
+return {W}
+""".replace("%(token_ms)d", str(_TOKEN_MS))
+
+# A commit that may need memory is refused before it starts when the server is full; one
+# that frees space runs anyway (it moves values rather than adding them).
+_WRITE_LUA = "#!lua\n" + _WRITE_BODY
+_FREEING_LUA = "#!lua flags=allow-oom\n" + _WRITE_BODY
+
+# Trimming alone, let through on a full server: the old values a delete kept are what a
+# full server may be waiting to free.
+_TRIM_LUA = "#!lua flags=allow-oom\n" + _TRIM_FN + r"""
+local P = string.sub(KEYS[1], 1, -2)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return trim(P, now - tonumber(ARGV[1]), tonumber(redis.call('GET', P .. 'hz') or '0'))
+"""
+
+_PER_SPACE = ("z:", "h:", "g:", "gl:", "gz:")
+
+
+def _errors() -> tuple[Any, Any, Any]:
+    from redis import exceptions as e
+
+    transient = (
+        e.ConnectionError, e.TimeoutError, e.BusyLoadingError, e.TryAgainError, e.ClusterDownError,
+        e.MovedError, e.AskError, e.ReadOnlyError, e.MasterDownError, e.SlotNotCoveredError,
+    )
+    return transient, e.OutOfMemoryError, e.RedisError
+
+
+_ABSENT: Any = object()
+
+
+class _Expired(Exception):
+    """A snapshot older than the old values the server still keeps."""
+
+
+class RedisEngine:
+    """The Redis / Valkey engine (see the module docstring).  Open it with :func:`acquire_redis`."""
+
+    def __init__(self, target: str, client: Any, *, cluster: bool, namespace: str, snapshot_seconds: float,
+                 retry_seconds: float, shown: str) -> None:
+        self.target = target
+        self._shown = shown  # the server as errors name it (no password)
+        self._client = client
+        self._cluster = cluster
+        self.namespace = namespace
+        self._prefix = b"bp:{" + namespace.encode() + b"}:"
+        self._version_key = self._prefix + b"v"
+        self._retain_ms = int(snapshot_seconds * 1000)
+        self._snapshot_seconds = snapshot_seconds
+        self._retry_seconds = retry_seconds
+        self._guard = TxnGuard()
+        self._closed = False
+        self._transient, self._oom, self._redis_error = _errors()
+        self._read_script = client.register_script(_READ_LUA)
+        self._write_script = client.register_script(_WRITE_LUA)
+        self._freeing_script = client.register_script(_FREEING_LUA)
+        self._trim_script = client.register_script(_TRIM_LUA)
+        self._maxmemory = 0
+        self._check_server()
+        self.capabilities = Capabilities(
+            name="redis-cluster" if cluster else "redis", persistent=True, processes=True, compaction=False,
+            size_ceiling=self._maxmemory > 0,
+            durability=(
+                "the server's: with appendonly yes and appendfsync always an acknowledged write survives a killed "
+                "server and a power loss; with appendfsync everysec a power loss can lose about the last second; "
+                "without AOF, what was written since the last RDB save; a failover to an asynchronous replica can "
+                "lose acknowledged writes"
+            ),
+        )
+
+    # -- talking to the server ------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[[], T], seconds: float | None = None) -> T:
+        """Run ``fn``, retrying transient errors with backoff for up to ``seconds`` (``retry_seconds``)."""
+        seconds = self._retry_seconds if seconds is None else seconds
+        deadline = time.monotonic() + seconds
+        delay = 0.02
+        while True:
+            self._check_open()
+            try:
+                return fn()
+            except self._oom as exc:
+                raise StoreFull(
+                    f"the Redis server {self._shown} is at its memory limit (maxmemory): {exc}",
+                    hint=HINT_SERVER_FULL,
+                ) from None
+            except self._transient as exc:
+                if time.monotonic() + delay > deadline:
+                    raise BlobpadError(
+                        f"the Redis server {self._shown} did not answer {what} within {seconds:g} s "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from None
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
+            except self._redis_error as exc:
+                raise BlobpadError(f"the Redis server {self._shown} refused {what}: {exc}") from None
+
+    def _check_server(self) -> None:
+        # at open, a server that refuses connections is more likely a wrong address than a failover: say so soon
+        info = self._call("at open", lambda: self._client.info("server"), min(self._retry_seconds, _OPEN_SECONDS))
+        if self._cluster and isinstance(info, dict) and info and all(isinstance(v, dict) for v in info.values()):
+            info = next(iter(info.values()))
+        version = str(info.get("redis_version", "0"))
+        if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (7, 0):
+            raise BlobpadError(
+                f"the server {self._shown} is Redis {version}: blobpad needs Redis 7.0 or later, or Valkey"
+            )
+        try:
+            config = self._client.config_get("maxmemory*")
+        except self._redis_error:  # CONFIG is disabled on some managed servers: nothing to check
+            return
+        if self._cluster and config and all(isinstance(v, dict) for v in config.values()):
+            configs = list(config.values())
+        else:
+            configs = [config]
+        for c in configs:
+            c = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+                 for k, v in c.items()}
+            policy = c.get("maxmemory-policy", "noeviction")
+            if policy != "noeviction":
+                raise InvalidArgument(
+                    f"the Redis server {self._shown} has maxmemory-policy {policy}: it would evict parts of "
+                    "entries when full; blobpad needs noeviction (CONFIG SET maxmemory-policy noeviction), so that "
+                    "a full server refuses puts with StoreFull instead"
+                )
+            self._maxmemory = max(self._maxmemory, int(c.get("maxmemory", 0) or 0))
+
+    def _read_call(self, args: list[Any]) -> list[Any]:
+        res = self._call("a read", lambda: self._read_script(keys=[self._version_key], args=args))
+        if res[0] == -1:
+            raise _Expired()
+        return res
+
+    # -- the contract ---------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[RawReadTxn]:
+        """A snapshot of the committed state, taken at its first read."""
+        self._check_open()
+        self._guard.enter()
+        try:
+            txn = _Txn(self)
+            try:
+                yield txn
+            except _Expired:
+                raise BlobpadError(
+                    f"a read of the store {self.target} stayed open over snapshot_seconds "
+                    f"({self._snapshot_seconds:g} s) while others wrote: its snapshot is gone; read again"
+                ) from None
+        finally:
+            self._guard.leave()
+
+    def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
+        """Run ``fn`` against a snapshot and commit its writes if nothing it read changed; else run it again."""
+        self._check_open()
+        self._guard.enter()
+        try:
+            deadline = time.monotonic() + self._retry_seconds
+            delay = 0.001
+            attempts = 0
+            while True:
+                attempts += 1
+                txn = _Txn(self, writable=True)
+                try:
+                    result = fn(txn)
+                except _Expired:
+                    result, status = None, "expired"
+                else:
+                    if not txn.writes:
+                        return result
+                    status = self._commit(txn, frees)
+                if status == "ok":
+                    return result  # type: ignore[return-value]
+                if time.monotonic() > deadline:
+                    raise BlobpadError(
+                        f"a write to the store {self.target} kept conflicting with other writers "
+                        f"({attempts} attempts in {self._retry_seconds:g} s); try again"
+                    )
+                time.sleep(delay * random.random())
+                delay = min(delay * 2, 0.05)
+        finally:
+            self._guard.leave()
+
+    def _commit(self, txn: _Txn, frees: bool) -> str:
+        args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, os.urandom(12).hex(), len(txn.reads)]
+        for space, key in txn.reads:
+            args += (space, key)
+        args.append(len(txn.scanned))
+        args += sorted(txn.scanned)
+        args.append(len(txn.writes))
+        for (space, key), value in txn.writes.items():
+            args += (space, key, b"d", b"") if value is None else (space, key, b"p", value)
+        script = self._freeing_script if frees else self._write_script
+        try:
+            res = self._call("a commit", lambda: script(keys=[self._version_key], args=args))
+        except StoreFull:
+            # the old values deletes kept for readers may be what fills the server: drop those past
+            # snapshot_seconds (a script a full server lets through), then try once more
+            trimmed = self._call("a trim", lambda: self._trim_script(keys=[self._version_key], args=[self._retain_ms]))
+            if not trimmed:
+                raise
+            res = self._call("a commit", lambda: script(keys=[self._version_key], args=args))
+        if res[0] > 0:
+            return "ok"
+        return res[1].decode() if isinstance(res[1], bytes) else str(res[1])
+
+    def size(self) -> int:
+        """The bytes the server reports for this store's keys (``MEMORY USAGE``)."""
+        keys = [self._prefix + k for k in (b"v", b"hz", b"mv", b"gq")]
+        keys += [self._prefix + part.encode() + space.encode() for space in SPACES for part in _PER_SPACE]
+
+        def usage() -> int:
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys:
+                pipe.memory_usage(key, samples=0)
+            return sum(int(n or 0) for n in pipe.execute())
+
+        return self._call("MEMORY USAGE", usage)
+
+    def map_size(self) -> int:
+        """The server's ``maxmemory`` (0: no limit)."""
+        return self._maxmemory
+
+    def compact(self) -> tuple[int, int]:
+        raise BlobpadError("the Redis engine has nothing to compact (capabilities.compaction is False): "
+                           "the server frees memory itself")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BlobpadError(f"the store {self.target} is closed")
+
+    def close(self) -> None:
+        """Close this holder's connections (idempotent); the data stays on the server."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._client.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection must not fail a close
+            pass
+
+
+class _Txn:
+    """A read or write transaction: reads at one snapshot; a write's changes kept aside."""
+
+    __slots__ = ("_e", "snap", "writes", "reads", "scanned", "_writable", "_seen")
+
+    def __init__(self, engine: RedisEngine, writable: bool = False) -> None:
+        self._e = engine
+        self.snap: int | None = None
+        self._writable = writable
+        self.writes: dict[tuple[str, bytes], bytes | None] = {}
+        self.reads: set[tuple[str, bytes]] = set()
+        self.scanned: set[str] = set()
+        self._seen: dict[tuple[str, bytes], bytes | None] = {}  # committed values read (fixed at the snapshot)
+
+    def prefetch(self, space: str, keys: list[bytes]) -> None:
+        """Fetch the committed values of ``keys`` at this snapshot that are not held yet, in one script
+        call per ``_BATCH`` keys; the reads that follow take them from here."""
+        missing = [k for k in dict.fromkeys(bytes(k) for k in keys) if (space, k) not in self._seen]
+        for i in range(0, len(missing), _BATCH):
+            part = missing[i:i + _BATCH]
+            res = self._e._read_call([b"" if self.snap is None else self.snap, b"get", space, *part])
+            self.snap = res[0]
+            for k, value in zip(part, res[1:], strict=True):
+                self._seen[(space, k)] = value
+                if self._writable:
+                    self.reads.add((space, k))
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        return self.get_many(space, [key])[0]
+
+    def get_many(self, space: str, keys: list[bytes]) -> list[bytes | None]:
+        """The values of ``keys`` (a write's own first), fetched in as few requests as can be."""
+        keys = [bytes(k) for k in keys]
+        if self._writable:
+            mine = [self.writes.get((space, k), _ABSENT) for k in keys]
+            self.prefetch(space, [k for k, m in zip(keys, mine, strict=True) if m is _ABSENT])
+            return [self._seen[(space, k)] if m is _ABSENT else m for k, m in zip(keys, mine, strict=True)]
+        self.prefetch(space, keys)
+        values = [self._seen[(space, k)] for k in keys]
+        for k in keys:  # a reader holds a value only until it is read: what it fetched ahead, not all it read
+            self._seen.pop((space, k), None)
+        return values
+
+    def count(self, space: str) -> int | None:
+        return None
+
+    def scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        if self._writable:
+            self.scanned.add(space)
+            yield from self._scan_mine(space, start, stop, reverse)
+        else:
+            yield from self._scan_committed(space, start, stop, reverse)
+
+    def _scan_committed(self, space: str, start: bytes, stop: bytes | None,
+                        reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        lo = b"[" + start if start else b"-"
+        hi = b"(" + stop if stop is not None else b"+"
+        if stop is not None and stop <= start:
+            return
+        while True:
+            res = self._e._read_call([b"" if self.snap is None else self.snap, b"scan", space, lo, hi,
+                                      b"1" if reverse else b"0", _BATCH])
+            self.snap = res[0]
+            na, nb = res[1], res[2]
+            flat = res[3:]
+            found: dict[bytes, bytes | None] = {}
+            for j in range(0, 2 * (na + nb), 2):
+                found[flat[j]] = flat[j + 1]
+            a_keys = [flat[j] for j in range(0, 2 * na, 2)]
+            b_keys = [flat[j] for j in range(2 * na, 2 * (na + nb), 2)]
+            ends = [keys[-1] for keys in (a_keys, b_keys) if len(keys) == _BATCH]
+            bound = (max(ends) if reverse else min(ends)) if ends else None
+            keys = sorted(found, reverse=reverse)
+            if bound is not None:
+                keys = [k for k in keys if (k >= bound if reverse else k <= bound)]
+            for k in keys:
+                value = found[k]
+                if value is not None:
+                    if self._writable:
+                        self.reads.add((space, k))
+                    yield k, value
+            if bound is None:
+                return
+            if reverse:
+                hi = b"(" + bound
+            else:
+                lo = b"(" + bound
+
+    def _scan_mine(self, space: str, start: bytes, stop: bytes | None,
+                   reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        mine = sorted((k for (s, k) in self.writes if s == space and start <= k and (stop is None or k < stop)),
+                      reverse=reverse)
+        committed = self._scan_committed(space, start, stop, reverse)
+        pending = next(committed, None)
+        i = 0
+        while pending is not None or i < len(mine):
+            if pending is None or (i < len(mine) and ((mine[i] > pending[0]) if reverse else (mine[i] < pending[0]))):
+                key = mine[i]
+                i += 1
+                value = self.writes[(space, key)]
+                if value is not None:
+                    yield key, value
+                continue
+            key, value = pending
+            pending = next(committed, None)
+            if i < len(mine) and mine[i] == key:
+                i += 1
+                value = self.writes[(space, key)]  # type: ignore[assignment]
+                if value is None:
+                    continue
+            elif (space, key) in self.writes:  # written after the scan's order passed it: its new value
+                value = self.writes[(space, key)]  # type: ignore[assignment]
+                if value is None:
+                    continue
+            yield key, value
+
+    def put(self, space: str, key: bytes, stored: bytes) -> None:
+        if not self._writable:
+            raise BlobpadError("internal error: a put in a read transaction")
+        if space not in SPACES or not isinstance(stored, bytes) or not 0 < len(key) <= MAX_KEY:
+            raise BlobpadError(f"internal error: a bad put in the {space!r} keyspace")
+        self.writes[(space, bytes(key))] = stored
+
+    def delete(self, space: str, key: bytes) -> bool:
+        if not self._writable:
+            raise BlobpadError("internal error: a delete in a read transaction")
+        existed = self.get(space, key) is not None
+        self.writes[(space, bytes(key))] = None
+        return existed
+
+
+# -- opening --------------------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+
+
+def acquire_redis(target: str, **options: Any) -> RedisEngine:
+    """The engine of a ``redis://`` / ``redis+cluster://`` target (see the module docstring).
+
+    Raises InvalidArgument for a malformed URL or option, BlobpadError when the server
+    cannot be reached within ``retry_seconds`` or is older than Redis 7.
+    """
+    try:
+        import redis
+        from redis.cluster import RedisCluster
+    except ImportError:  # pragma: no cover - redis is a dependency
+        raise BlobpadError("the Redis engine needs the redis package: pip install redis") from None
+    parts = urlsplit(target)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise InvalidArgument(f"{target!r} is not a Redis URL (redis://host:port/db or redis+cluster://host:port)")
+    cluster = SCHEMES[scheme]
+    settings = dict(REDIS_OPTIONS)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    given: dict[str, Any] = {}
+    for name, value in [*query, *options.items()]:
+        if name not in REDIS_OPTIONS:
+            from .lmdb import LMDB_OPTIONS
+
+            where = "an option of the LMDB engine" if name in LMDB_OPTIONS else "not an option"
+            raise InvalidArgument(
+                f"{name} is {where}; the Redis engine takes {', '.join(sorted(REDIS_OPTIONS))} "
+                "(in the URL's query string or as keyword arguments)"
+            )
+        given[name] = value
+    for name, value in given.items():
+        if name == "namespace":
+            if not isinstance(value, str) or not _NAMESPACE.fullmatch(value):
+                raise InvalidArgument(
+                    f"namespace must be 1 to 64 letters, digits or ._:- characters, not {str(value)[:80]!r}"
+                )
+            settings[name] = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                raise InvalidArgument(f"{name} must be a number of seconds, not {str(value)[:80]!r}") from None
+            if not 0 < number <= 86_400 * 7:
+                raise InvalidArgument(f"{name} must be more than 0 and at most a week in seconds, not {value!r}")
+            settings[name] = number
+    host = parts.hostname or "localhost"
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise InvalidArgument(f"{target!r}: the port is not a number from 1 to 65535") from None
+    path = parts.path.strip("/")
+    if cluster and path not in ("", "0"):
+        raise InvalidArgument(f"{target!r}: a Redis Cluster has only database 0")
+    if path and not path.isdigit():
+        raise InvalidArgument(f"{target!r}: the database is a number, as in redis://host:6379/0")
+    tls = scheme.split("+")[0] in ("rediss", "valkeys")
+    base = urlunsplit(("rediss" if tls else "redis", parts.netloc, "/" + (path or "0"), "", ""))
+    shown_netloc = f"{host}:{port}"
+    shown = f"{'rediss' if tls else 'redis'}://{shown_netloc}/{path or '0'}"
+    shown_target = urlunsplit((scheme, shown_netloc, "/" + (path or "0") if not cluster else "",
+                               f"namespace={settings['namespace']}", ""))
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    common: dict[str, Any] = {
+        "socket_timeout": settings["timeout"], "socket_connect_timeout": settings["timeout"],
+        "decode_responses": False,
+    }
+    try:
+        if cluster:
+            client = RedisCluster.from_url(base, **common)
+        else:
+            client = redis.Redis.from_url(base, retry=Retry(NoBackoff(), 0), **common)
+    except redis.RedisError as exc:
+        raise BlobpadError(f"cannot reach the Redis server {shown}: {exc}") from None
+    except ValueError as exc:
+        raise InvalidArgument(f"{target!r} is not a valid Redis URL: {exc}") from None
+    try:
+        return RedisEngine(
+            shown_target, client, cluster=cluster, namespace=settings["namespace"],
+            snapshot_seconds=settings["snapshot_seconds"], retry_seconds=settings["retry_seconds"], shown=shown,
+        )
+    except BaseException:
+        client.close()
+        raise

@@ -1,0 +1,383 @@
+"""What only the Redis / Valkey engine has: a store shared by processes standing for hosts, a cluster, the
+server's failures (killed, full, a node lost), snapshots kept by the server, and the settings it refuses.
+
+Everything else the engine must do is proved by the contract suite (tests/test_engines.py) and by the
+whole parametrized suite, which runs on the ``redis`` engine too (conftest.ENGINES).  Every server here is
+a real one started by the tests (tests/servers.py), on 127.0.0.1, stopped by the PID it started.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import pytest
+from redis.crc import key_slot
+
+import blobpad
+from blobpad import BlobpadError, InvalidArgument, NotFound, StoreFull
+
+CHILD_TIMEOUT = 120  # seconds any child process of these tests may run
+
+
+def _url(server_or_cluster, **query) -> str:
+    query.setdefault("namespace", f"t-{uuid.uuid4().hex[:12]}")
+    return server_or_cluster.url + "?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+
+def _text(i: int, lines: int = 200) -> str:
+    return "".join(f"entry {i} line {n} {'x' * (n % 37)}\n" for n in range(lines))
+
+
+def _child(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+# -- the URL, the layout ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["valkey_server", "valkey_cluster"])
+def test_everything_of_a_store_is_under_its_hash_tag(kind, request):
+    """Every key of a store carries its namespace's hash tag (one slot: one script commits a transaction), and
+    two namespaces on one server are two stores."""
+    server = request.getfixturevalue(kind)
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    with blobpad.open(_url(server, namespace=ns)) as a, blobpad.open(_url(server)) as b:
+        e = a.put(_text(1), session="s", name="log")
+        a.notepad("s").write("plan")
+        assert a.stat(e.id).size_bytes == e.size_bytes
+        with pytest.raises(NotFound):
+            b.stat(e.id)
+        assert b.stats().entries == 0
+    client = server.client()
+    try:
+        keys = list(client.scan_iter(match=f"bp:{{{ns}}}:*", count=1000))
+        assert len(keys) > 10
+        assert {key_slot(k) for k in keys} == {key_slot(f"{{{ns}}}".encode())}
+    finally:
+        client.close()
+
+
+def test_a_cluster_store_reads_what_a_standalone_one_does(valkey_cluster):
+    data = _text(7, 5000)
+    with blobpad.open(_url(valkey_cluster)) as store:
+        e = store.put(data, session="s")
+        assert store.get(e.id) == data
+        assert store.lines(e.id, 2000, 2100) == data.splitlines()[1999:2100]
+        assert store.tail(e.id, 100) == data[-100:]
+        assert [m.line for m in store.grep(e.id, "line 4999 ")] == [5000]
+        assert store.verify().ok
+
+
+def test_the_capabilities_say_what_the_server_offers(valkey_server, valkey_cluster):
+    with blobpad.open(_url(valkey_server)) as s:
+        caps = s.engine.capabilities
+        assert (caps.name, caps.persistent, caps.processes, caps.compaction) == ("redis", True, True, False)
+        assert "appendfsync always" in caps.durability
+        with pytest.raises(BlobpadError, match="nothing to compact"):
+            s.compact()
+    with blobpad.open(_url(valkey_cluster)) as s:
+        assert s.engine.capabilities.name == "redis-cluster"
+
+
+def test_an_eviction_policy_is_refused_at_open_with_the_reason(server_factory):
+    server = server_factory("valkey-server", extra=["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
+    with pytest.raises(InvalidArgument, match="maxmemory-policy allkeys-lru.*noeviction"):
+        blobpad.open(_url(server))
+
+
+# -- processes standing for hosts ---------------------------------------------------------------
+
+_WRITER = """
+    import sys, blobpad
+    with blobpad.open(sys.argv[1]) as store:
+        for i in range(int(sys.argv[2])):
+            e = store.put("".join(f"host-b {i} line {n}\\n" for n in range(300)), session="shared", turn=i)
+            print(e.id, flush=True)
+        print(store.notepad("shared").read(), flush=True)
+        store.notepad("shared").write("written by host b", space="plan")
+"""
+
+
+def test_two_processes_share_one_store_like_two_hosts(valkey_server):
+    url = _url(valkey_server)
+    with blobpad.open(url) as store:
+        store.notepad("shared").write("plan from host a")
+        mine = store.put(_text(1), session="shared", turn=100)
+        child = _child(_WRITER, url, "20")
+        out, err = child.communicate(timeout=CHILD_TIMEOUT)
+        assert child.returncode == 0, err
+        *ids, note = out.splitlines()
+        assert note == "plan from host a"
+        for i, entry_id in enumerate(ids):
+            assert store.get(entry_id) == "".join(f"host-b {i} line {n}\n" for n in range(300))
+        assert {e.id for e in store.entries(session="shared")} == {*ids, mine.id}
+        assert store.notepad("shared").read("plan") == "written by host b"
+        assert store.verify().ok
+
+
+_PUTTER = """
+    import sys, blobpad
+    with blobpad.open(sys.argv[1]) as store:
+        for i in range(10**6):
+            store.put("".join(f"proc {sys.argv[2]} put {i} line {n}\\n" for n in range(int(sys.argv[3]))),
+                      session="s" + sys.argv[2])
+"""
+
+
+def test_concurrent_writers_in_processes_lose_nothing(valkey_server):
+    url = _url(valkey_server)
+    children = [_child(_PUTTER.replace("range(10**6)", "range(40)"), url, str(p), "50") for p in range(3)]
+    for c in children:
+        _, err = c.communicate(timeout=CHILD_TIMEOUT)
+        assert c.returncode == 0, err
+    with blobpad.open(url) as store:
+        for p in range(3):
+            texts = sorted(store.get(e.id) for e in store.entries(session=f"s{p}"))
+            assert texts == sorted("".join(f"proc {p} put {i} line {n}\n" for n in range(50)) for i in range(40))
+        assert store.stats().entries == 120
+        assert store.verify().ok
+
+
+# -- snapshots kept by the server ------------------------------------------------------------------
+
+
+_DELETER = """
+    import sys, blobpad
+    with blobpad.open(sys.argv[1]) as store:
+        store.delete(sys.argv[2])
+"""
+
+
+def test_a_read_snapshot_outlives_a_delete_by_another_process(valkey_server):
+    """A read transaction sees the store as it was when it began, also when another process (host) deletes
+    the entry it reads: the chunks the delete freed are kept for it by the server."""
+    url = _url(valkey_server)
+    data = _text(3, 20000)
+    with blobpad.open(url) as store:
+        e = store.put(data, session="s")
+        db = store.engine
+        with db.read() as txn:
+            record = txn.get("entries", bytes.fromhex(e.id))
+            deleter = _child(_DELETER, url, e.id)
+            _, err = deleter.communicate(timeout=CHILD_TIMEOUT)
+            assert deleter.returncode == 0, err
+            assert txn.get("entries", bytes.fromhex(e.id)) == record
+            chunks = [v for _, v in txn.scan("chunks")]
+            assert len(chunks) >= 2
+        with pytest.raises(NotFound):
+            store.get(e.id)
+        with db.read() as txn:
+            assert txn.get("entries", bytes.fromhex(e.id)) is None and list(txn.scan("chunks")) == []
+        assert store.verify().ok
+
+
+def test_a_snapshot_held_past_snapshot_seconds_while_others_write_is_a_clear_error(valkey_server):
+    url = _url(valkey_server, snapshot_seconds="0.2")
+    with blobpad.open(url) as store, blobpad.open(url) as other:
+        e = store.put(_text(4, 20000), session="s")
+        db = store.engine
+        with pytest.raises(BlobpadError, match="snapshot_seconds"), db.read() as txn:
+            assert txn.get("entries", bytes.fromhex(e.id)) is not None
+            other.delete(e.id)
+            time.sleep(0.4)
+            other.put("a later write trims what the deletion kept", session="s")
+            list(txn.scan("chunks"))
+
+
+# -- the server's failures -------------------------------------------------------------------------------
+
+
+def test_every_acknowledged_put_survives_sigkill_of_the_server_with_appendfsync_always(server_factory):
+    server = server_factory("valkey-server", appendonly=True)
+    url = _url(server, retry_seconds="1")
+    acked: dict[str, str] = {}
+    failed: list[BaseException] = []
+    started = threading.Event()
+
+    def putter() -> None:
+        with blobpad.open(url) as store:
+            for i in range(10_000):
+                text = _text(i, 50 + i % 300)
+                try:
+                    acked[store.put(text, session="s", name=f"n{i % 7}" if i % 3 == 0 else None).id] = text
+                except BlobpadError as exc:
+                    failed.append(exc)
+                    return
+                if len(acked) >= 20:
+                    started.set()
+
+    thread = threading.Thread(target=putter, daemon=True)
+    thread.start()
+    assert started.wait(60)
+    server.kill()
+    thread.join(60)
+    assert not thread.is_alive() and failed  # the put in flight failed with a clear error, within bounds
+    assert "did not answer" in str(failed[0])
+    server.restart()
+    with blobpad.open(url) as store:
+        for entry_id, text in acked.items():
+            try:
+                assert store.get(entry_id) == text
+            except NotFound:  # replaced by a later put of the same name: that one must read back
+                pass
+        live = {e.id for e in store.entries(session="s")}
+        named = [i for i in acked if i in live]
+        assert len(named) >= len(acked) - 7
+        assert store.verify().ok
+
+
+_BIG_PUTTER = """
+    import io, socket, sys, time
+    socket.gethostname = lambda: "host-b"  # this process stands for another host
+    import blobpad
+
+    class Slow(io.RawIOBase):  # 200 MB of log lines, a little at a time: the put lasts until it is killed
+        def __init__(self):
+            self.left = 200 << 20
+            self.n = 0
+        def readable(self):
+            return True
+        def readinto(self, buf):
+            if not self.left:
+                return 0
+            time.sleep(0.001)
+            data = b"".join(b"line %d %s\\n" % (self.n + i, b"y" * ((self.n + i) % 91)) for i in range(200))
+            self.n += 200
+            k = min(len(buf), len(data), self.left)
+            buf[:k] = data[:k]
+            self.left -= k
+            return k
+
+    with blobpad.open(sys.argv[1]) as store:
+        print("start", flush=True)
+        store.put(io.BufferedReader(Slow()), session="s", name="big")
+"""
+
+
+def test_a_client_killed_mid_put_leaves_no_entry_and_another_host_rolls_it_back(valkey_server, monkeypatch):
+    url = _url(valkey_server)
+    child = _child(_BIG_PUTTER, url)
+    try:
+        assert child.stdout.readline().strip() == "start"
+        deadline = time.monotonic() + 60
+        with blobpad.open(url) as store:
+            while time.monotonic() < deadline and store.stats().stored_bytes < 1 << 20:  # batches committed
+                time.sleep(0.02)
+            assert store.stats().stored_bytes >= 1 << 20
+    finally:
+        child.kill()
+        child.wait(CHILD_TIMEOUT)
+    with blobpad.open(url) as store:
+        assert store.entries(session="s") == []
+        with pytest.raises(NotFound):
+            store.find("big", session="s")
+        # this host cannot ask host b's process: its journal holds the chunks while its last batch is recent
+        assert store.stats().chunks > 0
+        assert store.verify().ok
+    import blobpad.journal as journal
+
+    monkeypatch.setattr(journal, "STALE_SECONDS", 0)  # then it is taken for dead and rolled back
+    with blobpad.open(url) as store:
+        store.gc()
+        assert store.stats().chunks == 0 and store.stats().stored_bytes == 0
+        assert store.verify().ok
+
+
+def test_a_full_server_says_store_full_and_deletes_still_work(server_factory):
+    server = server_factory("valkey-server", extra=["--maxmemory", "24mb", "--maxmemory-policy", "noeviction"])
+    url = _url(server, snapshot_seconds="0.5")
+    with blobpad.open(url) as store:
+        ids = []
+        with pytest.raises(StoreFull, match="memory limit"):
+            for _ in range(10_000):
+                ids.append(store.put(os.urandom(256 << 10), session="s").id)
+        assert ids
+        for entry_id in ids:
+            store.delete(entry_id)
+        time.sleep(0.6)  # what the deletes kept for readers is trimmed by the next write
+        e = store.put(os.urandom(256 << 10), session="s")
+        assert store.stat(e.id).size_bytes == 256 << 10
+        assert store.verify().ok
+
+
+def test_a_cluster_without_replicas_losing_the_stores_node_fails_clearly_in_bounded_time(cluster_factory):
+    cluster = cluster_factory("valkey-server", replicas=0)
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    url = _url(cluster, namespace=ns, retry_seconds="3", timeout="1")
+    with blobpad.open(url) as store:
+        e = store.put(_text(1), session="s")
+        slot = key_slot(f"{{{ns}}}".encode())
+        owner = next(i for i, node in enumerate(cluster.nodes)
+                     if any(lo <= slot <= hi for lo, hi in _slots_of(node)))
+        cluster.kill(owner)
+        began = time.monotonic()
+        with pytest.raises(BlobpadError, match="did not answer"):
+            store.stat(e.id)
+        assert time.monotonic() - began < 30
+
+
+def _slots_of(node) -> list[tuple[int, int]]:
+    client = node.client()
+    try:
+        me = client.execute_command("CLUSTER", "MYID")
+        me = me.decode() if isinstance(me, bytes) else me
+        ranges = []
+        for line in client.execute_command("CLUSTER", "NODES").decode().splitlines():
+            fields = line.split()
+            if fields[0] == me:
+                for part in fields[8:]:
+                    if part[0].isdigit():
+                        lo, _, hi = part.partition("-")
+                        ranges.append((int(lo), int(hi or lo)))
+        return ranges
+    finally:
+        client.close()
+
+
+# -- expiry ------------------------------------------------------------------------------------------------
+
+
+def test_an_entry_with_ttl_is_gone_when_it_expires_without_gc(valkey_server):
+    with blobpad.open(_url(valkey_server)) as store:
+        e = store.put(_text(1), session="s", ttl=1)
+        keep = store.put(_text(2), session="s")
+        assert store.get(e.id) == _text(1)
+        time.sleep(1.2)
+        with pytest.raises(NotFound):
+            store.get(e.id)
+        assert [x.id for x in store.entries(session="s")] == [keep.id]
+        assert store.stats().entries == 1
+
+
+def test_the_hash_of_a_namespace_is_not_shared_with_another_store(valkey_server):
+    """Stores on one server never see each other's data, even when one is damaged."""
+    a_ns, b_ns = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    with blobpad.open(_url(valkey_server, namespace=a_ns)) as a, blobpad.open(_url(valkey_server, namespace=b_ns)) as b:
+        e = a.put(_text(1), session="s")
+        client = valkey_server.client()
+        try:
+            client.delete(*client.scan_iter(match=f"bp:{{{a_ns}}}:h:chunks"))  # a's chunks lost (a failover)
+        finally:
+            client.close()
+        with pytest.raises(blobpad.CorruptData, match=e.id[:8]):
+            a.get(e.id)
+        assert not a.verify().ok
+        assert b.verify().ok and b.stats().entries == 0
+
+
+def test_redis_errors_are_not_leaked_as_tracebacks(valkey_server):
+    with pytest.raises(InvalidArgument):
+        blobpad.open(valkey_server.url + "?namespace=" + "x" * 65)
+    with blobpad.open(_url(valkey_server)) as store:
+        store.close()
+        with pytest.raises(BlobpadError, match="closed"):
+            store.put("x")
