@@ -804,8 +804,8 @@ def _sub(
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``blobpad`` command."""
-    db_help = ("store: a directory (LMDB) or memory://NAME (default: $BLOBPAD_STORE, else $BLOBPAD_DIR, "
-               "else the user data dir, as blobpad.open())")
+    db_help = ("store: a directory (LMDB), memory://NAME or redis://HOST:PORT/DB?namespace=NAME (default: "
+               "$BLOBPAD_STORE, else $BLOBPAD_DIR, else the user data dir, as blobpad.open())")
     parser = _Parser(
         prog="blobpad",
         description="blobpad: park huge observations outside an agent's context, read them by slices.",

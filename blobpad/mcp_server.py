@@ -488,8 +488,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="blobpad mcp",
         description="Serve the blobpad scratchpad tools over MCP on stdin/stdout.",
     )
-    p.add_argument("--db", metavar="STORE", help="store: a directory (LMDB) or memory://NAME "
-                   "(default: $BLOBPAD_STORE, else $BLOBPAD_DIR, else the user data directory)")
+    p.add_argument("--db", metavar="STORE", help="store: a directory (LMDB), memory://NAME or "
+                   "redis://HOST:PORT/DB?namespace=NAME (default: $BLOBPAD_STORE, else $BLOBPAD_DIR, else the user "
+                   "data directory)")
     add_arguments(p)
     return p
 

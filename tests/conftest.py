@@ -68,12 +68,15 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
 
 
 #: Every engine the store, reads, notepad, tools and offload tests run on ("redis": a namespace of its own per
-#: test on the session's Valkey server, valkey_server).  BLOBPAD_TEST_ENGINES=lmdb,redis runs only those (for
+#: test on the session's Valkey server, valkey_server; "redis-cluster": the same on the session's cluster of
+#: three primaries with a replica each, valkey_cluster).  BLOBPAD_TEST_ENGINES=lmdb,redis runs only those (for
 #: working on one engine; the README's test command and CI run them all).
+ALL_ENGINES = ("lmdb", "memory", "redis", "redis-cluster")
 ENGINES = tuple(
-    name for name in os.environ.get("BLOBPAD_TEST_ENGINES", "lmdb,memory,redis").split(",")
-    if name in ("lmdb", "memory", "redis")
-) or ("lmdb", "memory", "redis")
+    name for name in os.environ.get("BLOBPAD_TEST_ENGINES", ",".join(ALL_ENGINES)).split(",") if name in ALL_ENGINES
+) or ALL_ENGINES
+#: the session fixture of the server each Redis engine's stores live on
+_SERVERS = {"redis": "valkey_server", "redis-cluster": "valkey_cluster"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -99,14 +102,14 @@ from blobpad.testing import no_test_hangs  # noqa: E402, F401
 @pytest.fixture
 def target(engine_name, tmp_path, request):
     """Make targets of the engine under test: ``target("name")`` is a directory, a memory:// URL or a redis://
-    URL with a namespace of its own on the session's Valkey server.
+    URL with a namespace of its own on the session's Valkey server or cluster.
 
     The same name gives the same target within a test; a memory target lives while a
     store using it is open (the memory engine's semantics); a Redis namespace's keys are
     deleted after the test.
     """
     tag = uuid.uuid4().hex[:12]
-    server = request.getfixturevalue("valkey_server") if engine_name == "redis" else None
+    server = request.getfixturevalue(_SERVERS[engine_name]) if engine_name in _SERVERS else None
     made: set[str] = set()
 
     def make(name: str = "store") -> str:
@@ -124,7 +127,7 @@ def target(engine_name, tmp_path, request):
         try:
             for namespace in made:
                 keys = list(client.scan_iter(match=f"bp:{{{namespace}}}:*", count=1000))
-                for i in range(0, len(keys), 500):
+                for i in range(0, len(keys), 500):  # one hash tag: one slot, so one DEL may name them all
                     client.delete(*keys[i:i + 500])
         finally:
             client.close()

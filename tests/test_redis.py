@@ -8,6 +8,7 @@ a real one started by the tests (tests/servers.py), on 127.0.0.1, stopped by the
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -381,3 +382,22 @@ def test_redis_errors_are_not_leaked_as_tracebacks(valkey_server):
         store.close()
         with pytest.raises(BlobpadError, match="closed"):
             store.put("x")
+
+
+def test_the_cli_works_on_a_redis_store_by_db_and_by_environment(valkey_server, tmp_path, rg):
+    url = _url(valkey_server)
+    log = tmp_path / "build.log"
+    text = "".join(f"step {i} {'ERROR disk full' if i % 250 == 0 else 'ok'}\n" for i in range(5000))
+    log.write_text(text)
+    env = dict(os.environ, BLOBPAD_STORE=url)
+    put = subprocess.run([sys.executable, "-m", "blobpad", "put", str(log), "--session", "s", "--name", "build"],
+                         capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT)
+    assert put.returncode == 0, put.stderr
+    entry_id = json.loads(put.stdout)["id"]
+    grep = subprocess.run([sys.executable, "-m", "blobpad", "grep", "--db", url, entry_id, "ERROR"],
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+    assert grep.returncode == 0, grep.stderr
+    oracle = subprocess.run([rg, "-n", "ERROR", str(log)], capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+    assert grep.stdout.splitlines() == oracle.stdout.splitlines()
+    with blobpad.open(url) as store:
+        assert store.get(store.find("build", session="s").id) == text
