@@ -6,8 +6,10 @@ where blobpad's chunk filters exclude chunks), so they are the throughput figure
 ``grep_first`` stops once it has 100 matching lines.  ``grep_all`` is what
 ``blobpad grep`` prints once uncapped: each line matching ``COUNT_PATTERN``
 case-insensitively, with its number, against ``rg -n -i`` writing them into a pipe.
-blobpad runs on both engines (LMDB: ``blobpad``, ``blobpad-warm``; memory:
-``blobpad-memory``, ``blobpad-memory-warm``).
+blobpad runs on three engines (LMDB: ``blobpad``, ``blobpad-warm``; memory:
+``blobpad-memory``, ``blobpad-memory-warm``; Redis, a Valkey server over loopback:
+``blobpad-redis``, cache off only: a scan reads every chunk once, so a warm cache
+smaller than the content changes nothing but the first call).
 
 Each blobpad benchmark loads its own store, so that the one call timed before the
 rounds (``first_ms`` in ``extra_info``) is the first search of the entry: grep and
@@ -39,8 +41,8 @@ from .harness import Bench, Scratch, record
 from .peers import READERS, BlobpadReader, Reader
 
 GREP_PEERS = (
-    "blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "sqlite-seed", "diskcache", "mmap-re", "rg",
-    "zstd-rg",
+    "blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "blobpad-redis", "sqlite-seed", "diskcache",
+    "mmap-re", "rg", "zstd-rg",
 )
 #: every matching line: blobpad, the plain file mapped, and rg writing them
 GREP_ALL_PEERS = ("blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "mmap-re", "rg", "zstd-rg")

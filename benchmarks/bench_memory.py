@@ -18,14 +18,18 @@ from __future__ import annotations
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
+from . import redis_server
+from .config import SLICE_CHARS
 from .harness import Bench, pedantic, record
 from .memory import measure
-from .peers import READERS, WRITERS
+from .peers import READERS, WRITERS, BlobpadReader, BlobpadRedisReader, NaiveRedisReader, Reader
 
 PUT_CASES = [
     ("put", "blobpad"), ("put_bytes", "blobpad"), ("put", "sqlite-seed"), ("put", "diskcache"), ("put", "zstd-cli"),
 ]
 LINE_PEERS = ("blobpad", "sqlite-seed", "diskcache", "mmap-re", "sed")
+#: stores on the run's Valkey server whose memory is measured: blobpad, and the raw content as one string
+REDIS_PEERS = ("blobpad-redis", "naive-redis")
 
 
 def _store(benchmark: BenchmarkFixture, op: str, kind: str, size_mb: int, peer: str, spec: dict[str, object],
@@ -61,3 +65,56 @@ def bench_memory_lines(benchmark: BenchmarkFixture, bench: Bench, kind: str, siz
     reader = bench.reader(peer, ds)
     first = max(1, ds.newlines() // 2)
     _store(benchmark, "lines", kind, size_mb, peer, {"location": reader.location(), "first": first}, bench)
+
+
+@pytest.mark.largest_only
+@pytest.mark.kinds("log")
+@pytest.mark.parametrize("peer", REDIS_PEERS)
+def bench_memory_redis(benchmark: BenchmarkFixture, bench: Bench, kind: str, size_mb: int, peer: str) -> None:
+    """How much the Valkey server's ``used_memory`` grows when the log is stored in it.
+
+    ``blobpad-redis`` puts it into a fresh namespace (zstd chunks, index, records);
+    ``naive-redis`` ``SET``s the raw bytes under one key.  The time is that one put;
+    ``extra_info`` has ``used_memory`` before and after (``INFO memory``, read once the
+    server frees nothing more in the background), the growth, the growth per byte of
+    content (``growth_per_byte``: issue 14's target for blobpad is at most 0.25), and
+    ``used_memory_dataset``'s growth (the same without the server's overhead: clients,
+    scripts).  Both are read with the loading client disconnected (an idle client's buffers
+    are not what is stored; the server shrinks them on its own after a while), and the
+    stored content is checked, by a new client, before it is dropped.
+    """
+    ds = bench.dataset(kind, size_mb)
+    reason = READERS[peer].unavailable(ds)
+    if reason:
+        pytest.skip(reason)
+    truth = bench.truth(ds)
+    srv = redis_server.server()
+    record(benchmark, "memory_redis", ds, peer)
+    before = srv.info("memory")
+    before_used = redis_server.used_memory(srv)
+    loaded: list[Reader] = []
+    pedantic(benchmark, lambda: loaded.append(READERS[peer].load(ds, bench.new_dir(f"memory-{peer}"))), rounds=1)
+    loader = loaded[-1]
+    assert isinstance(loader, (BlobpadRedisReader, NaiveRedisReader))
+    # measured with the loader's connection closed: an idle client's buffers are no part of what is stored
+    loader.disconnect()
+    after_used = redis_server.used_memory(srv)
+    after = srv.info("memory")
+    reader = READERS[peer].reopen(ds, loader.location())
+    try:
+        assert reader.tail(SLICE_CHARS) == truth.tail(SLICE_CHARS)
+        middle = max(1, truth.n_lines // 2)
+        assert reader.lines(middle, middle + 99) == truth.lines(middle, middle + 99)
+        if isinstance(reader, BlobpadReader):
+            stat = reader.store.stat(reader.entry_id)
+            assert stat.size_bytes == ds.size
+            benchmark.extra_info["stored_bytes"] = reader.store.stats().stored_bytes
+    finally:
+        reader.close()
+    growth = after_used - before_used
+    benchmark.extra_info.update(
+        used_memory_before=before_used, used_memory_after=after_used, growth_bytes=growth,
+        growth_per_byte=round(growth / ds.size, 4),
+        dataset_growth_bytes=int(after["used_memory_dataset"]) - int(before["used_memory_dataset"]),
+        server=str(srv.info("server").get("valkey_version") or srv.info("server").get("redis_version")),
+    )

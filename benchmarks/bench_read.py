@@ -4,9 +4,12 @@ Each benchmark cycles through 32 deterministic random positions (the middle of
 the content for ``lines_mid``), times the peer, then checks the peer's answers
 at several of them against the reference computed from the file.
 
-blobpad runs on both engines: ``blobpad`` and ``blobpad-warm`` on LMDB (a
+blobpad runs on three engines: ``blobpad`` and ``blobpad-warm`` on LMDB (a
 directory), ``blobpad-memory`` and ``blobpad-memory-warm`` on the memory engine
-(``memory://``), each with its chunk cache off and with the 64 MB cache.
+(``memory://``), ``blobpad-redis`` and ``blobpad-redis-warm`` on the Redis engine (a
+Valkey server the run starts, over loopback), each with its chunk cache off and with
+the 64 MB cache.  ``naive-redis`` is the Redis user without blobpad: the raw content as
+one string key, ``GETRANGE`` for bytes, ``GET`` and Python for lines.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from .config import KINDS, LINE_KINDS, SLICE_CHARS, WINDOW_LINES
 from .harness import Bench, record
 
-SLICE_PEERS = ("blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "sqlite-seed", "diskcache", "mmap-re")
+SLICE_PEERS = (
+    "blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "blobpad-redis", "blobpad-redis-warm",
+    "sqlite-seed", "diskcache", "naive-redis", "mmap-re",
+)
 LINE_PEERS = (*SLICE_PEERS, "sed", "zstd-sed")
 CHECKED = 4  # positions whose answers are compared with the reference after timing
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from . import redis_server
 from .config import Settings
 from .data import Dataset, Truth
 from .peers import READERS, WRITERS, Reader, Writer
@@ -88,11 +89,15 @@ class Bench:
         return [rnd.randint(low, max(low, high)) for _ in range(32)]
 
     def close(self) -> None:
-        for r in self._readers.values():
-            r.close()
-        self._readers.clear()
-        self._truths.clear()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        """Close every reader, stop the run's Valkey server (if a Redis peer started one), remove the files."""
+        try:
+            for r in self._readers.values():
+                r.close()
+        finally:
+            self._readers.clear()
+            self._truths.clear()
+            redis_server.stop()
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def make_workdir() -> Path:

@@ -20,6 +20,14 @@ Readers (head, tail, range, lines, grep):
 * ``blobpad-memory`` and ``blobpad-memory-warm``: the same two Stores on the memory
   engine (``blobpad.open("memory://")``): the same chunks, index and checks, the
   records in this process's memory instead of LMDB's map.
+* ``blobpad-redis`` and ``blobpad-redis-warm``: the same two Stores on the Redis
+  engine (``blobpad.open("redis://127.0.0.1:PORT/0?namespace=...")``), on a Valkey
+  server the run starts once and stops at its end (``benchmarks/redis_server.py``),
+  over loopback, each store in a namespace of its own.
+* ``naive-redis``: the same server used without blobpad: the raw content ``SET`` as
+  one string key; head, tail and range by ``GETRANGE`` (bytes: the same as characters
+  on ASCII text and binary data; other text is fetched whole and sliced), lines and
+  grep by ``GET`` of the whole value, then Python as for ``sqlite-seed``.
 * ``sqlite-seed``: ``SELECT content ... WHERE id = ?``, then Python slicing of the
   fetched ``str``/``bytes`` (what the seed's ``scratchpad_read`` does), ``re`` for grep.
 * ``diskcache``: ``Cache.get(key)``, then the same slicing.
@@ -59,9 +67,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlsplit
 
 import blobpad
 
+from . import redis_server
 from .data import Dataset
 
 # The schema of seed 000 (shared/seeds/000_*.txt), verbatim.
@@ -463,6 +473,57 @@ class BlobpadMemoryWarmReader(BlobpadMemoryReader):
     cache_bytes = 64 << 20
 
 
+class BlobpadRedisReader(BlobpadReader):
+    """blobpad on the Redis engine: the run's Valkey server over loopback, a namespace per store,
+    its chunk cache off."""
+
+    name = "blobpad-redis"
+    label = "blobpad Redis (cache off)"
+
+    def __init__(self, dataset: Dataset, store: blobpad.Store, entry_id: str, target: str = "") -> None:
+        super().__init__(dataset, store, entry_id)
+        self.redis_target = target
+
+    @classmethod
+    def unavailable(cls, dataset: Dataset) -> str | None:
+        return redis_server.unavailable()
+
+    @classmethod
+    def target(cls, directory: Path) -> str | Path:
+        return redis_server.store_url(redis_server.url(), redis_server.namespace(directory.name))
+
+    @classmethod
+    def load(cls, dataset: Dataset, directory: Path) -> Reader:
+        target = str(cls.target(directory))
+        store = blobpad.open(target, cache_bytes=cls.cache_bytes)
+        entry = store.put(dataset.path)
+        return cls(dataset, store, entry.id, target)
+
+    def location(self) -> dict[str, Any]:
+        return {"store": self.redis_target, "id": self.entry_id, "cache_bytes": self.cache_bytes}
+
+    @classmethod
+    def reopen(cls, dataset: Dataset, location: dict[str, Any]) -> Reader:
+        store = blobpad.open(location["store"], cache_bytes=location["cache_bytes"])
+        return cls(dataset, store, location["id"], location["store"])
+
+    def disconnect(self) -> None:
+        """Close the store's connections, leaving its data on the server (reopen with :meth:`reopen`)."""
+        self.store.close()
+
+    def close(self) -> None:
+        self.store.close()
+        ns = dict(parse_qsl(urlsplit(self.redis_target).query)).get("namespace")
+        if ns:
+            redis_server.drop(redis_server.server(), ns)  # the store's keys leave the server's memory
+
+
+class BlobpadRedisWarmReader(BlobpadRedisReader):
+    name = "blobpad-redis-warm"
+    label = "blobpad Redis (warm cache)"
+    cache_bytes = 64 << 20
+
+
 class _FetchedReader(Reader):
     """Peers that hand back the whole content, which the caller then slices."""
 
@@ -571,6 +632,84 @@ class DiskcacheReader(_FetchedReader):
         if value is None:
             raise KeyError(self.key)
         return value.decode("utf-8") if self.dataset.is_text else value
+
+
+class NaiveRedisReader(_FetchedReader):
+    """A naive Redis user: the raw observation as one string key (``SET``) on the run's Valkey
+    server; bytes by ``GETRANGE``, lines (and grep) by ``GET`` of the whole value and Python.
+
+    ``GETRANGE`` counts bytes; blobpad's offsets count characters.  They are the same on
+    ASCII text (the log) and on binary data, so there head, tail and range are one
+    ``GETRANGE`` each; on other text (multibyte, JSON with non-ASCII) the naive user cannot
+    know which bytes hold characters ``[start, end)`` and fetches the value with ``GET``,
+    decodes it and slices the ``str``.
+    """
+
+    name = "naive-redis"
+    label = "Redis string (GET / GETRANGE)"
+
+    def __init__(self, dataset: Dataset, client: Any, key: str, by_bytes: bool) -> None:
+        super().__init__(dataset)
+        self.client = client
+        self.key = key
+        self.by_bytes = by_bytes
+
+    @classmethod
+    def unavailable(cls, dataset: Dataset) -> str | None:
+        return redis_server.unavailable()
+
+    @classmethod
+    def load(cls, dataset: Dataset, directory: Path) -> Reader:
+        srv = redis_server.server()
+        key = f"naive:{redis_server.namespace(directory.name)}"
+        raw = dataset.path.read_bytes()
+        client = srv.client(socket_timeout=60.0)
+        client.set(key, raw)
+        return cls(dataset, client, key, not dataset.is_text or raw.isascii())
+
+    def location(self) -> dict[str, Any]:
+        return {"key": self.key, "by_bytes": self.by_bytes}
+
+    @classmethod
+    def reopen(cls, dataset: Dataset, location: dict[str, Any]) -> Reader:
+        client = redis_server.server().client(socket_timeout=60.0)
+        return cls(dataset, client, location["key"], location["by_bytes"])
+
+    def disconnect(self) -> None:
+        """Close the connection, leaving the key on the server (reopen with :meth:`reopen`)."""
+        self.client.close()
+
+    def close(self) -> None:
+        self.client.delete(self.key)
+        self.client.close()
+
+    def _decode(self, value: bytes) -> str | bytes:
+        return value.decode("utf-8") if self.dataset.is_text else value
+
+    def fetch(self) -> str | bytes:
+        value: bytes | None = self.client.get(self.key)
+        if value is None:
+            raise KeyError(self.key)
+        return self._decode(value)
+
+    def _getrange(self, start: int, end: int) -> str | bytes:
+        """Bytes ``start`` to ``end`` inclusive (negative: from the end), as GETRANGE counts them."""
+        return self._decode(self.client.getrange(self.key, start, end))
+
+    def head(self, n: int) -> str | bytes:
+        if not self.by_bytes:
+            return super().head(n)
+        return self._getrange(0, n - 1) if n else self._decode(b"")
+
+    def tail(self, n: int) -> str | bytes:
+        if not self.by_bytes:
+            return super().tail(n)
+        return self._getrange(-n, -1) if n else self._decode(b"")
+
+    def range(self, start: int, end: int) -> str | bytes:
+        if not self.by_bytes:
+            return super().range(start, end)
+        return self._getrange(start, end - 1) if end > start else self._decode(b"")
 
 
 class MmapReader(Reader):
@@ -793,8 +932,9 @@ class ZstdSedReader(SedReader):
 READERS: dict[str, type[Reader]] = {
     cls.name: cls
     for cls in (
-        BlobpadReader, BlobpadWarmReader, BlobpadMemoryReader, BlobpadMemoryWarmReader, SqliteSeedReader,
-        DiskcacheReader, MmapReader, RgReader, SedReader, ZstdRgReader, ZstdSedReader,
+        BlobpadReader, BlobpadWarmReader, BlobpadMemoryReader, BlobpadMemoryWarmReader, BlobpadRedisReader,
+        BlobpadRedisWarmReader, SqliteSeedReader, DiskcacheReader, NaiveRedisReader, MmapReader, RgReader, SedReader,
+        ZstdRgReader, ZstdSedReader,
     )
 }
 

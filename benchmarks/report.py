@@ -30,8 +30,8 @@ from .peers import READERS, WRITERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
-READ_ORDER = ("blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "sqlite-seed", "diskcache", "mmap-re",
-              "rg", "zstd-rg", "sed", "zstd-sed")
+READ_ORDER = ("blobpad", "blobpad-warm", "blobpad-memory", "blobpad-memory-warm", "blobpad-redis", "blobpad-redis-warm",
+              "sqlite-seed", "diskcache", "naive-redis", "mmap-re", "rg", "zstd-rg", "sed", "zstd-sed")
 PUT_ORDER = ("blobpad", "sqlite-seed", "diskcache", "file", "zstd-cli")
 
 OPS: dict[str, str] = {
@@ -375,7 +375,7 @@ def _headline_grep(res: Results, big: int) -> list[str]:
 def _memory(res: Results) -> list[str]:
     rows = []
     for (op, _kind, size_mb, peer), r in sorted(res.items.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][3])):
-        if not op.startswith("memory_"):
+        if not op.startswith("memory_") or op == "memory_redis":  # the server's memory: _redis_memory
             continue
         what = {"memory_put": "put a file (streamed where the peer can)", "memory_put_bytes": "put bytes in memory",
                 "memory_lines": "100-line window from the middle"}.get(op, op)
@@ -492,6 +492,27 @@ def _peers_section() -> list[str]:
     return [*data, "## How each peer does it", "", doc, ""]
 
 
+def _redis_memory(res: Results) -> list[str]:
+    """The Valkey server's ``used_memory`` growth per byte of the log stored (``bench_memory_redis``)."""
+    rows = []
+    for (op, _kind, size_mb, peer), r in sorted(res.items.items(), key=lambda kv: (kv[0][2], kv[0][3])):
+        if op != "memory_redis":
+            continue
+        per = r.extra.get("growth_per_byte")
+        rows.append([label(peer, op), size_label(size_mb), fmt_bytes(r.extra.get("growth_bytes")),
+                     f"{per:.3f}" if per is not None else "–", fmt_time(r.median)])
+    if not rows:
+        return []
+    return [
+        "## Memory of a Redis / Valkey server", "",
+        "Growth of the server's `used_memory` (`INFO memory`) when the log is stored, and that growth per byte of "
+        "the log: blobpad on the Redis engine (zstd chunks, index, records) against the raw log `SET` as one "
+        "string key, each read with the loading client disconnected. The last column is the time of that one "
+        "put, over loopback.", "",
+        *table(["peer", "size", "used_memory growth", "per byte of content", "put"], rows, "llrrr"), "",
+    ]
+
+
 def render(res: Results, command: str, chart: str | None) -> str:
     sizes = res.sizes()
     if not sizes:
@@ -508,6 +529,7 @@ def render(res: Results, command: str, chart: str | None) -> str:
     out += _headline_reads(res, small, big)
     out += _headline_grep(res, big)
     out += _memory(res)
+    out += _redis_memory(res)
     out += _all_results(res)
     out += _peers_section()
     out += ["## Reproduce", "", "```sh",

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import multiprocessing
 import os
 import queue
@@ -67,11 +68,16 @@ import zstandard
 import blobpad
 from blobpad import sample
 
+from . import redis_server
 from .peers import SEED_INDEXES, SEED_SCHEMA, SEED_TTL, seed_summary
 
 PEERS = ("blobpad", "lmdb", "lmdb-layout", "sqlite-seed", "sqlite-wal")
 THROUGHPUT_PEERS = ("blobpad", "lmdb", "sqlite-wal")
-PROCESS_PEERS = ("blobpad", "lmdb", "lmdb-layout", "sqlite-wal")  # the throughput of processes
+#: the throughput of processes (``blobpad-redis`` only where a Valkey server can be started: see :func:`process_peers`)
+PROCESS_PEERS = ("blobpad", "blobpad-redis", "lmdb", "lmdb-layout", "sqlite-wal")
+#: the environment variable through which the throughput run's processes learn the Valkey server's URL
+#: (``..._AOF`` for sync on, ``..._NOAOF`` for sync off)
+REDIS_URL_ENV = "BLOBPAD_BENCH_REDIS_URL"
 
 
 def texts(size: int, count: int, seed: int = 0) -> list[str]:
@@ -122,6 +128,48 @@ class BlobpadPeer(Peer):
 
     def close(self) -> None:
         self.store.close()
+
+
+class BlobpadRedisPeer(Peer):
+    """blobpad on the Redis engine: ``Store.put(text, session=..., turn=...)`` on a Valkey server over loopback.
+
+    The server is the run's (its URL in ``REDIS_URL_ENV``, set by the parent of the
+    throughput run's processes; else this process starts one): sync on is a server
+    writing an AOF fsynced before every reply (``appendfsync always``), sync off one
+    without AOF.  The store's namespace is named after ``directory``, so every process
+    given the same directory opens the same store.
+    """
+
+    def __init__(self, directory: Path, sync: bool) -> None:
+        super().__init__(directory, sync)
+        base = os.environ.get(_redis_env(sync)) or redis_server.url(appendonly=sync)
+        ns = "sp-" + hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
+        self.store = blobpad.open(redis_server.store_url(base, ns))
+        self.turn = 0
+
+    def put(self, text: str) -> Any:
+        self.turn += 1
+        return self.store.put(text, session="bench", turn=self.turn).id
+
+    def check(self, handle: Any, text: str) -> None:
+        assert self.store.stat(handle).size_bytes == len(text.encode()), handle
+        assert self.store.range(handle, 0, len(text)) == text, handle
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _redis_env(sync: bool) -> str:
+    return f"{REDIS_URL_ENV}_{'AOF' if sync else 'NOAOF'}"
+
+
+def process_peers() -> tuple[str, ...]:
+    """The peers of the throughput run here: ``blobpad-redis`` only if a Valkey server can be started."""
+    reason = redis_server.unavailable()
+    if reason:
+        print(f"  (blobpad-redis left out: {reason})")
+        return tuple(p for p in PROCESS_PEERS if p != "blobpad-redis")
+    return PROCESS_PEERS
 
 
 class LmdbPeer(Peer):
@@ -235,8 +283,8 @@ class SqliteWalPeer(SqliteSeedPeer):
 _WAIT = 60.0
 
 MAKERS: dict[str, Callable[[Path, bool], Peer]] = {
-    "blobpad": BlobpadPeer, "lmdb": LmdbPeer, "lmdb-layout": LmdbLayoutPeer, "sqlite-seed": SqliteSeedPeer,
-    "sqlite-wal": SqliteWalPeer,
+    "blobpad": BlobpadPeer, "blobpad-redis": BlobpadRedisPeer, "lmdb": LmdbPeer, "lmdb-layout": LmdbLayoutPeer,
+    "sqlite-seed": SqliteSeedPeer, "sqlite-wal": SqliteWalPeer,
 }
 
 
@@ -428,31 +476,47 @@ def throughput(procs: int, seconds: float, syncs: list[bool], workdir: Path, sli
 
     Each peer's ``seconds`` are cut into ``slices`` runs, the peers taking turns, so
     that a change in the machine's load (a disk shared with other jobs) falls on all
-    of them alike.
+    of them alike.  ``blobpad-redis`` puts into a Valkey server this function starts
+    (per sync setting: with an AOF fsynced before every reply for sync on, without AOF
+    for sync off) and stops by its PID at the end.
     """
     ctx = multiprocessing.get_context("spawn")
     rows: list[dict[str, Any]] = []
-    for sync in syncs:
-        print(f"\n{_sync_label(sync)}")
-        print(f"  {procs} processes putting 5 KB observations for {seconds:g} s into one store "
-              f"({slices} turns of {seconds / slices:g} s, peers alternating)")
-        puts = dict.fromkeys(PROCESS_PEERS, 0)
-        spent = dict.fromkeys(PROCESS_PEERS, 0.0)
-        for name in PROCESS_PEERS:
-            MAKERS[name](workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync).close()  # made before the race
-        for turn in range(slices):
-            for name in PROCESS_PEERS:
-                n, elapsed = _run_writers(ctx, name, workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync,
-                                          procs, seconds / slices, turn)
-                puts[name] += n
-                spent[name] += elapsed
-        base = puts["lmdb"] / spent["lmdb"]
-        print(f"    {'peer':12} {'puts/s':>8} {'x lmdb':>7}")
-        for name in PROCESS_PEERS:
-            rate = puts[name] / spent[name]
-            print(f"    {name:12} {rate:8.0f} {rate / base:7.2f}")
-            rows.append({"test": "throughput", "sync": sync, "procs": procs, "seconds": seconds, "peer": name,
-                         "puts_per_s": rate, "ratio_lmdb": rate / base})
+    peers = process_peers()
+    started = []
+    try:
+        for sync in syncs:
+            if "blobpad-redis" in peers:  # the writers, spawned, find the server through the environment
+                started.append(redis_server.start(appendonly=sync))
+                os.environ[_redis_env(sync)] = started[-1].url
+            print(f"\n{_sync_label(sync)}")
+            print(f"  {procs} processes putting 5 KB observations for {seconds:g} s into one store "
+                  f"({slices} turns of {seconds / slices:g} s, peers alternating)")
+            if "blobpad-redis" in peers:
+                print("  (blobpad-redis: a Valkey server on 127.0.0.1, "
+                      f"{'AOF with appendfsync always' if sync else 'no AOF'})")
+            puts = dict.fromkeys(peers, 0)
+            spent = dict.fromkeys(peers, 0.0)
+            for name in peers:
+                MAKERS[name](workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync).close()  # made before the race
+            for turn in range(slices):
+                for name in peers:
+                    n, elapsed = _run_writers(ctx, name, workdir / f"tp-{'sync' if sync else 'nosync'}-{name}", sync,
+                                              procs, seconds / slices, turn)
+                    puts[name] += n
+                    spent[name] += elapsed
+            base = puts["lmdb"] / spent["lmdb"]
+            print(f"    {'peer':13} {'puts/s':>8} {'x lmdb':>7}")
+            for name in peers:
+                rate = puts[name] / spent[name]
+                print(f"    {name:13} {rate:8.0f} {rate / base:7.2f}")
+                rows.append({"test": "throughput", "sync": sync, "procs": procs, "seconds": seconds, "peer": name,
+                             "puts_per_s": rate, "ratio_lmdb": rate / base})
+    finally:
+        for sync in syncs:
+            os.environ.pop(_redis_env(sync), None)
+        for srv in started:
+            srv.close()  # stopped by its PID, its directory removed
     return rows
 
 

@@ -167,3 +167,20 @@ def test_report_shows_chunks_and_first_call() -> None:
     assert "(190,000 lines)" in headline and "| 1053 / 1053 | 1.2 s |" in headline
     every = md.split("### grep: every line matching", 1)[1].split("###", 1)[0]
     assert "blobpad chunks read / total | blobpad first call |" in every
+
+
+def test_report_shows_redis_memory() -> None:
+    """The Valkey server's used_memory growth per byte has a table of its own, not the RSS table's dashes."""
+    def bench(peer: str, median: float, growth: int) -> dict[str, Any]:
+        return {"group": "memory_redis log  100MB", "name": f"bench_memory_redis[{peer}]",
+                "stats": {"median": median, "rounds": 1},
+                "extra_info": {"op": "memory_redis", "kind": "log", "size_mb": 100, "size_bytes": 100 << 20,
+                               "peer": peer, "growth_bytes": growth, "growth_per_byte": growth / (100 << 20)}}
+
+    run = {"datetime": "2025-01-01T00:00:00", "machine_info": {"system": "Linux"}, "blobpad": {"version": "0"},
+           "benchmarks": [bench("blobpad-redis", 0.9, 22 << 20), bench("naive-redis", 0.2, 100 << 20)]}
+    md = render(Results(run), "pytest", None)
+    section = md.split("## Memory of a Redis / Valkey server", 1)[1].split("## ", 1)[0]
+    assert "| blobpad Redis (cache off) | 100 MB | 22 MB | 0.220 | 900 ms |" in section
+    assert "| Redis string (GET / GETRANGE) | 100 MB | 100 MB | 1.000 | 200 ms |" in section
+    assert "## Memory\n" not in md  # no RSS rows made of dashes
