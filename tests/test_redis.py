@@ -401,3 +401,52 @@ def test_the_cli_works_on_a_redis_store_by_db_and_by_environment(valkey_server, 
     assert grep.stdout.splitlines() == oracle.stdout.splitlines()
     with blobpad.open(url) as store:
         assert store.get(store.find("build", session="s").id) == text
+
+
+def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(cluster_factory):
+    """SIGKILL of the primary holding the store, during puts that wait for a replica: the replica takes over,
+    the killed node is restarted (it rejoins as the replica the waits need), puts resume, and every put
+    acknowledged before or after reads back exactly."""
+    cluster = cluster_factory("valkey-server", replicas=1)
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    url = _url(cluster, namespace=ns, wait_replicas="1", retry_seconds="30", timeout="2")
+    acked: dict[str, str] = {}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    counts = {"before": 0}
+
+    def putter() -> None:
+        with blobpad.open(url) as store:
+            i = 0
+            while not stop.is_set() and i < 100_000:
+                text = _text(i, 20 + i % 50)
+                try:
+                    acked[store.put(text, session="s").id] = text
+                except BlobpadError as exc:  # a put whose reply was lost in the failover: said, not hidden
+                    errors.append(exc)
+                i += 1
+
+    thread = threading.Thread(target=putter, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while len(acked) < 30 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    counts["before"] = len(acked)
+    assert counts["before"] >= 30
+    slot = key_slot(f"{{{ns}}}".encode())
+    owner = next(i for i, node in enumerate(cluster.nodes) if any(lo <= slot <= hi for lo, hi in _slots_of(node)))
+    cluster.kill(owner)
+    killed_at = len(acked)
+    time.sleep(4)  # its replica takes over (node timeout 2 s), with no replica of its own: puts wait
+    cluster.restart(owner)  # the old primary comes back as the new one's replica, and the waits are answered
+    deadline = time.monotonic() + 90
+    while len(acked) < killed_at + 30 and time.monotonic() < deadline:  # puts resume after the failover
+        time.sleep(0.1)
+    stop.set()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert len(acked) >= killed_at + 30, (len(acked), killed_at, errors[:3])
+    with blobpad.open(url) as store:
+        for entry_id, text in acked.items():
+            assert store.get(entry_id) == text
+        assert store.verify().ok

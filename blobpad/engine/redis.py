@@ -11,7 +11,11 @@ Options go in the query string or as keyword arguments of ``blobpad.open``:
 * ``retry_seconds`` (default 20): how long transient errors (a lost connection, a
   failover, ``LOADING``, ``TRYAGAIN``, ``CLUSTERDOWN``, ``MOVED``, ``ASK``, ``READONLY``)
   are retried with backoff before a clear :class:`~blobpad.BlobpadError`;
-* ``timeout`` (default 10): seconds a single command may take on the socket.
+* ``timeout`` (default 10): seconds a single command may take on the socket;
+* ``wait_replicas`` (default 0) and ``wait_timeout`` (default 5): a commit is acknowledged
+  only once that many replicas confirmed it (``WAIT``, on the commit's own connection),
+  waiting up to ``wait_timeout`` seconds; fewer is a :class:`~blobpad.BlobpadError`
+  saying the write is on the primary only.
 
 How the contract is kept on a server that has no transactions of its own:
 
@@ -48,6 +52,7 @@ acknowledged puts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -72,6 +77,8 @@ REDIS_OPTIONS: dict[str, Any] = {
     "snapshot_seconds": 300.0,
     "retry_seconds": 20.0,
     "timeout": 10.0,
+    "wait_replicas": 0,
+    "wait_timeout": 5.0,
 }
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -269,7 +276,7 @@ class RedisEngine:
     """The Redis / Valkey engine (see the module docstring).  Open it with :func:`acquire_redis`."""
 
     def __init__(self, target: str, client: Any, *, cluster: bool, namespace: str, snapshot_seconds: float,
-                 retry_seconds: float, shown: str) -> None:
+                 retry_seconds: float, shown: str, wait_replicas: int = 0, wait_timeout: float = 5.0) -> None:
         self.target = target
         self._shown = shown  # the server as errors name it (no password)
         self._client = client
@@ -280,6 +287,8 @@ class RedisEngine:
         self._retain_ms = int(snapshot_seconds * 1000)
         self._snapshot_seconds = snapshot_seconds
         self._retry_seconds = retry_seconds
+        self._wait_replicas = wait_replicas
+        self._wait_ms = int(wait_timeout * 1000)
         self._guard = TxnGuard()
         self._closed = False
         self._transient, self._oom, self._redis_error = _errors()
@@ -324,8 +333,15 @@ class RedisEngine:
                     ) from None
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
+                self._refresh()
             except self._redis_error as exc:
                 raise BlobpadError(f"the Redis server {self._shown} refused {what}: {exc}") from None
+
+    def _refresh(self) -> None:
+        """On a cluster, learn the slots' primaries again (a failover may have moved the store's)."""
+        if self._cluster:
+            with contextlib.suppress(Exception):
+                self._client.nodes_manager.initialize()
 
     def _check_server(self) -> None:
         # at open, a server that refuses connections is more likely a wrong address than a failover: say so soon
@@ -403,6 +419,8 @@ class RedisEngine:
                     status = self._commit(txn, frees)
                 if status == "ok":
                     return result  # type: ignore[return-value]
+                if status == "lost":
+                    self._refresh()
                 if time.monotonic() > deadline:
                     raise BlobpadError(
                         f"a write to the store {self.target} kept conflicting with other writers "
@@ -414,7 +432,10 @@ class RedisEngine:
             self._guard.leave()
 
     def _commit(self, txn: _Txn, frees: bool) -> str:
-        args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, os.urandom(12).hex(), len(txn.reads)]
+        """Send ``txn``'s commit: "ok", or why it must run again ("conflict", "expired", or "lost": the server
+        went away before it answered, and does not hold the commit)."""
+        token = os.urandom(12).hex().encode()
+        args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, len(txn.reads)]
         for space, key in txn.reads:
             args += (space, key)
         args.append(len(txn.scanned))
@@ -424,17 +445,63 @@ class RedisEngine:
             args += (space, key, b"d", b"") if value is None else (space, key, b"p", value)
         script = self._freeing_script if frees else self._write_script
         try:
-            res = self._call("a commit", lambda: script(keys=[self._version_key], args=args))
+            return self._send(script, args, token)
         except StoreFull:
             # the old values deletes kept for readers may be what fills the server: drop those past
             # snapshot_seconds (a script a full server lets through), then try once more
             trimmed = self._call("a trim", lambda: self._trim_script(keys=[self._version_key], args=[self._retain_ms]))
             if not trimmed:
                 raise
-            res = self._call("a commit", lambda: script(keys=[self._version_key], args=args))
+            return self._send(script, args, token)
+
+    def _send(self, script: Any, args: list[Any], token: bytes) -> str:
+        self._check_open()
+        try:
+            if self._wait_replicas:
+                pipe = self._pipeline()
+                script(keys=[self._version_key], args=args, client=pipe)
+                pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
+                res, acked = pipe.execute()
+                self._check_replicas(acked)
+            else:
+                res = script(keys=[self._version_key], args=args)
+        except self._oom as exc:
+            raise StoreFull(f"the Redis server {self._shown} is at its memory limit (maxmemory): {exc}",
+                            hint=HINT_SERVER_FULL) from None
+        except self._transient:
+            # no answer: whether the commit was applied is on the server, under its token
+            tok = self._prefix + b"tok:" + token
+            if not self._call("a commit's outcome", lambda: self._client.exists(tok)):
+                return "lost"
+            if self._wait_replicas:  # a write on one connection, then WAIT: the replicas have the commit too
+                def confirm() -> int:
+                    pipe = self._pipeline()
+                    pipe.pexpire(tok, _TOKEN_MS)
+                    pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
+                    return int(pipe.execute()[1])
+
+                self._check_replicas(self._call("WAIT", confirm))
+            return "ok"
+        except self._redis_error as exc:
+            raise BlobpadError(f"the Redis server {self._shown} refused a commit: {exc}") from None
         if res[0] > 0:
             return "ok"
         return res[1].decode() if isinstance(res[1], bytes) else str(res[1])
+
+    def _pipeline(self) -> Any:
+        """A pipeline on one connection to the node holding the store (WAIT counts that connection's writes)."""
+        if not self._cluster:
+            return self._client.pipeline(transaction=False)
+        node = self._client.get_node_from_key(self._version_key)
+        return self._client.get_redis_connection(node).pipeline(transaction=False)
+
+    def _check_replicas(self, acked: Any) -> None:
+        if int(acked) < self._wait_replicas:
+            raise BlobpadError(
+                f"the Redis server {self._shown} applied the write, but only {int(acked)} of the "
+                f"{self._wait_replicas} replicas asked for confirmed it within {self._wait_ms / 1000:g} s: "
+                "a failover now could lose it"
+            )
 
     def size(self) -> int:
         """The bytes the server reports for this store's keys (``MEMORY USAGE``)."""
@@ -644,6 +711,14 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
                     f"namespace must be 1 to 64 letters, digits or ._:- characters, not {str(value)[:80]!r}"
                 )
             settings[name] = value
+        elif name == "wait_replicas":
+            try:
+                count = int(value)
+            except (TypeError, ValueError):
+                raise InvalidArgument(f"wait_replicas must be a whole number, not {str(value)[:80]!r}") from None
+            if not 0 <= count <= 16:
+                raise InvalidArgument(f"wait_replicas must be from 0 to 16, not {count}")
+            settings[name] = count
         else:
             try:
                 number = float(value)
@@ -671,8 +746,10 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
+    # WAIT holds its reply up to wait_timeout: the socket must wait longer than that
+    read_timeout = max(settings["timeout"], settings["wait_timeout"] + 1 if settings["wait_replicas"] else 0)
     common: dict[str, Any] = {
-        "socket_timeout": settings["timeout"], "socket_connect_timeout": settings["timeout"],
+        "socket_timeout": read_timeout, "socket_connect_timeout": settings["timeout"],
         "decode_responses": False,
     }
     try:
@@ -688,6 +765,7 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
         return RedisEngine(
             shown_target, client, cluster=cluster, namespace=settings["namespace"],
             snapshot_seconds=settings["snapshot_seconds"], retry_seconds=settings["retry_seconds"], shown=shown,
+            wait_replicas=settings["wait_replicas"], wait_timeout=settings["wait_timeout"],
         )
     except BaseException:
         client.close()
