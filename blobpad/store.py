@@ -157,7 +157,9 @@ class Store(ReadsMixin):
             store and applies to every process; 0 removes it, None keeps the saved one.
         level: zstd compression level of new chunks.
         workers: threads used to compress and verify chunks (default: CPU count, at most 4).
-        clock: function returning the current Unix time; tests inject their own.
+        clock: function returning the current Unix time; tests inject their own.  None (the
+            default): the engine's clock where it has one (a Redis store: the server's, so
+            that hosts whose clocks differ agree on lifetimes), else ``time.time``.
         chunk_params: chunk sizes of a new store; an existing store keeps its own.
         filters: when the trigram filter of each chunk is built, which lets grep and count
             skip the chunks that cannot match (an absent literal on 100 MB of log: about
@@ -187,7 +189,7 @@ class Store(ReadsMixin):
         max_bytes: int | None = None,
         level: int = 1,
         workers: int | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         chunk_params: ChunkParams | None = None,
         filters: bool | None = None,
         **engine_options: Any,
@@ -196,7 +198,7 @@ class Store(ReadsMixin):
         check_int("max_bytes", max_bytes, minimum=0, allow_none=True)
         check_int("level", level, minimum=-7, maximum=22)
         check_int("workers", workers, minimum=1, maximum=256, allow_none=True)
-        if not callable(clock):
+        if clock is not None and not callable(clock):
             raise InvalidArgument(f"clock must be a function returning Unix time, not {type(clock).__name__}")
         if filters is not None and not isinstance(filters, bool):
             raise InvalidArgument(f"filters must be True, False or None, not {describe(filters)}")
@@ -205,7 +207,7 @@ class Store(ReadsMixin):
         self._backend: Checked = Checked(open_engine(path, **engine_options))
         #: the store's target: the directory of an LMDB store, the URL of another
         self.path: str = self._backend.engine.target
-        self._clock = clock
+        self._clock: Callable[[], float] = clock or getattr(self._backend.engine, "clock", None) or time.time
         self._codec = Codec(seed=0, level=level, cache_bytes=cache_bytes, workers=workers or min(4, os.cpu_count() or 1))
         self._reader = Reader(self._backend, self._codec, self.now)
         self._catalog = Catalog(self._reader, self.now)
@@ -328,7 +330,7 @@ class Store(ReadsMixin):
         return f"<blobpad.Store {self.path!r}>"
 
     def now(self) -> float:
-        """The store's clock (``time.time`` unless a ``clock`` was given).
+        """The store's clock (the ``clock`` given, else the engine's, else ``time.time``).
 
         Raises BlobpadError when the clock gives something that is not a Unix time
         between 1970 and the year 9999 (NaN, infinity, a negative or absurd value, not

@@ -450,3 +450,19 @@ def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(c
         for entry_id, text in acked.items():
             assert store.get(entry_id) == text
         assert store.verify().ok
+
+
+def test_lifetimes_follow_the_servers_clock_not_the_hosts(valkey_server, monkeypatch):
+    """A host whose clock is an hour slow puts an entry with a one-minute ttl: the other hosts still read it,
+    because lifetimes are set and checked by the server's clock."""
+    url = _url(valkey_server)
+    real = time.time
+    with blobpad.open(url) as honest:
+        monkeypatch.setattr(time, "time", lambda: real() - 3600)
+        with blobpad.open(url) as slow:
+            e = slow.put("x" * 100, session="s", ttl=60)
+            assert abs(slow.now() - real()) < 5
+            assert abs(slow.stat(e.id).expires_at - (real() + 60)) < 5
+        monkeypatch.undo()
+        assert honest.get(e.id) == "x" * 100
+        assert [x.id for x in honest.entries(session="s")] == [e.id]

@@ -84,6 +84,7 @@ REDIS_OPTIONS: dict[str, Any] = {
 _NAMESPACE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 _BATCH = 256  # keys a scan resolves per script call
 _TOKEN_MS = 600_000  # how long a commit's token is kept (a retried commit within it is applied once)
+_CLOCK_SECONDS = 60.0  # how often the offset of the server's clock is measured again
 _OPEN_SECONDS = 3.0  # how long opening retries a server that does not answer
 _TRIM = 512  # old values dropped per commit at most
 
@@ -298,6 +299,9 @@ class RedisEngine:
         self._trim_script = client.register_script(_TRIM_LUA)
         self._maxmemory = 0
         self._check_server()
+        self._offset = 0.0
+        self._offset_at = 0.0
+        self._measure_offset()
         self.capabilities = Capabilities(
             name="redis-cluster" if cluster else "redis", persistent=True, processes=True, compaction=False,
             size_ceiling=self._maxmemory > 0,
@@ -372,6 +376,21 @@ class RedisEngine:
                     "a full server refuses puts with StoreFull instead"
                 )
             self._maxmemory = max(self._maxmemory, int(c.get("maxmemory", 0) or 0))
+
+    def clock(self) -> float:
+        """Unix time by the server's clock (the host's clock plus the offset measured at open and every
+        minute after): lifetimes set and checked by hosts whose clocks differ agree."""
+        now = time.time()
+        if now - self._offset_at > _CLOCK_SECONDS:
+            self._measure_offset()
+        return now + self._offset
+
+    def _measure_offset(self) -> None:
+        before = time.time()
+        seconds, micros = self._call("TIME", self._client.time)
+        after = time.time()
+        self._offset = seconds + micros / 1e6 - (before + after) / 2
+        self._offset_at = after
 
     def _read_call(self, args: list[Any]) -> list[Any]:
         res = self._call("a read", lambda: self._read_script(keys=[self._version_key], args=args))
