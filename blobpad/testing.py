@@ -247,6 +247,31 @@ class EngineTests:
             assert txn.get("meta", b"counter") == str(threads * rounds).encode()
             assert [k for k, _ in txn.scan("by_seq")] == [i.to_bytes(4, "big") for i in range(1, threads * rounds + 1)]
 
+    def test_a_scan_in_a_write_sees_no_phantoms(self, db: Checked) -> None:
+        """Writers that each count a range's keys and add the next one end with one key per write: a write
+        whose range gained a key after it scanned it runs again (or waited), it does not commit blind."""
+        threads, rounds = 4, 20
+        db.write(lambda txn: txn.put("names", b"other", b""))  # keys outside the range change nothing
+
+        def add_next(txn: WriteTxn) -> None:
+            n = sum(1 for _ in txn.scan("names", b"slot/", b"slot0"))
+            txn.put("names", b"slot/%04d" % n, b"%d" % n)
+            txn.put("names", b"other", b"%d" % n)
+
+        def worker() -> None:
+            for _ in range(rounds):
+                db.write(add_next)
+
+        workers = [_Thread(worker) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.finish()
+        with db.read() as txn:
+            assert [k for k, _ in txn.scan("names", b"slot/", b"slot0")] == [
+                b"slot/%04d" % i for i in range(threads * rounds)
+            ]
+
     # -- read snapshots ------------------------------------------------------------------
 
     def test_a_reader_sees_a_snapshot_and_does_not_block_a_writer(self, db: Checked) -> None:

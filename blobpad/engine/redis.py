@@ -95,8 +95,9 @@ _TRIM = 512  # old values dropped per commit at most
 # (key -> the versions that replaced or deleted it, 12 digits each, ascending), sorted set
 # gz:s (the keys that have any, for scans), and gq (every grave, scored by the server time
 # it was made, for trimming).  hz is the newest version whose graves were trimmed: a
-# snapshot older than it may have lost what it needs.  mv: keyspace -> the last version
-# that added or removed one of its keys (what a scan in a write depends on).
+# snapshot older than it may have lost what it needs.  A write's commit checks the keys it
+# read and, for each range it scanned, every key the range holds now or held since (z:s and
+# gz:s): any changed after its snapshot is a conflict.
 
 _RESOLVE = r"""
 local P = string.sub(KEYS[1], 1, -2)
@@ -185,24 +186,27 @@ local S = tonumber(ARGV[1])
 if S == nil then S = V end
 local hz = tonumber(redis.call('GET', P .. 'hz') or '0')
 if hz > S then return {0, 'expired'} end
+local function lastmod(s, k)
+  local cur = redis.call('HGET', P .. 'h:' .. s, k)
+  if cur then return tonumber(string.sub(cur, 1, 12)) end
+  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+  if gl then return tonumber(string.sub(gl, -12)) end
+  return 0
+end
 local i = 4
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
-  local s, k = ARGV[i], ARGV[i + 1]; i = i + 2
-  local cur = redis.call('HGET', P .. 'h:' .. s, k)
-  local m = 0
-  if cur then
-    m = tonumber(string.sub(cur, 1, 12))
-  else
-    local gl = redis.call('HGET', P .. 'gl:' .. s, k)
-    if gl then m = tonumber(string.sub(gl, -12)) end
-  end
-  if m > S then return {0, 'conflict'} end
+  if lastmod(ARGV[i], ARGV[i + 1]) > S then return {0, 'conflict'} end
+  i = i + 2
 end
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
-  if tonumber(redis.call('HGET', P .. 'mv', ARGV[i]) or '0') > S then return {0, 'conflict'} end
-  i = i + 1
+  local s, lo, hi = ARGV[i], ARGV[i + 1], ARGV[i + 2]; i = i + 3
+  for _, set in ipairs({'z:', 'gz:'}) do
+    for _, k in ipairs(redis.call('ZRANGEBYLEX', P .. set .. s, lo, hi)) do
+      if lastmod(s, k) > S then return {0, 'conflict'} end
+    end
+  end
 end
 local W = V + 1
 local W12 = string.format('%012d', W)
@@ -224,13 +228,11 @@ for _ = 1, n do
     if cur then
       redis.call('HDEL', h, k)
       redis.call('ZREM', P .. 'z:' .. s, k)
-      redis.call('HSET', P .. 'mv', s, W)
     end
   else
     redis.call('HSET', h, k, W12 .. v)
     if not cur then
       redis.call('ZADD', P .. 'z:' .. s, 0, k)
-      redis.call('HSET', P .. 'mv', s, W)
     end
   end
 end
@@ -458,7 +460,8 @@ class RedisEngine:
         for space, key in txn.reads:
             args += (space, key)
         args.append(len(txn.scanned))
-        args += sorted(txn.scanned)
+        for scanned in sorted(txn.scanned):
+            args += scanned
         args.append(len(txn.writes))
         for (space, key), value in txn.writes.items():
             args += (space, key, b"d", b"") if value is None else (space, key, b"p", value)
@@ -524,7 +527,7 @@ class RedisEngine:
 
     def size(self) -> int:
         """The bytes the server reports for this store's keys (``MEMORY USAGE``)."""
-        keys = [self._prefix + k for k in (b"v", b"hz", b"mv", b"gq")]
+        keys = [self._prefix + k for k in (b"v", b"hz", b"gq")]
         keys += [self._prefix + part.encode() + space.encode() for space in SPACES for part in _PER_SPACE]
 
         def usage() -> int:
@@ -569,7 +572,7 @@ class _Txn:
         self._writable = writable
         self.writes: dict[tuple[str, bytes], bytes | None] = {}
         self.reads: set[tuple[str, bytes]] = set()
-        self.scanned: set[str] = set()
+        self.scanned: set[tuple[str, bytes, bytes]] = set()  # the ranges a write scanned (ZRANGEBYLEX bounds)
         self._seen: dict[tuple[str, bytes], bytes | None] = {}  # committed values read (fixed at the snapshot)
 
     def prefetch(self, space: str, keys: list[bytes]) -> None:
@@ -606,7 +609,7 @@ class _Txn:
 
     def scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
         if self._writable:
-            self.scanned.add(space)
+            self.scanned.add((space, b"[" + start if start else b"-", b"(" + stop if stop is not None else b"+"))
             yield from self._scan_mine(space, start, stop, reverse)
         else:
             yield from self._scan_committed(space, start, stop, reverse)
