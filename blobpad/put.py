@@ -39,7 +39,7 @@ from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
 from .engine import prefix_end as _prefix_end
 from .errors import HINT_MAX_BYTES, BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, describe
-from .index import Entry, new_id
+from .index import Entry, name_key, new_id
 from .journal import head_record, process_token, rollback_pending
 
 __all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES"]
@@ -871,7 +871,13 @@ class Putter:
         lines = sum(writer.newlines) + (1 if size and not writer.ends_with_newline else 0)
         chars = writer.char_counts if is_text else writer.sizes
 
+        # what this transaction reads, asked of a networked engine in one request before it reads them
+        wanted = [("meta", b"settings"), ("meta", b"counters"), *(("refs", key[:16] + b"\x00") for _, (key, *_) in writer.tail)]
+        if fields["name"] is not None:
+            wanted.append(("names", name_key(fields["session"], fields["name"])))
+
         def txn_fn(txn: WriteTxn) -> tuple[Entry, list[bytes], int]:
+            txn.prefetch_pairs(wanted)
             cap = self._cap(txn)
             keys, counts = writer.place_tail(txn, cap)
             if writer.batches:

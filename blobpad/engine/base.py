@@ -270,6 +270,12 @@ class ReadTxn:
         if fetch is not None:
             fetch(space, keys)
 
+    def prefetch_pairs(self, pairs: list[tuple[str, bytes]]) -> None:
+        """:meth:`prefetch` for keys of several keyspaces at once (a no-op on the local engines)."""
+        fetch = getattr(self._raw, "prefetch_pairs", None)
+        if fetch is not None:
+            fetch(pairs)
+
     def get_unchecked(self, space: str, key: bytes) -> bytes | None:
         """The stored bytes, checksum included and unchecked (format detection only)."""
         return self._raw.get(space, key)

@@ -126,7 +126,7 @@ if tonumber(redis.call('GET', P .. 'hz') or '0') > S then return {-1} end
 local op, s = ARGV[2], ARGV[3]
 local out = {S}
 if op == 'get' then
-  for i = 4, #ARGV do out[#out + 1] = at(s, ARGV[i], S) end
+  for i = 3, #ARGV, 2 do out[#out + 1] = at(ARGV[i], ARGV[i + 1], S) end
   return out
 end
 local lo, hi, limit = ARGV[4], ARGV[5], tonumber(ARGV[7])
@@ -576,17 +576,24 @@ class _Txn:
         self._seen: dict[tuple[str, bytes], bytes | None] = {}  # committed values read (fixed at the snapshot)
 
     def prefetch(self, space: str, keys: list[bytes]) -> None:
-        """Fetch the committed values of ``keys`` at this snapshot that are not held yet, in one script
-        call per ``_BATCH`` keys; the reads that follow take them from here."""
-        missing = [k for k in dict.fromkeys(bytes(k) for k in keys) if (space, k) not in self._seen]
+        """Fetch the committed values of ``keys`` at this snapshot that are not held yet (see :meth:`prefetch_pairs`)."""
+        self.prefetch_pairs([(space, k) for k in keys])
+
+    def prefetch_pairs(self, pairs: list[tuple[str, bytes]]) -> None:
+        """Fetch the committed values of ``(keyspace, key)`` pairs at this snapshot that are not held yet, in
+        one script call per ``_BATCH`` of them; the reads that follow take them from here."""
+        missing = [p for p in dict.fromkeys((space, bytes(k)) for space, k in pairs) if p not in self._seen]
         for i in range(0, len(missing), _BATCH):
             part = missing[i:i + _BATCH]
-            res = self._e._read_call([b"" if self.snap is None else self.snap, b"get", space, *part])
+            args: list[Any] = [b"" if self.snap is None else self.snap, b"get"]
+            for space, k in part:
+                args += (space, k)
+            res = self._e._read_call(args)
             self.snap = res[0]
-            for k, value in zip(part, res[1:], strict=True):
-                self._seen[(space, k)] = value
+            for pair, value in zip(part, res[1:], strict=True):
+                self._seen[pair] = value
                 if self._writable:
-                    self.reads.add((space, k))
+                    self.reads.add(pair)
 
     def get(self, space: str, key: bytes) -> bytes | None:
         return self.get_many(space, [key])[0]
