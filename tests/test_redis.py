@@ -359,8 +359,9 @@ def test_an_entry_with_ttl_is_gone_when_it_expires_without_gc(valkey_server):
         assert store.stats().entries == 1
 
 
-def test_the_hash_of_a_namespace_is_not_shared_with_another_store(valkey_server):
-    """Stores on one server never see each other's data, even when one is damaged."""
+def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(valkey_server):
+    """The chunks of one store lost (as a failover to a replica that had not received them would): reads of its
+    entry are CorruptData naming it, verify() reports it, and another store on the server is untouched."""
     a_ns, b_ns = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
     with blobpad.open(_url(valkey_server, namespace=a_ns)) as a, blobpad.open(_url(valkey_server, namespace=b_ns)) as b:
         e = a.put(_text(1), session="s")
