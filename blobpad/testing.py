@@ -81,6 +81,20 @@ class _Thread(threading.Thread):
         return self.result
 
 
+def _writers(db: Checked, fn: Callable[[WriteTxn], None], threads: int, rounds: int) -> None:
+    """Run ``db.write(fn)`` ``rounds`` times in each of ``threads`` threads at once; re-raise a thread's error."""
+
+    def worker() -> None:
+        for _ in range(rounds):
+            db.write(fn)
+
+    workers = [_Thread(worker) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.finish()
+
+
 class EngineTests:
     """The contract every engine passes (see the module docstring)."""
 
@@ -234,15 +248,7 @@ class EngineTests:
             txn.put("meta", b"counter", str(old + 1).encode())
             txn.put("by_seq", (old + 1).to_bytes(4, "big"), b"")
 
-        def worker() -> None:
-            for _ in range(rounds):
-                db.write(bump)
-
-        workers = [_Thread(worker) for _ in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.finish()
+        _writers(db, bump, threads, rounds)
         with db.read() as txn:
             assert txn.get("meta", b"counter") == str(threads * rounds).encode()
             assert [k for k, _ in txn.scan("by_seq")] == [i.to_bytes(4, "big") for i in range(1, threads * rounds + 1)]
@@ -258,15 +264,7 @@ class EngineTests:
             txn.put("names", b"slot/%04d" % n, b"%d" % n)
             txn.put("names", b"other", b"%d" % n)
 
-        def worker() -> None:
-            for _ in range(rounds):
-                db.write(add_next)
-
-        workers = [_Thread(worker) for _ in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.finish()
+        _writers(db, add_next, threads, rounds)
         with db.read() as txn:
             assert [k for k, _ in txn.scan("names", b"slot/", b"slot0")] == [
                 b"slot/%04d" % i for i in range(threads * rounds)
