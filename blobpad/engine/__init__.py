@@ -23,12 +23,7 @@ from ..errors import InvalidArgument
 from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
 from .lmdb import LMDB_OPTIONS, acquire_lmdb
 from .memory import acquire_memory
-
-#: the URL schemes of the Redis / Valkey engine (blobpad.engine.redis), and whether each names a cluster
-SCHEMES = {
-    "redis": False, "rediss": False, "valkey": False, "valkeys": False,
-    "redis+cluster": True, "rediss+cluster": True, "valkey+cluster": True, "valkeys+cluster": True,
-}
+from .redis import SCHEMES, acquire_redis  # the module imports redis-py only when a Redis store is opened
 
 __all__ = [
     "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
@@ -74,8 +69,6 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
             raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
         return acquire_lmdb(rest, **options)
     if scheme in SCHEMES:
-        from .redis import acquire_redis  # imports redis-py only for a Redis store
-
         return acquire_redis(text, **options)
     raise InvalidArgument(
         f"unknown store URL scheme {scheme!r} in {text!r}: use a directory path, memory://, redis://host:port/db "

@@ -64,12 +64,17 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull
-from . import SCHEMES
 from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
 
 __all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES"]
 
 T = TypeVar("T")
+
+#: the URL schemes of this engine, and whether each names a cluster
+SCHEMES = {
+    "redis": False, "rediss": False, "valkey": False, "valkeys": False,
+    "redis+cluster": True, "rediss+cluster": True, "valkey+cluster": True, "valkeys+cluster": True,
+}
 
 #: the engine's options and their defaults (query string or keyword arguments)
 REDIS_OPTIONS: dict[str, Any] = {
