@@ -68,15 +68,20 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
 
 
 #: Every engine the store, reads, notepad, tools and offload tests run on ("redis": a namespace of its own per
-#: test on the session's Valkey server, valkey_server; "redis-cluster": the same on the session's cluster of
-#: three primaries with a replica each, valkey_cluster).  BLOBPAD_TEST_ENGINES=lmdb,redis runs only those (for
+#: test on the session's Valkey server; "redis-cluster": the same on the session's cluster of three primaries
+#: with a replica each, see _SERVERS).  BLOBPAD_TEST_ENGINES=lmdb,redis runs only those (for
 #: working on one engine; the README's test command and CI run them all).
 ALL_ENGINES = ("lmdb", "memory", "redis", "redis-cluster")
 ENGINES = tuple(
     name for name in os.environ.get("BLOBPAD_TEST_ENGINES", ",".join(ALL_ENGINES)).split(",") if name in ALL_ENGINES
 ) or ALL_ENGINES
-#: the session fixture of the server each Redis engine's stores live on
-_SERVERS = {"redis": "valkey_server", "redis-cluster": "valkey_cluster"}
+#: the session fixture of the server each Redis engine's stores live on: Valkey standalone, and a Redis 7 cluster
+#: where Debian's redis-server is installed (CI installs it), else a Valkey cluster; so the whole suite runs on
+#: both products and both topologies without running twice
+_SERVERS = {
+    "redis": "valkey_server",
+    "redis-cluster": "redis_cluster" if servers.find_binary("redis-server") else "valkey_cluster",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
