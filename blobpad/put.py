@@ -278,6 +278,11 @@ class _Ready:
 _Pending = Future[list[_Prepared]] | _Ready
 
 
+def _first_refs(batch: list[tuple[memoryview, _Prepared]]) -> list[bytes]:
+    """The reference key each chunk of ``batch`` is looked up under first (its variant 0, see ``_place``)."""
+    return [key[:16] + b"\x00" for _, (key, *_) in batch]
+
+
 class PutWriter:
     """The batches of one put: cut, hash, compress or verify, write, remember."""
 
@@ -538,7 +543,7 @@ class PutWriter:
         """
         final_keys: list[bytes] = []
         new_stored = new_chunks = new_unique = 0
-        txn.prefetch("refs", [key[:16] + b"\x00" for _, (key, *_) in batch])
+        txn.prefetch("refs", _first_refs(batch))
         for chunk, (key, frame, seen, _, _, _) in batch:
             key, created, slen = self._place(txn, chunk, key, frame, seen)
             final_keys.append(key)
@@ -872,7 +877,7 @@ class Putter:
         chars = writer.char_counts if is_text else writer.sizes
 
         # what this transaction reads, asked of a networked engine in one request before it reads them
-        wanted = [("meta", b"settings"), ("meta", b"counters"), *(("refs", key[:16] + b"\x00") for _, (key, *_) in writer.tail)]
+        wanted = [("meta", b"settings"), ("meta", b"counters"), *(("refs", k) for k in _first_refs(writer.tail))]
         if fields["name"] is not None:
             wanted.append(("names", name_key(fields["session"], fields["name"])))
 

@@ -451,7 +451,7 @@ class _View:
         """On a networked engine, ask for chunk i with the ones after it in one request when the reads go
         forward (1, 2, 4 ... up to 16 chunks a request): one round trip per request, not per chunk."""
         start, stop, n = self._ahead
-        if start <= i < stop:
+        if start <= i < stop or not self.txn.networked:
             return
         n = min(n * 2, _AHEAD) if i == stop else 1
         self._ahead = (i, i + n, n)

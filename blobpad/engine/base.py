@@ -263,18 +263,22 @@ class ReadTxn:
         stored = many(space, keys) if many is not None else [self._raw.get(space, key) for key in keys]
         return [None if s is None else unseal(space, key, s) for key, s in zip(keys, stored, strict=True)]
 
+    @property
+    def networked(self) -> bool:
+        """Whether reads cost a round trip, so that asking for keys ahead pays (``prefetch``)."""
+        return hasattr(self._raw, "prefetch_pairs")
+
     def prefetch(self, space: str, keys: list[bytes]) -> None:
-        """Ask a networked engine for ``keys`` in one request, so that the ``get`` of each that
-        follows in this transaction costs no round trip (a no-op on the local engines)."""
-        fetch = getattr(self._raw, "prefetch", None)
-        if fetch is not None:
-            fetch(space, keys)
+        """Ask a networked engine for ``keys`` in one request (see :meth:`prefetch_pairs`)."""
+        if self.networked:
+            self._raw.prefetch_pairs([(space, k) for k in keys])  # type: ignore[attr-defined]
 
     def prefetch_pairs(self, pairs: list[tuple[str, bytes]]) -> None:
-        """:meth:`prefetch` for keys of several keyspaces at once (a no-op on the local engines)."""
-        fetch = getattr(self._raw, "prefetch_pairs", None)
-        if fetch is not None:
-            fetch(pairs)
+        """Ask a networked engine for ``(keyspace, key)`` pairs in one request (the raw transaction's
+        optional ``prefetch_pairs``), so that the ``get`` of each that follows in this transaction
+        costs no round trip; a no-op on the local engines."""
+        if self.networked:
+            self._raw.prefetch_pairs(pairs)  # type: ignore[attr-defined]
 
     def get_unchecked(self, space: str, key: bytes) -> bytes | None:
         """The stored bytes, checksum included and unchecked (format detection only)."""

@@ -580,10 +580,6 @@ class _Txn:
         self.scanned: set[tuple[str, bytes, bytes]] = set()  # the ranges a write scanned (ZRANGEBYLEX bounds)
         self._seen: dict[tuple[str, bytes], bytes | None] = {}  # committed values read (fixed at the snapshot)
 
-    def prefetch(self, space: str, keys: list[bytes]) -> None:
-        """Fetch the committed values of ``keys`` at this snapshot that are not held yet (see :meth:`prefetch_pairs`)."""
-        self.prefetch_pairs([(space, k) for k in keys])
-
     def prefetch_pairs(self, pairs: list[tuple[str, bytes]]) -> None:
         """Fetch the committed values of ``(keyspace, key)`` pairs at this snapshot that are not held yet, in
         one script call per ``_BATCH`` of them; the reads that follow take them from here."""
@@ -608,9 +604,9 @@ class _Txn:
         keys = [bytes(k) for k in keys]
         if self._writable:
             mine = [self.writes.get((space, k), _ABSENT) for k in keys]
-            self.prefetch(space, [k for k, m in zip(keys, mine, strict=True) if m is _ABSENT])
+            self.prefetch_pairs([(space, k) for k, m in zip(keys, mine, strict=True) if m is _ABSENT])
             return [self._seen[(space, k)] if m is _ABSENT else m for k, m in zip(keys, mine, strict=True)]
-        self.prefetch(space, keys)
+        self.prefetch_pairs([(space, k) for k in keys])
         values = [self._seen[(space, k)] for k in keys]
         for k in keys:  # a reader holds a value only until it is read: what it fetched ahead, not all it read
             self._seen.pop((space, k), None)
