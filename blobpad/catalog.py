@@ -4,7 +4,8 @@ Keyspaces (see :mod:`blobpad.engine.base`): ``entries``, ``manifests`` and ``fil
 chunks' trigram filters, :mod:`blobpad.prefilter`) by id; the
 indexes ``by_seq``, ``by_scope``, ``expiry``, ``names`` and ``digests`` (key layouts in
 :mod:`blobpad.index`); ``refs``, one reference count per chunk with its sizes; and the
-``counters`` record in ``meta``.  Every function here works inside a transaction the
+counters in ``meta``: a base record plus one shard per group of writers (:func:`bump`), so
+that no record is updated by every put.  Every function here works inside a transaction the
 caller opened; none opens one.  Damage never stops a delete: what cannot be read is
 found by scanning, or left flagged (``REPAIR``) for the next gc() to recount.
 """
@@ -14,27 +15,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from . import prefilter
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
-from .engine.base import SEAL_SIZE
+from .engine.base import SEAL_SIZE, prefix_end
 from .errors import HINT_MAX_BYTES, Conflict, CorruptData, StoreFull
-from .index import NEVER, Entry, decode_entry, expiry_key, name_key, scope_key, seq_key
+from .index import NEVER, Entry, decode_entry, expiry_key, name_key, next_seq, scope_key, seq_key
 from .view import Reader
 
 __all__ = [
     "REF", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
-    "purge_index", "recount", "due", "counters", "stored_counters", "bump", "release", "filter_bytes",
+    "purge_index", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
+    "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
 ]
 
 
 REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw length
 
 
-COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes", "seq")
+COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes")
 
 
 #: ``meta`` key set when a deleted entry's chunk list was damaged: gc() recounts references
@@ -80,6 +83,19 @@ def purge_index(txn: WriteTxn, raw_id: bytes) -> None:
         txn.delete(space, key)
 
 
+def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
+    """The creation-order index keys of entry ``e`` (``by_seq``, its session's and its turn's
+    ``by_scope``): the sequence and the id, or, for an entry a store wrote before the
+    sequence came from the clock, the sequence alone where that key still names it."""
+    keys = [("by_seq", b"")] + [("by_scope", scope_key(e.session, turn))
+                                for turn in ((None,) if e.turn is None else (None, e.turn))]
+    out = []
+    for space, prefix in keys:
+        legacy = prefix + seq_key(e.seq)
+        out.append((space, legacy if get_or_damaged(txn, space, legacy)[1] == raw_id else legacy + raw_id))
+    return out
+
+
 def recount(txn: ReadTxn) -> dict[str, int]:
     """Counters computed from the records themselves (when the counters record is damaged)."""
     entries = logical = chunks = stored = unique = 0
@@ -93,11 +109,7 @@ def recount(txn: ReadTxn) -> dict[str, int]:
             chunks += 1
             stored += ref[1]
             unique += ref[2]
-    seq = 0
-    for key, _ in txn.scan("by_seq", reverse=True, on_damage=lambda key: None):
-        seq = int.from_bytes(key[:8], "big")
-        break
-    return {"entries": entries, "chunks": chunks, "logical_bytes": logical, "stored_bytes": stored, "seq": seq,
+    return {"entries": entries, "chunks": chunks, "logical_bytes": logical, "stored_bytes": stored,
             "unique_bytes": unique, "filter_bytes": filter_bytes(txn)}
 
 
@@ -130,48 +142,110 @@ def counters(txn: ReadTxn) -> dict[str, int]:
     return stored_counters(txn) or recount(txn)
 
 
+#: The counters as gc() last folded them (and every record of stores written before the shards).
+BASE_KEY = b"counters"
+#: Each writer adds its changes to one of :data:`SHARDS` records under this prefix
+#: (``SHARD_PREFIX`` + one byte), chosen by its thread, so that writers running at once
+#: rarely update the same record: on an optimistic engine, a record every put rewrote
+#: would make every two puts at once conflict.  The counters are the base plus every shard.
+SHARD_PREFIX = b"counters:"
+SHARDS = 16
+
+
+def shard_key() -> bytes:
+    """The counters shard the calling thread adds its changes to."""
+    return SHARD_PREFIX + bytes((threading.get_native_id() % SHARDS,))
+
+
+def counter_keys(txn: ReadTxn) -> list[bytes]:
+    """The keys of every counters record stored (damaged ones included)."""
+    keys = [BASE_KEY] if txn.get_unchecked("meta", BASE_KEY) is not None else []
+    damaged: list[bytes] = []
+    keys += [key for key, _ in txn.scan("meta", SHARD_PREFIX, prefix_end(SHARD_PREFIX), on_damage=damaged.append)]
+    return keys + damaged
+
+
 def stored_counters(txn: ReadTxn) -> dict[str, int] | None:
-    """The counters record, or None when it is damaged."""
+    """The counters (the base plus every shard), or None when a record of them is damaged."""
+    total = _read_base(txn)
+    if total is None:
+        return None
+    damaged: list[bytes] = []
+    for _, raw in txn.scan("meta", SHARD_PREFIX, prefix_end(SHARD_PREFIX), on_damage=damaged.append):
+        if len(raw) != SHARD.size:
+            return None
+        for k, v in zip(SHARD_FIELDS, SHARD.unpack(raw), strict=True):
+            total[k] = total.get(k, 0) + v
+    return None if damaged else total
+
+
+#: a shard record: these counters' changes, as signed 64-bit integers in this order
+SHARD = struct.Struct("<6q")
+SHARD_FIELDS = ("entries", "chunks", "logical_bytes", "stored_bytes", "unique_bytes", "filter_bytes")
+_FIELD = {k: i for i, k in enumerate(SHARD_FIELDS)}
+
+
+def _read_base(txn: ReadTxn) -> dict[str, int] | None:
+    """The base counters record (JSON; an absent one counts nothing), or None when it is damaged."""
     try:
-        raw = txn.get("meta", b"counters")
+        raw = txn.get("meta", BASE_KEY)
     except CorruptData:
         return None
     if raw is None:
-        return dict.fromkeys(COUNTERS, 0) | {"unique_bytes": 0}
-    last = _LAST_COUNTERS
-    if raw == last[0]:  # the record this process last read or wrote (a put reads the one its last put wrote)
+        return dict.fromkeys(SHARD_FIELDS, 0)
+    last = _LAST_BASE
+    if raw == last[0]:  # the record this process last read or wrote: no JSON to parse
         return dict(last[1])
     try:
-        counters = json.loads(raw)
+        value = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(counters, dict) or any(type(counters.get(k)) is not int for k in COUNTERS):
+    if not isinstance(value, dict) or any(type(v) is not int for v in value.values()) or any(
+            k not in value for k in COUNTERS):
         return None
-    _remember_counters(raw, counters)
-    return counters
+    value.pop("seq", None)  # stores written before the sequence came from the clock counted it here
+    _remember_base(raw, value)
+    return value
 
 
-#: the counters record this process last parsed or wrote, and its value: a checked record
-#: equal to it byte for byte parses to the same value, so the JSON is not parsed again
-_LAST_COUNTERS: tuple[bytes, dict[str, int]] = (b"", {})
+#: the base record this process last parsed or wrote, and its value: a checked record equal
+#: to it byte for byte parses to the same value, so the JSON is not parsed again
+_LAST_BASE: tuple[bytes, dict[str, int]] = (b"", {})
 
 
-def _remember_counters(raw: bytes, counters: dict[str, int]) -> None:
-    global _LAST_COUNTERS
-    _LAST_COUNTERS = (raw, dict(counters))
+def _remember_base(raw: bytes, value: dict[str, int]) -> None:
+    global _LAST_BASE
+    _LAST_BASE = (raw, dict(value))
 
 
-def bump(txn: WriteTxn, counters: dict[str, int] | None = None, /, **deltas: int) -> None:
-    """Add ``deltas`` to the counters; ``counters``: the record as this transaction already read it."""
-    c = counters if counters is not None else stored_counters(txn)
-    if c is None:  # damaged: recount; the records already hold this transaction's changes
-        c = recount(txn)
-    else:
-        for k, v in deltas.items():
-            c[k] = c.get(k, 0) + v
-    raw = json.dumps(c).encode()
-    txn.put("meta", b"counters", raw)
-    _remember_counters(raw, c)
+def fold(txn: WriteTxn, totals: dict[str, int]) -> None:
+    """Write ``totals`` as the counters: the base, every shard removed (gc(), and a write that met damage)."""
+    for key in counter_keys(txn):
+        txn.delete("meta", key)
+    raw = json.dumps(totals).encode()
+    txn.put("meta", BASE_KEY, raw)
+    _remember_base(raw, totals)
+
+
+def bump(txn: WriteTxn, /, **deltas: int) -> None:
+    """Add ``deltas`` (counters named in :data:`SHARD_FIELDS`) to the calling thread's shard.
+
+    When the base or that shard is damaged, the counters are recounted from the records
+    (which already hold this transaction's changes) and folded into the base.  Only
+    those two records are read: a put never reads the shards other writers update.
+    """
+    key = shard_key()
+    try:
+        raw = txn.get("meta", key)
+    except CorruptData:
+        raw = b""
+    if (raw is not None and len(raw) != SHARD.size) or _read_base(txn) is None:
+        fold(txn, recount(txn))
+        return
+    values = [0] * len(SHARD_FIELDS) if raw is None else list(SHARD.unpack(raw))
+    for k, v in deltas.items():
+        values[_FIELD[k]] += v
+    txn.put("meta", key, SHARD.pack(*values))
 
 
 def release(txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
@@ -237,8 +311,7 @@ class Catalog:
                 if previous is not None and (previous.expires_at is None or previous.expires_at > created):
                     first_created = previous.created_at  # the name lives on: so does its creation time
                 self.delete_in(txn, old)
-        counters = stored_counters(txn)  # read once: the sequence, then the update
-        seq = (counters or recount(txn))["seq"] + 1
+        seq = next_seq(created)
         expires = None if ttl is None else created + ttl
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
@@ -249,15 +322,15 @@ class Catalog:
         txn.put("manifests", raw_id, packed)
         if filters is not None:
             txn.put("filters", raw_id, filters)
-        txn.put("by_seq", seq_key(seq), raw_id)
-        txn.put("by_scope", scope_key(session) + seq_key(seq), raw_id)
+        txn.put("by_seq", seq_key(seq, raw_id), raw_id)
+        txn.put("by_scope", scope_key(session) + seq_key(seq, raw_id), raw_id)
         if turn is not None:
-            txn.put("by_scope", scope_key(session, turn) + seq_key(seq), raw_id)
+            txn.put("by_scope", scope_key(session, turn) + seq_key(seq, raw_id), raw_id)
         txn.put("expiry", expiry_key(expiry_us(expires), raw_id), b"")
         txn.put("digests", digest_key(size, sha256, raw_id), b"")
         if name is not None:
             txn.put("names", name_key(session, name), raw_id)
-        bump(txn, counters, **(counts or {}), entries=1, logical_bytes=size, seq=1,
+        bump(txn, **(counts or {}), entries=1, logical_bytes=size,
              filter_bytes=0 if filters is None else len(filters))
         return entry
 
@@ -325,10 +398,8 @@ class Catalog:
             purge_index(txn, raw_id)
         else:
             size = e.size_bytes
-            txn.delete("by_seq", seq_key(e.seq))
-            txn.delete("by_scope", scope_key(e.session) + seq_key(e.seq))
-            if e.turn is not None:
-                txn.delete("by_scope", scope_key(e.session, e.turn) + seq_key(e.seq))
+            for space, key in seq_index_keys(txn, e, raw_id):
+                txn.delete(space, key)
             txn.delete("expiry", expiry_key(expiry_us(e.expires_at), raw_id))
             txn.delete("digests", digest_key(e.size_bytes, e.sha256, raw_id))
             if e.name is not None and get_or_damaged(txn, "names", name_key(e.session, e.name)) == (True, raw_id):

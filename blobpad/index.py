@@ -3,7 +3,8 @@
 Keyspaces (see :mod:`blobpad.engine.base`):
 
 * ``entries``: 8-byte id -> the entry's JSON record;
-* ``by_seq``: creation sequence -> id, for listing everything in creation order;
+* ``by_seq``: creation sequence + id -> id, for listing everything in creation order
+  (the sequence is the creation time in microseconds, :func:`next_seq`);
 * ``by_scope``: (session) + sequence + id, and (session, turn) + sequence + id, so
   that listing one session or one turn reads only that session's or turn's keys;
 * ``expiry``: expires_at (microseconds) + id, which gc() and the ``max_bytes``
@@ -20,6 +21,7 @@ import json
 import math
 import secrets
 import struct
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,7 +29,7 @@ from .errors import InvalidArgument
 
 __all__ = [
     "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key", "NEVER",
-    "decode_entry",
+    "decode_entry", "seq_key", "next_seq",
 ]
 
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
@@ -102,8 +104,26 @@ def expiry_key(expires_us: int, raw_id: bytes) -> bytes:
     return expires_us.to_bytes(8, "big") + raw_id
 
 
-def seq_key(seq: int) -> bytes:
-    return seq.to_bytes(8, "big")
+def seq_key(seq: int, raw_id: bytes = b"") -> bytes:
+    """The creation-order part of a ``by_seq`` or ``by_scope`` key: the sequence, big-endian,
+    then the id (keys of stores written before the sequence came from the clock have none)."""
+    return seq.to_bytes(8, "big") + raw_id
+
+
+_seq_lock = threading.Lock()
+_last_seq = 0
+
+
+def next_seq(now: float) -> int:
+    """The creation sequence of an entry made at ``now``: its time in microseconds, above
+    every sequence this process handed out before (a clock that stands still or steps back
+    still gives increasing ones).  Two processes can hand out the same one: the id after
+    it in the index keys keeps them apart, so no record every writer updates is needed."""
+    global _last_seq
+    with _seq_lock:
+        clock = int(now * 1_000_000) if math.isfinite(now) else 0
+        _last_seq = min(max(_last_seq + 1, clock), (1 << 63) - 1)
+        return _last_seq
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Maintenance: gc (expiry, reference repair, expired notepads) and verify (every record checked).
 
 gc() removes expired entries through the expiry index in bounded transactions,
+folds the writers' counters shards into one record,
 recounts chunk references when the store was flagged for it (a damaged chunk list
 deleted, or verify() finding a wrong record), and purges expired notepads.  verify()
 reads every record of every keyspace and cross-checks entries, chunk lists, indexes,
@@ -19,26 +20,31 @@ import zstandard
 
 from . import notes, prefilter
 from .catalog import (
+    BASE_KEY,
     COUNTERS,
     REF,
     REPAIR,
     Catalog,
+    counter_keys,
     counters,
     digest_key,
     due,
     expiry_us,
     filter_bytes,
+    fold,
     get_or_damaged,
     recount,
+    seq_index_keys,
+    stored_counters,
     unpack_ref,
 )
 from .chunking import KEY_SIZE, Manifest
 from .codec import Codec
 from .engine import SPACES, Checked, ReadTxn, WriteTxn
 from .errors import BlobpadError, CorruptData
-from .index import decode_entry, expiry_key, name_key, scope_key, seq_key
+from .index import decode_entry, expiry_key, name_key
 
-__all__ = ["GcReport", "VerifyReport", "gc", "verify", "repair_refs"]
+__all__ = ["GcReport", "VerifyReport", "gc", "sweep", "SWEEP_LIMIT", "verify", "repair_refs"]
 
 
 @dataclass(frozen=True)
@@ -138,10 +144,8 @@ class Verifier:
                 self.problems.append(f"entry {eid}: record unreadable")
                 self.damaged.add(eid)
                 continue
-            want["by_seq"][seq_key(e.seq)] = raw_id
-            want["by_scope"][scope_key(e.session) + seq_key(e.seq)] = raw_id
-            if e.turn is not None:
-                want["by_scope"][scope_key(e.session, e.turn) + seq_key(e.seq)] = raw_id
+            for space, key in seq_index_keys(self.txn, e, raw_id):
+                want[space][key] = raw_id
             want["expiry"][expiry_key(expiry_us(e.expires_at), raw_id)] = b""
             want["digests"][digest_key(e.size_bytes, e.sha256, raw_id)] = b""
             if e.name is not None:
@@ -246,19 +250,16 @@ class Verifier:
                 self.damaged.update(owners)
 
     def _counters(self, records: dict[str, dict[bytes, bytes]]) -> None:
-        raw = records["meta"].get(b"counters")
-        if raw is None:
+        if not counter_keys(self.txn):
             if records["entries"] or records["refs"]:
-                self.problems.append("the counters record is missing; the next write recounts it")
+                self.problems.append("the counters records are missing; gc() recounts them")
+                self.recount = True
             return
-        try:
-            stored = json.loads(raw)
-        except ValueError:
-            stored = None
+        stored = stored_counters(self.txn)
         actual = recount(self.txn)
-        if (not isinstance(stored, dict) or any(stored.get(k) != actual[k] for k in COUNTERS if k != "seq")
-                or stored.get("filter_bytes", 0) != actual["filter_bytes"]):
-            self.problems.append(f"the counters record is wrong ({raw[:120]!r}); gc() recounts it")
+        if stored is None or any(stored.get(k, 0) != actual[k] for k in (*COUNTERS, "filter_bytes")):
+            shown = "damaged" if stored is None else json.dumps({k: stored.get(k, 0) for k in actual})[:200]
+            self.problems.append(f"the counters are wrong ({shown}); gc() recounts them")
             self.recount = True
 
 
@@ -374,12 +375,50 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
     orphans = [key for key, _ in txn.scan("filters", on_damage=lambda k: None) if key not in sizes]
     for key in orphans:  # chunk filters whose entry (and chunk list) is gone
         txn.delete("filters", key)
-    totals = counters(txn)
-    totals.update(entries=entries, logical_bytes=logical, chunks=chunks, stored_bytes=stored, unique_bytes=unique,
-                  filter_bytes=filter_bytes(txn))
-    txn.put("meta", b"counters", json.dumps(totals).encode())
+    fold(txn, {"entries": entries, "logical_bytes": logical, "chunks": chunks, "stored_bytes": stored,
+               "unique_bytes": unique, "filter_bytes": filter_bytes(txn)})
     txn.delete("meta", REPAIR)
     return freed_chunks, freed_bytes
+
+
+def _remove_due(txn: WriteTxn, catalog: Catalog, now: float, limit: int) -> tuple[int, int, int, list[str]]:
+    """Remove up to ``limit`` entries expired at ``now`` from the front of the expiry index:
+    (entries, chunks freed, bytes freed, damaged index records removed, in words)."""
+    n = chunks = freed = 0
+    damaged_keys: list[bytes] = []
+    for key, _ in due(txn, now, damaged_keys.append):
+        c, b = catalog.delete_in(txn, key[8:])
+        if not c and not b and not get_or_damaged(txn, "entries", key[8:])[0]:
+            txn.delete("expiry", key)
+        n += 1
+        chunks += c
+        freed += b
+        if n >= limit:
+            break
+    for key in damaged_keys:  # an index record that names nothing it can be trusted for
+        txn.delete("expiry", key)
+    return n, chunks, freed, [f"removed a damaged expiry index record {k.hex()}" for k in damaged_keys]
+
+
+#: how many expired entries one :func:`sweep` removes at most
+SWEEP_LIMIT = 64
+
+
+def sweep(engine: Checked, catalog: Catalog, now: float) -> int:
+    """Remove a few expired entries (at most :data:`SWEEP_LIMIT`, the first to have
+    expired), freeing their chunks, and return how many: the store calls it after puts,
+    so a store nobody runs gc() on still frees what expires.  Reads nothing but the
+    front of the expiry index when nothing is due."""
+    with engine.read() as txn:
+        if next(due(txn, now), None) is None:
+            return 0
+    return int(engine.write(lambda txn: _remove_due(txn, catalog, now, SWEEP_LIMIT), frees=True)[0])
+
+
+def _fold_counters(txn: WriteTxn) -> None:
+    """Fold the writers' counters shards into the base record (damaged ones: recounted)."""
+    if counter_keys(txn) not in ([], [BASE_KEY]):
+        fold(txn, counters(txn))
 
 
 def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
@@ -389,23 +428,7 @@ def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
     problems: list[str] = []
     while True:  # in bounded transactions, so a big gc never holds the writer for long
 
-        def txn_fn(txn: WriteTxn) -> tuple[int, int, int, list[str]]:
-            n = chunks = freed = 0
-            damaged_keys: list[bytes] = []
-            for key, _ in due(txn, now, damaged_keys.append):
-                c, b = catalog.delete_in(txn, key[8:])
-                if not c and not b and not get_or_damaged(txn, "entries", key[8:])[0]:
-                    txn.delete("expiry", key)
-                n += 1
-                chunks += c
-                freed += b
-                if n >= 500:
-                    break
-            for key in damaged_keys:  # an index record that names nothing it can be trusted for
-                txn.delete("expiry", key)
-            return n, chunks, freed, [f"removed a damaged expiry index record {k.hex()}" for k in damaged_keys]
-
-        n, c, b, found = engine.write(txn_fn, frees=True)
+        n, c, b, found = engine.write(lambda txn: _remove_due(txn, catalog, now, 500), frees=True)
         problems.extend(found)
         total_entries += n
         total_chunks += c
@@ -425,6 +448,7 @@ def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
                     "delete the entries verify() names, then run gc() again"
                 )
     notepads = engine.write(lambda txn: notes.purge_expired(txn, now), frees=True)
+    engine.write(_fold_counters, frees=True)
     return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads, tuple(problems))
 
 

@@ -33,7 +33,7 @@ import xxhash
 import zstandard
 
 from . import prefilter
-from .catalog import REF, Catalog, bump, unpack_ref
+from .catalog import BASE_KEY, REF, Catalog, bump, shard_key, unpack_ref
 from .chunking import ChunkParams, Manifest, cut_spans, span_stats
 from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
@@ -877,7 +877,8 @@ class Putter:
         chars = writer.char_counts if is_text else writer.sizes
 
         # what this transaction reads, asked of a networked engine in one request before it reads them
-        wanted = [("meta", b"settings"), ("meta", b"counters"), *(("refs", k) for k in _first_refs(writer.tail))]
+        wanted = [("meta", b"settings"), ("meta", BASE_KEY), ("meta", shard_key()),
+                  *(("refs", k) for k in _first_refs(writer.tail))]
         if fields["name"] is not None:
             wanted.append(("names", name_key(fields["session"], fields["name"])))
 

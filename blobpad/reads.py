@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from . import prefilter
 from .engine import prefix_end
 from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_int, check_str, typename
-from .index import name_key, name_of_key, parse_id, scope_key, seq_key
+from .index import name_key, name_of_key, parse_id, scope_key
 from .prefilter import Query
 from .search import (
     MAX_PATTERN,
@@ -1458,7 +1458,8 @@ def _add_context(v: _View, matches: list[GrepMatch], before: int, after: int, li
 _NAMED, _UNNAMED, _LISTED = 0, 1, 2
 _CURSOR_VERSION = 1
 #: version, phase, entry id, lines of the entry searched, its matches returned; then the entry's key
-#: (its name, or 8 bytes), then a tag: a hash of all that keyed by the search's arguments
+#: (its name; a place in ``entries`` as 8 bytes; its creation index key after the session: 16 bytes, or
+#: 8 in older stores), then a tag: a hash of all that keyed by the search's arguments
 _CURSOR_HEAD = struct.Struct(">BB8sQQ")
 _CURSOR_TAG = 8
 _CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+")
@@ -1538,7 +1539,7 @@ def _cursor_tag(digest: bytes, payload: bytes) -> bytes:
 def _encode_cursor(digest: bytes, t: _Target, done: int, count: int) -> str:
     """The cursor of a search to continue in target ``t`` after its first ``done`` lines."""
     head = _CURSOR_HEAD.pack(_CURSOR_VERSION, t.phase, bytes.fromhex(t.entry_id), min(done, _BEYOND), count)
-    key = t.key.encode("utf-8") if isinstance(t.key, str) else t.key.to_bytes(8, "big")
+    key = t.key.encode("utf-8") if isinstance(t.key, str) else t.key.to_bytes(16 if t.key >> 64 else 8, "big")
     payload = head + key
     return base64.urlsafe_b64encode(payload + _cursor_tag(digest, payload)).rstrip(b"=").decode("ascii")
 
@@ -1572,7 +1573,7 @@ def _decode_cursor(cursor: object, digest: bytes, listed: bool) -> _Target:
             key = tail.decode("utf-8")
         except UnicodeDecodeError:
             raise bad from None
-    elif phase == (_LISTED if listed else _UNNAMED) and len(tail) == 8:
+    elif phase == (_LISTED if listed else _UNNAMED) and (len(tail) == 8 or (phase == _UNNAMED and len(tail) == 16)):
         key = int.from_bytes(tail, "big")
     else:
         raise bad
@@ -1634,9 +1635,11 @@ def _session_targets(
         if glob is None:
             named = {raw_id for _, raw_id in rows}  # listed by name: not again among the unnamed
             prefix = scope_key(session)
-            start_key = prefix if pos is None or pos.phase != _UNNAMED else prefix + seq_key(int(pos.key))
+            start_key = prefix
+            if pos is not None and pos.phase == _UNNAMED:  # the sequence and id (or, in older stores, the sequence)
+                start_key += int(pos.key).to_bytes(16 if int(pos.key) >> 64 else 8, "big")
             for key, raw_id in txn.scan("by_scope", start_key, prefix_end(prefix)):
-                if len(key) != len(prefix) + 8 or raw_id in named:
+                if len(key) - len(prefix) not in (8, 16) or raw_id in named:
                     continue
                 out.append(_resume(_Target(_UNNAMED, int.from_bytes(key[len(prefix) :], "big"), raw_id.hex(), None), pos))
                 if len(out) >= limit:

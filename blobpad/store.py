@@ -20,10 +20,16 @@ reference leaks.  The final transactions of puts that several threads of one
 process make at the same time are committed together (one transaction and one
 flush to disk for all of them, :class:`_GroupCommit`).  How durable a returned put
 is depends on the engine's ``sync`` setting (see "Durability" in the README).
+
+Expiry: an expired entry reads as unknown at once.  Its records and chunks are freed
+by ``gc()``, and, in small bounded batches, by the puts that follow (at most one sweep
+a second per store, :data:`SWEEP_SECONDS`), so a store nobody runs gc() on still gives
+back what expires.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -63,6 +69,8 @@ __all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open"]
 
 FORMAT = 2  # 2: every record sealed with a checksum (engine.base.seal)
 _MAX_CLOCK = 253402300800.0  # 10000-01-01: a clock past it is broken
+#: a store sweeps expired entries after a put at most this often (seconds; see Store._sweep)
+SWEEP_SECONDS = 1.0
 _MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address space
 
 
@@ -223,6 +231,7 @@ class Store(ReadsMixin):
             self._putter = Putter(self._backend, self._codec, self._catalog, self.chunk_params, self.now, self._cap,
                                   filters=self.filters)
             recover(self._backend)
+            self._next_sweep = 0.0  # time.monotonic() of the next sweep after a put (see _sweep)
         except BaseException:
             self.close()  # a failed open holds nothing: the store can be repaired or opened again
             raise
@@ -395,8 +404,22 @@ class Store(ReadsMixin):
         check_ttl(ttl)
         if kind not in (None, "text", "binary"):
             raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {describe(kind)}")
-        return self._putter.put(data, kind=kind, session=session, turn=turn, ttl=ttl, name=name, step=step,
-                                tool=tool, meta=check_meta(meta))
+        entry = self._putter.put(data, kind=kind, session=session, turn=turn, ttl=ttl, name=name, step=step,
+                                 tool=tool, meta=check_meta(meta))
+        self._sweep()
+        return entry
+
+    def _sweep(self) -> None:
+        """After a put, at most once every :data:`SWEEP_SECONDS` per store: remove a few
+        expired entries (:func:`blobpad.maintenance.sweep`), so that what expires is freed
+        even where nobody runs gc().  The put has succeeded: a sweep that fails (damage,
+        a busy server) is left to the next one, and gc() reports what it cannot remove."""
+        t = time.monotonic()
+        if t < self._next_sweep:
+            return
+        self._next_sweep = t + SWEEP_SECONDS
+        with contextlib.suppress(BlobpadError):
+            maintenance.sweep(self._backend, self._catalog, self.now())
 
 
     def edit(self, entry_id: str, old: str, new: str, *, replace_all: bool = False) -> Edit:

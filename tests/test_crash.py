@@ -36,6 +36,7 @@ import blobpad
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _crash_child import BIG, CRASH_PARAMS, content, is_big, notepad_available, sha  # noqa: E402
+from oracles import saved_counters  # noqa: E402
 
 CHILD = Path(__file__).parent / "_crash_child.py"
 ITERATIONS = int(os.environ.get("BLOBPAD_CRASH_ITERATIONS", "20"))
@@ -112,10 +113,11 @@ class Model:
 
 
 def _pending_and_counters(store: blobpad.Store) -> tuple[list[bytes], dict, dict]:
-    """The ``pending`` journal, the saved counters, and the counters recounted from the keyspaces."""
+    """The ``pending`` journal, the saved counters (the base record plus every writer's shard
+    record), and the counters recounted from the keyspaces."""
     with store.engine.read() as txn:
         pending = [k for k, _ in txn.scan("pending")]
-        saved = json.loads(txn.get("meta", b"counters") or b"{}")
+        saved = saved_counters(txn)
         entries = logical = 0
         for _, raw in txn.scan("entries"):
             entries += 1

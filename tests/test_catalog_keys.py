@@ -1,0 +1,269 @@
+"""The catalog's shared records: no record that every put updates, on every engine.
+
+Two puts made at once by two writers (threads here; processes and hosts alike) must not
+touch a record the other one writes, unless they share content: on an optimistic engine
+(Redis) such a record makes every two concurrent puts conflict and one of them run
+again.  The checks record every key a put's write transaction reads, scans and writes,
+through the store's public engine, and compare two puts' sets.
+
+Stores written before the creation sequence came from the clock keep 8-byte sequences
+in their ``by_seq`` and ``by_scope`` keys and one counters record: they are rebuilt here
+through the engine, and must list, page, count, verify and delete as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from typing import Any
+
+import pytest
+from oracles import saved_counters
+
+import blobpad
+from blobpad.index import decode_entry, scope_key
+
+LOG = "".join(f"2026-11-24T08:{i // 60:02d}:{i % 60:02d} worker-{i % 7} request {i} took {i % 97} ms\n" for i in range(120))
+
+
+class _Recorder:
+    """A transaction that notes every key it reads, every range it scans and every key it writes."""
+
+    def __init__(self, txn: Any, log: dict[str, set]) -> None:
+        self._txn = txn
+        self._log = log
+
+    def get(self, space: str, key: bytes) -> Any:
+        self._log["read"].add((space, bytes(key)))
+        return self._txn.get(space, key)
+
+    def get_unchecked(self, space: str, key: bytes) -> Any:
+        self._log["read"].add((space, bytes(key)))
+        return self._txn.get_unchecked(space, key)
+
+    def get_many(self, space: str, keys: Any) -> Any:
+        keys = list(keys)
+        self._log["read"].update((space, bytes(k)) for k in keys)
+        return self._txn.get_many(space, keys)
+
+    def scan(self, space: str, start: bytes | None = None, stop: bytes | None = None, **kw: Any) -> Any:
+        self._log["scan"].add((space, start or b"", stop))
+        return self._txn.scan(space, start, stop, **kw)
+
+    def put(self, space: str, key: bytes, value: bytes) -> None:
+        self._log["write"].add((space, bytes(key)))
+        self._txn.put(space, key, value)
+
+    def delete(self, space: str, key: bytes) -> Any:
+        self._log["write"].add((space, bytes(key)))
+        return self._txn.delete(space, key)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+
+def _record_put(store: blobpad.Store, monkeypatch: pytest.MonkeyPatch, text: str) -> dict[str, set]:
+    """The keys the write transactions of one put, made in a new thread, read, scanned and wrote."""
+    log: dict[str, set] = {"read": set(), "scan": set(), "write": set()}
+    engine = store.engine
+    real = type(engine).write
+
+    def write(self: Any, fn: Any, **kw: Any) -> Any:
+        if self is not engine:
+            return real(self, fn, **kw)
+        return real(self, lambda txn: fn(_Recorder(txn, log)), **kw)
+
+    monkeypatch.setattr(type(engine), "write", write)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            store.put(text, session="bench", turn=1)
+        except BaseException as exc:  # pragma: no cover - reported below
+            failure.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    monkeypatch.undo()
+    assert not t.is_alive() and not failure, failure
+    assert log["write"], "the put wrote nothing through the engine"
+    return log
+
+
+def _in_scans(key: tuple[str, bytes], scans: set) -> bool:
+    space, k = key
+    return any(s == space and start <= k and (stop is None or k < stop) for s, start, stop in scans)
+
+
+def test_two_puts_at_once_touch_no_common_record(store, monkeypatch):
+    """The records one put writes are neither read, scanned nor written by another put of
+    other content in the same session and turn (so an optimistic engine never makes them
+    conflict), except a counters shard when both writers' threads map to the same one."""
+    store.put("warm the store up " * 400, session="bench", turn=1)  # settings and first records exist
+    first = _record_put(store, monkeypatch, LOG + "first\n")
+    second = _record_put(store, monkeypatch, LOG + "second\n")
+    for a, b in ((first, second), (second, first)):
+        touched = b["read"] | b["write"]
+        common = {key for key in a["write"] if key in touched or _in_scans(key, b["scan"])}
+        assert all(space == "meta" and key.startswith(b"counters:") for space, key in common), common
+    shards = {key for space, key in first["write"] | second["write"] if space == "meta"}
+    assert shards and all(key.startswith(b"counters:") for key in shards), shards
+
+
+def test_counters_stay_exact_with_many_writers(store):
+    """Puts and deletes from many threads add up: stats() equals the records, and verify() agrees."""
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def work(n: int) -> None:
+        for i in range(6):
+            e = store.put(f"{LOG}writer {n} put {i}\n", session=f"s{n % 2}", turn=i)
+            with lock:
+                ids.append(e.id)
+            if i % 3 == 2:
+                store.delete(e.id)
+                with lock:
+                    ids.remove(e.id)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    st = store.stats()
+    assert st.entries == len(ids) == 24
+    assert st.logical_bytes == sum(store.stat(i).size_bytes for i in ids)
+    report = store.verify()
+    assert report.ok, report.problems
+    store.gc()  # folds the writers' records into one: the same counts
+    after = store.stats()
+    assert (after.entries, after.logical_bytes, after.chunks, after.stored_bytes) == (
+        st.entries, st.logical_bytes, st.chunks, st.stored_bytes)
+    with store.engine.read() as txn:
+        assert [k for k, _ in txn.scan("meta", b"counters", b"counters;")] == [b"counters"]
+
+
+def test_creation_order_survives_a_clock_that_stands_still(store_factory):
+    """Entries list in creation order even when the store's clock does not move."""
+    s = store_factory(clock=lambda: 1_800_000_000.0)
+    ids = [s.put(f"entry {i}", session="x", turn=i % 2).id for i in range(20)]
+    assert [e.id for e in s.entries()] == ids
+    assert [e.id for e in s.entries(session="x")] == ids
+    assert [e.id for e in s.entries(session="x", turn=1)] == ids[1::2]
+    seqs = [e.seq for e in s.entries()]
+    assert seqs == sorted(set(seqs))
+
+
+def _make_legacy(store: blobpad.Store) -> None:
+    """Rewrite the store as a blobpad before this change wrote it: sequences 1, 2, ... in the
+    entry records and as the 8-byte ``by_seq`` and ``by_scope`` keys, and one counters
+    record with the sequence in it."""
+    def fn(txn: Any) -> None:
+        rows = sorted(((k, v) for k, v in txn.scan("by_seq")), key=lambda kv: kv[0])
+        totals = saved_counters(txn)
+        for key, _ in list(txn.scan("meta", b"counters", b"counters;")):
+            txn.delete("meta", key)
+        for space in ("by_seq", "by_scope"):
+            for key, _ in list(txn.scan(space)):
+                txn.delete(space, key)
+        for n, (_, raw_id) in enumerate(rows, 1):
+            e = dataclasses.replace(decode_entry(txn.get("entries", raw_id)), seq=n)
+            txn.put("entries", raw_id, e.encode())
+            seq = n.to_bytes(8, "big")
+            txn.put("by_seq", seq, raw_id)
+            txn.put("by_scope", scope_key(e.session) + seq, raw_id)
+            if e.turn is not None:
+                txn.put("by_scope", scope_key(e.session, e.turn) + seq, raw_id)
+        txn.put("meta", b"counters", json.dumps(totals | {"seq": len(rows)}).encode())
+
+    store.engine.write(fn)
+
+
+def test_a_store_written_before_clock_sequences_reads_and_deletes_as_before(store):
+    old = [store.put(f"{LOG}old {i} ERROR here\n", session="s", turn=i % 2, name=None if i % 3 else f"n{i}")
+           for i in range(7)]
+    _make_legacy(store)
+    assert [e.seq for e in store.entries()] == list(range(1, 8))
+    assert store.verify().ok, store.verify().problems
+    new = [store.put(f"{LOG}new {i} ERROR here\n", session="s", turn=i % 2) for i in range(5)]
+    everyone = [e.id for e in old + new]
+    assert [e.id for e in store.entries()] == everyone  # old ones first, in their order
+    assert [e.id for e in store.entries(session="s", turn=1)] == [e.id for e in old + new if e.turn == 1]
+    st = store.stats()
+    assert st.entries == 12 and st.logical_bytes == sum(e.size_bytes for e in old + new)
+    report = store.verify()
+    assert report.ok, report.problems
+
+    # grep over the session, a page at a time: every entry once, in the same order as one call
+    whole = store.grep_session("s", "ERROR", max_matches=1000)
+    assert whole.cursor is None
+    paged, cursor = [], None
+    for _ in range(100):
+        page = store.grep_session("s", "ERROR", max_matches=2, cursor=cursor)
+        paged += [(m.entry_id, m.line) for m in page.matches]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert paged == [(m.entry_id, m.line) for m in whole.matches]
+    assert len({eid for eid, _ in paged}) == 12
+
+    for e in (old[1], old[3], new[0], new[4]):  # deletes leave no index key behind, old or new
+        store.delete(e.id)
+    left = [i for i in everyone if i not in {old[1].id, old[3].id, new[0].id, new[4].id}]
+    assert [e.id for e in store.entries()] == left
+    with store.engine.read() as txn:
+        assert sorted(v.hex() for _, v in txn.scan("by_seq")) == sorted(left)
+        scoped = [v.hex() for k, v in txn.scan("by_scope") if k.startswith(scope_key("s"))]
+        assert sorted(scoped) == sorted(left)
+    report = store.verify()
+    assert report.ok, report.problems
+    assert store.stats().entries == 8
+
+
+def test_puts_free_what_expired_without_gc(store_factory, monkeypatch):
+    """Expired entries are removed, chunks and all, by the puts that follow, a bounded
+    batch per sweep; live entries are untouched."""
+    import blobpad.store as store_module
+    from blobpad.maintenance import SWEEP_LIMIT
+
+    monkeypatch.setattr(store_module, "SWEEP_SECONDS", 0.0)  # every put sweeps
+    now = [1_800_000_000.0]
+    s = store_factory(clock=lambda: now[0])
+    short = [s.put(f"{LOG}short {i}\n", ttl=10, session="a") for i in range(SWEEP_LIMIT + 6)]
+    keep = [s.put(f"{LOG}kept {i}\n", ttl=None, session="a") for i in range(3)]
+    before = s.stats()
+    assert before.entries == len(short) + 3
+    now[0] += 11
+    keep.append(s.put(f"{LOG}after\n", ttl=None, session="a"))  # one sweep: SWEEP_LIMIT entries
+    st = s.stats()
+    assert st.expired_entries == 6 and st.entries == 4
+    keep.append(s.put(f"{LOG}after 2\n", ttl=None, session="a"))
+    st = s.stats()
+    assert st.expired_entries == 0 and st.entries == len(keep)
+    assert st.chunks < before.chunks and st.stored_bytes < before.stored_bytes
+    assert [e.id for e in s.entries()] == [e.id for e in keep]
+    for e in keep:
+        assert s.get(e.id).startswith(LOG)
+    for e in short[:3]:
+        assert not s.exists(e.id)
+    report = s.verify()
+    assert report.ok, report.problems
+    assert s.gc().entries == 0  # nothing was left for gc()
+
+
+def test_a_store_sweeps_at_most_once_per_interval(store_factory, monkeypatch):
+    import blobpad.store as store_module
+
+    monkeypatch.setattr(store_module, "SWEEP_SECONDS", 3600.0)
+    now = [1_800_000_000.0]
+    s = store_factory(clock=lambda: now[0])
+    s.put("first", ttl=None)  # sweeps (nothing is due), and not again for an hour
+    for i in range(5):
+        s.put(f"short {i}", ttl=10)
+    now[0] += 11
+    s.put("later", ttl=None)
+    assert s.stats().expired_entries == 5
+    assert s.gc().entries == 5
