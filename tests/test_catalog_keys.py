@@ -267,3 +267,24 @@ def test_a_store_sweeps_at_most_once_per_interval(store_factory, monkeypatch):
     s.put("later", ttl=None)
     assert s.stats().expired_entries == 5
     assert s.gc().entries == 5
+
+
+@pytest.mark.parametrize("value", [b"", b"\x01" * 47, b"{\"entries\": 1}" * 4])
+def test_a_damaged_counters_shard_is_recounted(store, value):
+    """A shard record of the wrong shape: stats() recounts from the records, verify() names
+    it, and gc() folds sound counters back; no entry is touched."""
+    ids = [store.put(f"{LOG}entry {i}\n", ttl=None).id for i in range(3)]
+    want = store.stats()
+    store.engine.write(lambda txn: txn.put("meta", b"counters:\x0f", value))
+    got = store.stats()
+    assert (got.entries, got.chunks, got.logical_bytes, got.stored_bytes) == (
+        want.entries, want.chunks, want.logical_bytes, want.stored_bytes)
+    report = store.verify()
+    assert not report.ok and any("counters" in p for p in report.problems), report.problems
+    store.gc()
+    report = store.verify()
+    assert report.ok, report.problems
+    with store.engine.read() as txn:
+        assert [k for k, _ in txn.scan("meta", b"counters", b"counters;")] == [b"counters"]
+    assert [store.get(i) for i in ids] == [f"{LOG}entry {i}\n" for i in range(3)]
+    assert store.stats().entries == 3
