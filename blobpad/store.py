@@ -23,8 +23,8 @@ is depends on the engine's ``sync`` setting (see "Durability" in the README).
 
 Expiry: an expired entry reads as unknown at once.  Its records and chunks are freed
 by ``gc()``, and, in small bounded batches, by the puts that follow (at most one sweep
-a second per store, :data:`SWEEP_SECONDS`), so a store nobody runs gc() on still gives
-back what expires.
+a second per store, the first a second after it opened, :data:`SWEEP_SECONDS`), so a
+store nobody runs gc() on still gives back what expires.
 """
 
 from __future__ import annotations
@@ -231,7 +231,9 @@ class Store(ReadsMixin):
             self._putter = Putter(self._backend, self._codec, self._catalog, self.chunk_params, self.now, self._cap,
                                   filters=self.filters)
             recover(self._backend)
-            self._next_sweep = 0.0  # time.monotonic() of the next sweep after a put (see _sweep)
+            # time.monotonic() of the next sweep after a put (see _sweep): not before a store has been open
+            # for SWEEP_SECONDS, so that a short-lived process (a CLI command) only does what it was asked
+            self._next_sweep = time.monotonic() + SWEEP_SECONDS
         except BaseException:
             self.close()  # a failed open holds nothing: the store can be repaired or opened again
             raise
@@ -410,7 +412,8 @@ class Store(ReadsMixin):
         return entry
 
     def _sweep(self) -> None:
-        """After a put, at most once every :data:`SWEEP_SECONDS` per store: remove a few
+        """After a put, at most once every :data:`SWEEP_SECONDS` per store (and not in its
+        first :data:`SWEEP_SECONDS`): remove a few
         expired entries (:func:`blobpad.maintenance.sweep`), so that what expires is freed
         even where nobody runs gc().  The put has succeeded: a sweep that fails (damage,
         a busy server) is left to the next one, and gc() reports what it cannot remove."""

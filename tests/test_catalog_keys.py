@@ -260,7 +260,7 @@ def test_a_store_sweeps_at_most_once_per_interval(store_factory, monkeypatch):
     monkeypatch.setattr(store_module, "SWEEP_SECONDS", 3600.0)
     now = [1_800_000_000.0]
     s = store_factory(clock=lambda: now[0])
-    s.put("first", ttl=None)  # sweeps (nothing is due), and not again for an hour
+    s.put("first", ttl=None)  # the store has been open for less than the interval: no sweep
     for i in range(5):
         s.put(f"short {i}", ttl=10)
     now[0] += 11
