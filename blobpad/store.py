@@ -23,8 +23,9 @@ is depends on the engine's ``sync`` setting (see "Durability" in the README).
 
 Expiry: an expired entry reads as unknown at once.  Its records and chunks are freed
 by ``gc()``, and, in small bounded batches, by the puts that follow (at most one sweep
-a second per store, the first a second after it opened, :data:`SWEEP_SECONDS`), so a
-store nobody runs gc() on still gives back what expires.
+a second per store, the first a second after it opened, :data:`SWEEP_SECONDS`; a sweep
+also rolls back the puts of dead processes), so a long-running process that never calls
+gc() still gives back what expires.
 """
 
 from __future__ import annotations
@@ -413,14 +414,18 @@ class Store(ReadsMixin):
 
     def _sweep(self) -> None:
         """After a put, at most once every :data:`SWEEP_SECONDS` per store (and not in its
-        first :data:`SWEEP_SECONDS`): remove a few
-        expired entries (:func:`blobpad.maintenance.sweep`), so that what expires is freed
-        even where nobody runs gc().  The put has succeeded: a sweep that fails (damage,
-        a busy server) is left to the next one, and gc() reports what it cannot remove."""
+        first :data:`SWEEP_SECONDS`): roll back the puts whose process died, as open does
+        (:func:`blobpad.journal.recover`), and remove a few expired entries
+        (:func:`blobpad.maintenance.sweep`), so that a long-running process frees what
+        expires and what killed puts left even where nobody runs gc().  The put has
+        succeeded: a sweep that fails (damage, a busy server) is left to the next one,
+        and gc() reports what it cannot remove."""
         t = time.monotonic()
         if t < self._next_sweep:
             return
         self._next_sweep = t + SWEEP_SECONDS
+        with contextlib.suppress(BlobpadError):
+            recover(self._backend)  # the batches of puts whose process died (see blobpad.journal)
         with contextlib.suppress(BlobpadError):
             maintenance.sweep(self._backend, self._catalog, self.now())
 

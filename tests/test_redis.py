@@ -280,33 +280,48 @@ _BIG_PUTTER = """
 """
 
 
-def test_a_client_killed_mid_put_leaves_no_entry_and_another_host_rolls_it_back(server, monkeypatch):
+@pytest.mark.parametrize("freed_by", ["gc", "puts"])
+def test_a_client_killed_mid_put_leaves_no_entry_and_another_host_rolls_it_back(server, monkeypatch, freed_by):
+    """The other host's store frees the killed put's chunks once its journal counts as stale:
+    by gc(), or, in a long-running process that never calls it, by the sweeps after its puts."""
+    import blobpad.journal as journal
+    import blobpad.store as store_module
+
     url = _url(server)
     child = _child(_BIG_PUTTER, url)
+    watcher = blobpad.open(url)  # a long-running process of this host
     try:
         assert child.stdout.readline().strip() == "start"
         deadline = time.monotonic() + 60
-        with blobpad.open(url) as store:
-            while time.monotonic() < deadline and store.stats().stored_bytes < 1 << 20:  # batches committed
-                time.sleep(0.02)
-            assert store.stats().stored_bytes >= 1 << 20
-    finally:
+        while time.monotonic() < deadline and watcher.stats().stored_bytes < 1 << 20:  # batches committed
+            time.sleep(0.02)
+        assert watcher.stats().stored_bytes >= 1 << 20
         child.kill()
         child.wait(CHILD_TIMEOUT)
-    with blobpad.open(url) as store:
-        assert store.entries(session="s") == []
-        with pytest.raises(NotFound):
-            store.find("big", session="s")
-        # this host cannot ask host b's process: its journal holds the chunks while its last batch is recent
-        assert store.stats().chunks > 0
-        assert store.verify().ok
-    import blobpad.journal as journal
-
-    monkeypatch.setattr(journal, "STALE_SECONDS", 0)  # then it is taken for dead and rolled back
-    with blobpad.open(url) as store:
-        store.gc()
-        assert store.stats().chunks == 0 and store.stats().stored_bytes == 0
-        assert store.verify().ok
+        with blobpad.open(url) as store:
+            assert store.entries(session="s") == []
+            with pytest.raises(NotFound):
+                store.find("big", session="s")
+            # this host cannot ask host b's process: its journal holds the chunks while its last batch is recent
+            assert store.stats().chunks > 0
+            assert store.verify().ok
+        monkeypatch.setattr(journal, "STALE_SECONDS", 0)  # then it is taken for dead and rolled back
+        if freed_by == "gc":
+            with blobpad.open(url) as store:
+                store.gc()
+                assert store.stats().chunks == 0 and store.stats().stored_bytes == 0
+                assert store.verify().ok
+        else:
+            monkeypatch.setattr(store_module, "SWEEP_SECONDS", 0.0)
+            watcher.put("a small put", session="t", ttl=None)  # sweeps after itself: no gc() anywhere
+            st = watcher.stats()
+            assert (st.entries, st.chunks, st.logical_bytes) == (1, 1, len("a small put"))
+            assert watcher.verify().ok
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(CHILD_TIMEOUT)
+        watcher.close()
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
@@ -374,7 +389,12 @@ def test_an_entry_with_ttl_is_gone_when_it_expires_without_gc(server):
         with pytest.raises(NotFound):
             store.get(e.id)
         assert [x.id for x in store.entries(session="s")] == [keep.id]
-        assert store.stats().entries == 1
+        st = store.stats()
+        assert st.entries == 1 and st.expired_entries == 1
+        store.put(_text(3), session="s")  # open over a second: the put sweeps, and no gc() frees it
+        st = store.stats()
+        assert (st.entries, st.expired_entries) == (2, 0)
+        assert st.logical_bytes == len(_text(2)) + len(_text(3))
 
 
 def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(server):
