@@ -389,6 +389,13 @@ class TxnGuard:
     def leave(self) -> None:
         self._mine.held = False
 
+    def __enter__(self) -> None:
+        """``with guard:`` holds the calling thread's transaction for the block (:meth:`enter`, :meth:`leave`)."""
+        self.enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave()
+
 
 def prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""

@@ -91,8 +91,7 @@ class MemoryEngine:
     def read(self) -> Iterator[RawReadTxn]:
         """A snapshot of the committed state."""
         self._check_open()
-        self._guard.enter()
-        try:
+        with self._guard:
             with self._lock:
                 version = self._version
                 self._readers[version] = self._readers.get(version, 0) + 1
@@ -110,23 +109,17 @@ class MemoryEngine:
                         self._forget_history()
                     finally:
                         self._writer.release()
-        finally:
-            self._guard.leave()
 
     # -- writing ------------------------------------------------------------------
 
     def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` on an overlay of the committed state and apply it in one step."""
         self._check_open()
-        self._guard.enter()
-        try:
-            with self._writer:
-                txn = _Overlay(self)
-                result = fn(txn)
-                self._commit(txn.changes)
-                return result
-        finally:
-            self._guard.leave()
+        with self._guard, self._writer:
+            txn = _Overlay(self)
+            result = fn(txn)
+            self._commit(txn.changes)
+            return result
 
     def _commit(self, changes: dict[tuple[str, bytes], Any]) -> None:
         if not changes:

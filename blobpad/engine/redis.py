@@ -411,8 +411,7 @@ class RedisEngine:
     def read(self) -> Iterator[RawReadTxn]:
         """A snapshot of the committed state, taken at its first read."""
         self._check_open()
-        self._guard.enter()
-        try:
+        with self._guard:
             txn = _Txn(self)
             try:
                 yield txn
@@ -421,14 +420,11 @@ class RedisEngine:
                     f"a read of the store {self.target} stayed open over snapshot_seconds "
                     f"({self._snapshot_seconds:g} s) while others wrote: its snapshot is gone; read again"
                 ) from None
-        finally:
-            self._guard.leave()
 
     def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` against a snapshot and commit its writes if nothing it read changed; else run it again."""
         self._check_open()
-        self._guard.enter()
-        try:
+        with self._guard:
             deadline = time.monotonic() + self._retry_seconds
             delay = 0.001
             attempts = 0
@@ -454,8 +450,6 @@ class RedisEngine:
                     )
                 time.sleep(delay * random.random())
                 delay = min(delay * 2, 0.05)
-        finally:
-            self._guard.leave()
 
     def _commit(self, txn: _Txn, frees: bool) -> str:
         """Send ``txn``'s commit: "ok", or why it must run again ("conflict", "expired", or "lost": the server
