@@ -28,13 +28,19 @@ from .index import NEVER, Entry, decode_entry, expiry_key, name_key, next_seq, s
 from .view import Reader
 
 __all__ = [
-    "REF", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
+    "REF", "WHOLE_DEDUP", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
     "purge_index", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
 ]
 
 
 REF = struct.Struct("<QII")  # reference count, stored (compressed) length, raw length
+
+#: Content larger than this is looked for whole before it is cut (an identical entry's
+#: chunks are shared without cutting anything), through the ``digests`` index: only such
+#: entries are indexed there (smaller content is deduplicated chunk by chunk), which spares
+#: a small put one more tree to write.  Stores written before index every entry.
+WHOLE_DEDUP = 256 << 10
 
 
 COUNTERS = ("entries", "chunks", "logical_bytes", "stored_bytes")
@@ -327,7 +333,8 @@ class Catalog:
         if turn is not None:
             txn.put("by_scope", scope_key(session, turn) + seq_key(seq, raw_id), raw_id)
         txn.put("expiry", expiry_key(expiry_us(expires), raw_id), b"")
-        txn.put("digests", digest_key(size, sha256, raw_id), b"")
+        if size > WHOLE_DEDUP:  # only larger content is looked for whole (blobpad.put)
+            txn.put("digests", digest_key(size, sha256, raw_id), b"")
         if name is not None:
             txn.put("names", name_key(session, name), raw_id)
         bump(txn, **(counts or {}), entries=1, logical_bytes=size,

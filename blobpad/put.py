@@ -33,7 +33,7 @@ import xxhash
 import zstandard
 
 from . import prefilter
-from .catalog import BASE_KEY, REF, Catalog, bump, shard_key, unpack_ref
+from .catalog import BASE_KEY, REF, WHOLE_DEDUP, Catalog, bump, shard_key, unpack_ref
 from .chunking import ChunkParams, Manifest, cut_spans, span_stats
 from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
@@ -51,7 +51,6 @@ _BLOCK = 8 << 20          # bytes read from a file or stream at a time
 BATCH_BYTES = 16 << 20         # raw bytes per write transaction of a put
 
 
-_WHOLE_DEDUP = 256 << 10  # larger content of a size already stored is hashed and looked for whole first
 
 
 _MAX_META = 64 << 10      # largest caller meta, as JSON
@@ -742,7 +741,7 @@ class Putter:
                       replaces=replaces)
         try:
             known_sha = None
-            if source.size is not None and source.size > _WHOLE_DEDUP and self._has_size(source.size):
+            if source.size is not None and source.size > WHOLE_DEDUP and self._has_size(source.size):
                 # Something of this very size is stored: hash first, and if the whole
                 # content is already there, share its chunks without cutting anything.
                 # (Smaller content is deduplicated chunk by chunk, in its one transaction.)

@@ -22,6 +22,7 @@ import pytest
 from oracles import saved_counters
 
 import blobpad
+from blobpad.catalog import WHOLE_DEDUP, digest_key
 from blobpad.index import decode_entry, scope_key
 
 LOG = "".join(f"2026-11-24T08:{i // 60:02d}:{i % 60:02d} worker-{i % 7} request {i} took {i % 97} ms\n" for i in range(120))
@@ -159,8 +160,8 @@ def test_creation_order_survives_a_clock_that_stands_still(store_factory):
 
 def _make_legacy(store: blobpad.Store) -> None:
     """Rewrite the store as a blobpad before this change wrote it: sequences 1, 2, ... in the
-    entry records and as the 8-byte ``by_seq`` and ``by_scope`` keys, and one counters
-    record with the sequence in it."""
+    entry records and as the 8-byte ``by_seq`` and ``by_scope`` keys, one counters record
+    with the sequence in it, and every entry in the ``digests`` index."""
     def fn(txn: Any) -> None:
         rows = sorted(((k, v) for k, v in txn.scan("by_seq")), key=lambda kv: kv[0])
         totals = saved_counters(txn)
@@ -177,6 +178,7 @@ def _make_legacy(store: blobpad.Store) -> None:
             txn.put("by_scope", scope_key(e.session) + seq, raw_id)
             if e.turn is not None:
                 txn.put("by_scope", scope_key(e.session, e.turn) + seq, raw_id)
+            txn.put("digests", digest_key(e.size_bytes, e.sha256, raw_id), b"")  # every entry, however small
         txn.put("meta", b"counters", json.dumps(totals | {"seq": len(rows)}).encode())
 
     store.engine.write(fn)
@@ -218,6 +220,7 @@ def test_a_store_written_before_clock_sequences_reads_and_deletes_as_before(stor
         assert sorted(v.hex() for _, v in txn.scan("by_seq")) == sorted(left)
         scoped = [v.hex() for k, v in txn.scan("by_scope") if k.startswith(scope_key("s"))]
         assert sorted(scoped) == sorted(left)
+        assert sorted(k[40:].hex() for k, _ in txn.scan("digests")) == sorted(i for i in left if i in {e.id for e in old})
     report = store.verify()
     assert report.ok, report.problems
     assert store.stats().entries == 8
@@ -288,3 +291,21 @@ def test_a_damaged_counters_shard_is_recounted(store, value):
         assert [k for k, _ in txn.scan("meta", b"counters", b"counters;")] == [b"counters"]
     assert [store.get(i) for i in ids] == [f"{LOG}entry {i}\n" for i in range(3)]
     assert store.stats().entries == 3
+
+
+def test_only_content_looked_for_whole_is_in_the_digests_index(store):
+    """A small put writes no ``digests`` key (one tree less to write); content over
+    WHOLE_DEDUP is indexed, and a second put of it shares the first one's chunks."""
+    small = store.put(LOG, ttl=None)
+    big_text = (LOG * (WHOLE_DEDUP // len(LOG) + 2))
+    big = store.put(big_text, ttl=None)
+    chunks = store.stats().chunks
+    twin = store.put(big_text, ttl=None, session="other")
+    assert store.stats().chunks == chunks  # shared whole
+    with store.engine.read() as txn:
+        indexed = sorted(k[40:].hex() for k, _ in txn.scan("digests"))
+    assert indexed == sorted([big.id, twin.id]) and small.id not in indexed
+    store.delete(big.id)
+    assert store.get(twin.id) == big_text
+    report = store.verify()
+    assert report.ok, report.problems
