@@ -95,11 +95,9 @@ def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, byt
     sequence came from the clock, the sequence alone where that key still names it."""
     keys = [("by_seq", b"")] + [("by_scope", scope_key(e.session, turn))
                                 for turn in ((None,) if e.turn is None else (None, e.turn))]
-    out = []
-    for space, prefix in keys:
-        legacy = prefix + seq_key(e.seq)
-        out.append((space, legacy if get_or_damaged(txn, space, legacy)[1] == raw_id else legacy + raw_id))
-    return out
+    legacy = [(space, prefix + seq_key(e.seq)) for space, prefix in keys]
+    txn.prefetch_pairs(legacy)  # one request on a networked engine
+    return [(space, key if get_or_damaged(txn, space, key)[1] == raw_id else key + raw_id) for space, key in legacy]
 
 
 def recount(txn: ReadTxn) -> dict[str, int]:
