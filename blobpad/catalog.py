@@ -24,7 +24,7 @@ from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
 from .engine.base import SEAL_SIZE, prefix_end
 from .errors import HINT_MAX_BYTES, Conflict, CorruptData, StoreFull
-from .index import NEVER, Entry, decode_entry, expiry_key, name_key, next_seq, scope_key, seq_key
+from .index import NEVER, Entry, Sequencer, decode_entry, expiry_key, name_key, scope_key, seq_key
 from .view import Reader
 
 __all__ = [
@@ -285,6 +285,7 @@ class Catalog:
     def __init__(self, reader: Reader, now: Callable[[], float]) -> None:
         self._reader = reader
         self._now = now
+        self._sequencer = Sequencer()
 
     def commit_entry(
         self, txn: WriteTxn, raw_id: bytes, packed: bytes, n_chunks: int, *, kind: str, size: int,
@@ -315,7 +316,7 @@ class Catalog:
                 if previous is not None and (previous.expires_at is None or previous.expires_at > created):
                     first_created = previous.created_at  # the name lives on: so does its creation time
                 self.delete_in(txn, old)
-        seq = next_seq(created)
+        seq = self._sequencer.next(created)
         expires = None if ttl is None else created + ttl
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,

@@ -4,7 +4,7 @@ Keyspaces (see :mod:`blobpad.engine.base`):
 
 * ``entries``: 8-byte id -> the entry's JSON record;
 * ``by_seq``: creation sequence + id -> id, for listing everything in creation order
-  (the sequence is the creation time in microseconds, :func:`next_seq`);
+  (the sequence is the creation time in microseconds, :class:`Sequencer`);
 * ``by_scope``: (session) + sequence + id, and (session, turn) + sequence + id, so
   that listing one session or one turn reads only that session's or turn's keys;
 * ``expiry``: expires_at (microseconds) + id, which gc() and the ``max_bytes``
@@ -29,7 +29,7 @@ from .errors import InvalidArgument
 
 __all__ = [
     "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key", "NEVER",
-    "decode_entry", "seq_key", "next_seq",
+    "decode_entry", "seq_key", "Sequencer",
 ]
 
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
@@ -110,20 +110,24 @@ def seq_key(seq: int, raw_id: bytes = b"") -> bytes:
     return seq.to_bytes(8, "big") + raw_id
 
 
-_seq_lock = threading.Lock()
-_last_seq = 0
+class Sequencer:
+    """The creation sequences of one store's entries: each entry's creation time in
+    microseconds, above every sequence this store handed out before (a clock that stands
+    still or steps back still gives increasing ones).  Two writers can hand out the same
+    one: the id after it in the index keys keeps them apart, so no record every writer
+    updates is needed.  One per store, so that a store with another clock (a test's, a
+    server's) never shifts the order of another store's entries."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
 
-def next_seq(now: float) -> int:
-    """The creation sequence of an entry made at ``now``: its time in microseconds, above
-    every sequence this process handed out before (a clock that stands still or steps back
-    still gives increasing ones).  Two processes can hand out the same one: the id after
-    it in the index keys keeps them apart, so no record every writer updates is needed."""
-    global _last_seq
-    with _seq_lock:
+    def next(self, now: float) -> int:
+        """The sequence of an entry created at ``now`` (Unix time)."""
         clock = int(now * 1_000_000) if math.isfinite(now) else 0
-        _last_seq = min(max(_last_seq + 1, clock), (1 << 63) - 1)
-        return _last_seq
+        with self._lock:
+            self._last = min(max(self._last + 1, clock), (1 << 63) - 1)
+            return self._last
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -309,3 +311,21 @@ def test_only_content_looked_for_whole_is_in_the_digests_index(store):
     assert store.get(twin.id) == big_text
     report = store.verify()
     assert report.ok, report.problems
+
+
+def test_a_store_with_another_clock_never_shifts_the_order_of_anothers_entries(store_factory):
+    """Creation order follows each store's own clock: puts into a store whose clock runs
+    years ahead (a test's, a server's) leave the sequences of another store in this process
+    at its clock, so its entries still sort before what another process puts after them."""
+    ahead = store_factory("ahead", clock=lambda: 4_000_000_000.0)
+    for i in range(3):
+        ahead.put(f"from the future {i}")
+    s = store_factory("now")
+    first = s.put("put here first", session="x")
+    assert abs(first.seq - s.now() * 1_000_000) < 60_000_000
+    if not s.engine.capabilities.processes:
+        return
+    child = ("import sys, blobpad; s = blobpad.open(sys.argv[1]); "
+             "print(s.put('put by another process', session='x').id); s.close()")
+    out = subprocess.run([sys.executable, "-c", child, s.path], check=True, capture_output=True, text=True, timeout=120)
+    assert [e.id for e in s.entries(session="x")] == [first.id, out.stdout.strip()]
