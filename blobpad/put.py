@@ -51,8 +51,6 @@ _BLOCK = 8 << 20          # bytes read from a file or stream at a time
 BATCH_BYTES = 16 << 20         # raw bytes per write transaction of a put
 
 
-
-
 _MAX_META = 64 << 10      # largest caller meta, as JSON
 
 
