@@ -185,12 +185,15 @@ def small_fs(tmp_path):
 
 class _SmallFs(type(Path())):  # a Path with fill()
     def fill(self) -> None:
-        """Write zeros until the file system is full."""
-        with open(self / "filler", "wb") as fh:
+        """Write zeros until the file system is full.  Unbuffered: a buffered file would keep
+        what the last write could not place and raise ENOSPC again when closed, or not,
+        depending on how the free space divides into writes."""
+        with open(self / "filler", "wb", buffering=0) as fh:
             try:
+                block = b"\0" * 65536
                 while True:
-                    fh.write(b"\0" * 65536)
-                    fh.flush()
+                    if not fh.write(block):
+                        break
             except OSError:
                 pass
 
