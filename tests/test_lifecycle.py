@@ -4,7 +4,10 @@
   compaction and then use the new file: before, it mapped the old data file first
   and its acknowledged puts went into a file that was about to be replaced.
 * A forked child uses the store it inherited, or opens it again, as its own: lmdb
-  refused to open the parent's files a second time in the child.
+  refused to open the parent's files a second time in the child.  Its reopen leaves
+  the parent's reader slots alone: the parent's snapshots stay protected from the
+  child's writes (the child's close of the inherited environment aborted the spare
+  read transaction lmdb kept, which freed the slot the parent was reading under).
 * The ``max_bytes`` a process saves applies to the processes that had the store
   open already.
 """
@@ -96,6 +99,109 @@ def test_a_forked_child_uses_the_store_as_its_own(tmp_path):
         assert s.get(report[0]) == "child, inherited handle" and s.get(report[1]) == "child, new handle"
         s.put("the parent still writes")
         assert s.verify().ok
+
+
+FORK_UNDER_A_SNAPSHOT = r"""
+import os, select, sys, blobpad
+
+def wait(fd):
+    if not select.select([fd], [], [], 120)[0]:
+        raise SystemExit("no word from the other process in 120 s")
+    os.read(fd, 1)
+
+s = blobpad.open(sys.argv[1])
+e = s.put(os.urandom(3 << 20), ttl=None)
+s.get(e.id)
+with s.engine.read() as txn:  # reads that ended before the fork (lmdb may keep a reader slot for the next one)
+    assert txn.get("entries", bytes.fromhex(e.id)) is not None
+to_child_r, to_child_w = os.pipe()
+to_parent_r, to_parent_w = os.pipe()
+pid = os.fork()
+if pid == 0:  # the child: its own environment, and a snapshot held (on the lowest free reader slot) while the parent writes
+    code = 1
+    try:
+        assert len(s.get(e.id)) == 3 << 20  # its first store call: the child opens its own environment
+        with s.engine.read() as snap:
+            before = [(bytes(k), bytes(v)) for k, v in snap.scan("chunks")]
+            os.write(to_parent_w, b"1")
+            wait(to_child_r)
+            after = [(bytes(k), bytes(v)) for k, v in snap.scan("chunks")]
+        print("child snapshot", "same" if after == before and len(before) > 1 else "changed", flush=True)
+        code = 0
+    except BaseException as exc:  # what the child's snapshot read instead
+        print("child snapshot failed:", type(exc).__name__, str(exc)[:300], flush=True)
+    finally:
+        os._exit(code)
+wait(to_parent_r)
+with s.engine.read() as txn:  # the parent reads again while the child holds its snapshots (and lets go of
+    assert txn.get("entries", bytes.fromhex(e.id)) is not None  # the view it read under before the fork)
+s.get(e.id)
+s.delete(e.id)
+for _ in range(24):  # and frees pages, which LMDB reuses unless a reader still needs them
+    s.delete(s.put(os.urandom(400_000)).id)
+os.write(to_child_w, b"1")
+_, status = os.waitpid(pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+def test_a_forked_childs_snapshot_survives_the_parents_writes(tmp_path):
+    """A snapshot the child opens after the fork reads the same bytes while the parent reads,
+    deletes and writes.  Before, the child's reopen aborted its copy of the read transaction
+    lmdb had kept for the parent's next read (freeing the parent's reader slot for the
+    child's snapshots to take), and the parent's next read, failing to renew it, cleared
+    that slot: the child's snapshot lost its pages to the parent's writes."""
+    run = subprocess.run([sys.executable, "-c", FORK_UNDER_A_SNAPSHOT, str(tmp_path / "store")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-5000:]
+    assert run.stdout.splitlines() == ["child snapshot same", "child exit 0"], run.stdout + run.stderr[-5000:]
+
+
+FORK_INSIDE_A_SNAPSHOT = r"""
+import os, subprocess, sys, blobpad
+
+WRITER = (
+    "import os, sys, blobpad\n"
+    "with blobpad.open(sys.argv[1]) as s:\n"
+    "    s.delete(sys.argv[2])\n"
+    "    for _ in range(24):\n"
+    "        s.delete(s.put(os.urandom(400_000)).id)\n"
+)
+s = blobpad.open(sys.argv[1])
+e = s.put(os.urandom(3 << 20), ttl=None)
+with s.engine.read() as txn:
+    before = [(bytes(k), bytes(v)) for k, v in txn.scan("chunks")]
+    pid = os.fork()  # from inside the transaction
+    if pid == 0:
+        code = 1
+        try:
+            s.get(e.id)
+            print("child used the store", flush=True)
+        except blobpad.BlobpadError as exc:
+            print("child refused:", exc, flush=True)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    subprocess.run([sys.executable, "-c", WRITER, sys.argv[1], e.id], check=True, timeout=120)  # frees pages
+    after = [(bytes(k), bytes(v)) for k, v in txn.scan("chunks")]
+print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+print("parent snapshot", "same" if after == before and len(before) > 1 else "changed", flush=True)
+print("store", "sound" if s.verify().ok else "damaged", flush=True)
+"""
+
+
+def test_a_child_forked_inside_a_transaction_leaves_the_store_to_its_parent(tmp_path):
+    """A child forked while its thread was inside a transaction (a signal handler that
+    forks, say) gets a clear error from the store it inherited: closing the parent's
+    environment would free the reader slot the parent's snapshot is still read under
+    (before, the next writer took the snapshot's pages)."""
+    run = subprocess.run([sys.executable, "-c", FORK_INSIDE_A_SNAPSHOT, str(tmp_path / "store")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-5000:]
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("child refused: this process was forked from inside a transaction"), run.stdout
+    assert lines[1:] == ["child exit 0", "parent snapshot same", "store sound"], run.stdout
 
 
 def test_a_cap_saved_by_another_process_applies_to_this_one(tmp_path):

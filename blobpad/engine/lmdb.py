@@ -251,6 +251,16 @@ def translate(exc: lmdb.Error, path: str) -> BlobpadError:
     return _EngineFailure(f"the storage engine failed on the store at {path}: {exc}")
 
 
+class _Ended:
+    """What a read view holds once its transaction ended: every use is an error."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise BlobpadError("this store transaction has ended; read inside the `with` block that opened it")
+
+
+_ENDED: Any = _Ended()
+
+
 class _LmdbTxn:
     """A :class:`~blobpad.engine.base.RawWriteTxn` (or read-only view) over one ``lmdb.Transaction``.
 
@@ -334,23 +344,32 @@ _REGISTRY_LOCK = threading.RLock()  # re-entrant: a close run by the GC inside a
 
 #: the backends whose transactions the forking thread holds stopped (see _before_fork)
 _QUIESCED: list[LmdbEngine] = []
+#: the backends whose transaction the forking thread was inside (see _before_fork)
+_INSIDE: list[LmdbEngine] = []
 
 
 def _before_fork() -> None:
     """Before ``os.fork()``: wait until this process has no transaction open, and hold it so.
 
-    The child inherits the environment with the transactions of the parent's other
-    threads in it; closing it in the child (to open its own, see ``_environment``)
-    would abort them, which resets their reader slots in the shared lock file (the
-    parent's live readers would no longer protect their snapshot from its writers)
-    and may wait for locks of threads that do not exist in the child.  With no
-    transaction open the close touches nothing of the parent's.  The wait is a map
-    growth's (transactions are short, by the rules above).  A thread that forks from
-    inside a transaction cannot wait for itself: then nothing is held.
+    The child inherits the environment with every lmdb transaction object in it; when
+    it closes that environment (to open its own, see ``_environment``), lmdb aborts
+    them, and the abort of a read transaction frees its reader slot in the lock file
+    that the parent shares.  A slot the parent still reads under would then protect
+    nothing (the parent's pages go to the next writer), and a slot freed under a
+    parent object that lives on is taken by another reader, whose protection the
+    parent's object later clears.  So, with no transaction open in the parent when
+    it forks, and none kept past its end (``read()`` drops each one, and the
+    environment keeps no spare, see ``_open_env``), the child's close touches no slot
+    of the parent's.  The wait is a map growth's (transactions are short, by the
+    rules above).  A thread that forks from inside a transaction cannot wait for
+    itself: then nothing is held, and the child may not use the store it inherited
+    (``_environment`` says so) rather than free the slot its parent reads under.
     """
     with _REGISTRY_LOCK:
         backends = sorted((b for b, _ in _REGISTRY.values() if not b._closed), key=lambda b: b.path)
-    if any(b._lock.held() for b in backends):
+    inside = [b for b in backends if b._lock.held()]
+    if inside:
+        _INSIDE.extend(inside)
         return
     for b in backends:
         b._lock.acquire_exclusive()
@@ -358,6 +377,7 @@ def _before_fork() -> None:
 
 
 def _after_fork_in_parent() -> None:
+    _INSIDE.clear()
     while _QUIESCED:
         _QUIESCED.pop()._lock.release_exclusive()
 
@@ -376,6 +396,8 @@ def _after_fork_in_child() -> None:
     _QUIESCED.clear()
     for backend, _ in _REGISTRY.values():
         backend._lock = _SharedLock()
+    while _INSIDE:
+        _INSIDE.pop()._forked_inside = True
 
 
 if hasattr(os, "register_at_fork"):
@@ -580,6 +602,7 @@ class LmdbEngine:
         self._registry_key: tuple[int, int] | None = None  # set by acquire_lmdb
         self._file_behind = False  # the map grew since data.mdb was last extended to it
         self._psize = 4096  # LMDB's page size, read at open
+        self._forked_inside = False  # this process is a child forked inside one of this store's transactions
         self._open()
 
     # -- environment lifecycle ------------------------------------------------------
@@ -656,6 +679,7 @@ class LmdbEngine:
                 sync=opts["sync"],
                 metasync=opts["sync"],
                 readahead=False,
+                max_spare_txns=0,  # a spare read transaction keeps its reader slot past its end: see _before_fork
                 lock=True,
                 subdir=True,
                 mode=FILE_MODE,
@@ -815,6 +839,12 @@ class LmdbEngine:
             raise BlobpadError("the store is closed; open it again with blobpad.open()")
         if self._pid != os.getpid():
             # A forked child must not use its parent's environment: open its own.
+            if self._forked_inside:
+                raise BlobpadError(
+                    f"this process was forked from inside a transaction on the store at {self.path}, so it cannot "
+                    "use the store it inherited: closing the parent's environment here would free the reader slot "
+                    "the parent still reads under; fork outside blobpad calls, or use the store from a new process"
+                )
             with self._lock.exclusive():
                 if self._pid != os.getpid():
                     if self._env is not None:
@@ -909,14 +939,21 @@ class LmdbEngine:
         except BaseException:
             self._lock.release_shared()
             raise
+        view = None
         try:
             try:
                 info = env.info()  # a value lies inside the pages in use: a longer length is damage
-                yield _LmdbTxn(txn, self._dbs, self.path, (info["last_pgno"] + 1) * self._psize)
+                view = _LmdbTxn(txn, self._dbs, self.path, (info["last_pgno"] + 1) * self._psize)
+                yield view
             except lmdb.Error as exc:
                 raise translate(exc, self.path) from None
             finally:
+                # lmdb only resets an aborted read transaction: its reader slot stays taken until the
+                # object is freed.  Free it now, whoever still holds the view (see _before_fork).
                 txn.abort()
+                if view is not None:
+                    view._txn = _ENDED
+                del txn
         finally:
             self._lock.release_shared()
 
