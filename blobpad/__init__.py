@@ -13,7 +13,16 @@ from .errors import BlobpadError, Conflict, CorruptData, InvalidArgument, NotFou
 from .index import Entry
 from .notepad import Budget, Notepad, NoteResult, Nudges, Version
 from .offload import Offloader, resolve_refs
-from .reads import CountResult, EntryStream, GrepMatch, GrepResult, LineWindow, SessionGrepResult, SessionMatch
+from .reads import (
+    CountResult,
+    EntryStream,
+    GrepMatch,
+    GrepResult,
+    LineWindow,
+    MatchingLines,
+    SessionGrepResult,
+    SessionMatch,
+)
 from .store import GcReport, Stats, Store, VerifyReport, open
 from .tools import PROFILES, Toolbox
 
@@ -21,7 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "open", "Store", "Entry", "Stats", "GcReport", "VerifyReport", "ChunkParams",
-    "GrepMatch", "GrepResult", "SessionMatch", "SessionGrepResult", "CountResult", "LineWindow", "EntryStream",
+    "GrepMatch", "GrepResult", "MatchingLines", "SessionMatch", "SessionGrepResult", "CountResult", "LineWindow", "EntryStream",
     "Notepad", "NoteResult", "Version", "Budget", "Nudges",
     "BlobpadError", "NotFound", "InvalidArgument", "NoUniqueMatch", "CorruptData", "StoreFull", "Conflict", "Edit",
     "Offloader", "resolve_refs", "Toolbox", "PROFILES",

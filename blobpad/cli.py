@@ -416,6 +416,8 @@ def _cmd_grep(args: argparse.Namespace) -> int:
             if counted.timed_out:
                 return _timed_out(args, counted.searched_lines, store.stat(args.id).lines, "count is that of")
             return OK if n else NOT_FOUND
+        if not (args.json or before or after or args.max_count is not None or args.max_columns):
+            return _print_every_line(store, args)
         result = store.grep(
             args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed, before=before, after=after,
             max_matches=_EVERY_MATCH if args.max_count is None else args.max_count,
@@ -432,6 +434,21 @@ def _cmd_grep(args: argparse.Namespace) -> int:
     if result.timed_out:
         return _timed_out(args, result.searched_lines, total, "matches above are those of")
     return OK if result.matches else NOT_FOUND
+
+
+def _print_every_line(store: Any, args: argparse.Namespace) -> int:
+    """grep's commonest form, every matching line whole with its number and nothing else:
+    through ``Store.matching_lines``, which skips the per-match work grep does for ``-C``,
+    ``-m``, ``--max-columns`` and ``--json``."""
+    found = store.matching_lines(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed,
+                                 timeout=args.timeout)
+    total = store.stat(args.id).lines if found.timed_out else 0
+    lines = found.lines
+    for at in range(0, len(lines), 4096):
+        _write("".join([f"{number}:{text}\n" for number, text in lines[at : at + 4096]]))
+    if found.timed_out:
+        return _timed_out(args, found.searched_lines, total, "matches above are those of")
+    return OK if lines else NOT_FOUND
 
 
 def _timed_out(args: argparse.Namespace, searched: int | None, total: int, what: str) -> int:

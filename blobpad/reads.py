@@ -170,6 +170,29 @@ class GrepResult:
         return out
 
 
+@dataclass
+class MatchingLines:
+    """What ``Store.matching_lines`` found: every matching line as a ``(number, text)``
+    pair, in line order, each line whole (what ``rg -n`` prints).
+
+    ``timed_out``, ``searched_lines``, ``chunks_read`` and ``chunks_total`` are
+    :class:`GrepResult`'s: when the time budget ran out, ``lines`` are the matching lines
+    among lines 1 to ``searched_lines``.
+    """
+
+    lines: list[tuple[int, str]]
+    timed_out: bool = False
+    searched_lines: int | None = None
+    chunks_read: int = 0
+    chunks_total: int = 0
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return iter(self.lines)
+
+
 @dataclass(kw_only=True)
 class SessionMatch(GrepMatch):
     """One matching line of one entry of a session, as ``Store.grep_session`` finds it.
@@ -838,6 +861,34 @@ class ReadsMixin:
         _keep_filters(v)
         return GrepResult(matches, truncated, searched is not None, searched, v.chunks_read, len(v.m))
 
+    def matching_lines(
+        self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
+        timeout: float | None = None,
+    ) -> MatchingLines:
+        """Every line matching ``pattern``, whole, with its number: what ``rg -n`` prints,
+        and what ``blobpad grep`` prints without ``-m``, context or ``--max-columns``.
+
+        The lines are :meth:`grep`'s with ``max_matches`` and ``line_window`` unbounded,
+        without the work grep does for each of them (the spans of its matches, a
+        :class:`GrepMatch`): several times faster where many lines match.  Each line
+        comes whole, so a line of N bytes costs N bytes of memory; :meth:`grep` with a
+        ``line_window`` bounds that, and is what a model should be given.  ``timeout``
+        is :meth:`grep`'s time budget (None: no limit).
+        """
+        timeout = check_timeout(timeout)
+        find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
+        dl = None if timeout is None else Deadline(timeout)
+        lines: list[tuple[int, str]] = []
+        searched: int | None = None
+        with self._view(entry_id) as v:
+            v.select(_query(pattern, bool(ignore_case), bool(fixed)))
+            try:
+                _whole_lines(v, find, dl, lines)
+            except TimedOut as exc:
+                searched = (exc.line or 1) - 1
+        _keep_filters(v)
+        return MatchingLines(lines, searched is not None, searched, v.chunks_read, len(v.m))
+
     def count(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
         timeout: float | None = None,
@@ -1420,6 +1471,18 @@ def _grep_lines(
     of the first line not searched (or not built)."""
     for number, seg, start, end, first, base, whole in _matching_lines(v, find, dl, start_line):
         yield number, partial(_build_match, v, find, dl, line_window, number, seg, start, end, first, base, whole)
+
+
+def _whole_lines(v: _View, find: _Find, dl: Deadline | None, out: list[tuple[int, str]]) -> None:
+    """Append ``(number, text)`` of each matching line to ``out`` (see ``matching_lines``);
+    under a budget ``dl`` raises TimedOut as :func:`_matching_lines` does, ``out``
+    holding the lines before it."""
+    decode = v.decode
+    append = out.append
+    for number, seg, start, end, _, _, whole in _matching_lines(v, find, dl):
+        # a line longer than one buffer is read whole through the view
+        line = seg[start:end] if whole else b"".join(v.pieces(v.line_start(number), v.line_end(number)))
+        append((number, line.decode("ascii") if line.isascii() else decode(bytes(line))))
 
 
 def _build_match(

@@ -88,6 +88,11 @@ def test_a_slow_pattern_returns_a_correct_prefix_when_the_budget_runs_out(slow_e
     assert 0 <= counted.searched_lines < total
     assert counted == len([n for n in _hits(text, SLOW) if n <= counted.searched_lines])
 
+    found = store.matching_lines(e.id, SLOW, timeout=SHORT)
+    assert found.timed_out and 0 <= found.searched_lines < total
+    lines = _lines(text)
+    assert found.lines == [(n, lines[n - 1]) for n in _hits(text, SLOW) if n <= found.searched_lines]
+
 
 def test_a_slow_pattern_with_enough_budget_finds_everything(store):
     text = _log(200 << 10)
@@ -98,6 +103,9 @@ def test_a_slow_pattern_with_enough_budget_finds_everything(store):
     assert len(result) == len(_hits(text, SLOW)) > 500
     counted = store.count(e.id, SLOW, timeout=300)
     assert counted == len(_hits(text, SLOW)) and not counted.timed_out and counted.searched_lines is None
+    found = store.matching_lines(e.id, SLOW, timeout=300)
+    assert not found.timed_out and found.searched_lines is None
+    assert found.lines == [(n, _lines(text)[n - 1]) for n in _hits(text, SLOW)]
 
 
 @pytest.mark.parametrize("pattern", [r"ERROR|WARN", r"req=[0-9a-f]{8} .*timeout", r"^2023.*5$", r"(?i)refused|quota", r"\bdisk"])

@@ -333,6 +333,16 @@ def test_grep_matches_rg(loaded, rg):
         ("log", ["no such text anywhere"]),
         ("mb", ["-i", "-C", "1", "-m", "1000", "ОШИБКА café"]),
         ("crlf", ["-A", "1", "b"]),
+        # the default form, every matching line whole (Store.matching_lines)
+        ("log", ["timed out"]),
+        ("log", ["-i", "error.*QUOTA"]),
+        ("log", ["-F", "search?q=alpha"]),
+        ("log", ["^"]),  # every line, the empty ones and the unterminated last one too
+        ("log", ["-i", "last line without"]),
+        ("mb", ["-i", "ОШИБКА café"]),
+        ("mb", ["."]),
+        ("crlf", ["b$"]),  # rg: $ does not match before \r
+        ("crlf", ["b"]),
     ]
     procs = bp_many([["grep", ids[key], *args] for key, args in cases], db=db)
     for (key, args), mine in zip(cases, procs, strict=True):

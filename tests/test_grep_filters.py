@@ -149,6 +149,12 @@ def test_grep_and_count_with_filters_equal_the_oracle(store_factory, monkeypatch
         assert whole.chunks_read == entry.chunks
         assert [m.line for m in got] == [m.line for m in whole], (pattern, ignore_case, fixed)
         assert [m.line for m in got] == expected, (pattern, ignore_case, fixed)
+        rows = content.split(b"\n")
+        decode = (lambda b: b.decode()) if entry.kind == "text" else (lambda b: b.decode("utf-8", "replace"))
+        every = s.matching_lines(entry.id, pattern, ignore_case=ignore_case, fixed=fixed)
+        assert every.lines == [(n, decode(rows[n - 1])) for n in expected], (pattern, ignore_case, fixed)
+        assert every.lines == [(m.line, m.text) for m in plain.grep(
+            unfiltered.id, pattern, ignore_case=ignore_case, fixed=fixed, max_matches=10**6, line_window=10**9)]
         counted = s.count(entry.id, pattern, ignore_case=ignore_case, fixed=fixed)
         assert counted == len(expected), (pattern, ignore_case, fixed)
         assert got.chunks_total == counted.chunks_total == entry.chunks

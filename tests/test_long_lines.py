@@ -70,6 +70,7 @@ def test_a_match_at_every_byte_around_each_cut_is_found_once_where_it_is(tmp_pat
                 assert m.offset + m.spans[0][0] == line.find("NEEDLE")
                 assert int(s.count(e.id, "NEEDLE")) == 2
                 assert int(s.count(e.id, "NEEDLE", timeout=30)) == 2
+                assert s.matching_lines(e.id, "NEEDLE").lines == [(2, line), (3, "NEEDLE last")]
                 s.delete(e.id)
 
 
@@ -86,6 +87,9 @@ def test_a_long_line_matching_in_every_piece_is_reported_once(tmp_path, small_pi
             assert all(line[a:b] == "NEEDLE" for a, b in spans)  # every match inside the window, in place
         assert int(s.count(e.id, "NEEDLE")) == 3
         assert int(s.count(e.id, "x+NEEDLEx")) == 2
+        assert s.matching_lines(e.id, "NEEDLE").lines == [(2, line), (3, "NEEDLE"), (4, line)]
+        assert s.matching_lines(e.id, "NEEDLE", timeout=30).lines == [(2, line), (3, "NEEDLE"), (4, line)]
+        assert s.matching_lines(e.id, "first|x+NEEDLEx").lines == [(1, "first"), (2, line), (4, line)]
 
 
 @pytest.mark.parametrize("pattern", ["^b", "b$", r"\bb", r"b\b", "^a", "a$", "ba$", "^ab", "b{3}a$"])
@@ -99,5 +103,6 @@ def test_anchors_and_word_boundaries_never_match_at_a_cut(tmp_path, small_pieces
     with blobpad.open(tmp_path / "s", chunk_params=PARAMS) as s:
         e = s.put(text)
         assert [m.line for m in s.grep(e.id, pattern, max_matches=10)] == want
+        assert s.matching_lines(e.id, pattern).lines == [(n, text.split("\n")[n - 1]) for n in want]
         assert int(s.count(e.id, pattern)) == len(want)
         assert int(s.count(e.id, pattern, timeout=30)) == len(want)
