@@ -424,8 +424,8 @@ class BlobpadReader(Reader):
         return [m.line for m in result]
 
     def _grep_all(self, pattern: str, ignore_case: bool) -> list[tuple[int, str]]:
-        result = self._chunks(self.store.grep(self.entry_id, pattern, ignore_case=ignore_case, max_matches=ALL_MATCHES))
-        return [(m.line, m.text) for m in result.matches]
+        # what `blobpad grep` prints without -m: every matching line whole, with its number
+        return self._chunks(self.store.matching_lines(self.entry_id, pattern, ignore_case=ignore_case)).lines
 
     def grep_all(self, pattern: str, ignore_case: bool) -> int:
         return len(self._grep_all(pattern, ignore_case))
