@@ -16,15 +16,20 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import xxhash
 import zstandard
 
 from .engine import ReadTxn
-from .errors import HINT_VERIFY, CorruptData
+from .engine.base import CLOSED
+from .errors import HINT_VERIFY, BlobpadError, CorruptData
 
 __all__ = ["ChunkCache", "Contexts", "Codec"]
+
+_T = TypeVar("_T")
 
 
 class ChunkCache:
@@ -95,6 +100,7 @@ class Codec:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = -1
         self._pool_lock = threading.Lock()
+        self._closed = False
         self._decompressed = 0
         self._count_lock = threading.Lock()
         _CODECS.add(self)
@@ -109,6 +115,8 @@ class Codec:
     def executor(self) -> ThreadPoolExecutor:
         """The worker pool (created on first use, per process; see the module docstring)."""
         with self._pool_lock:
+            if self._closed:
+                raise BlobpadError(CLOSED)
             if self._pool is None or self._pool_pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="blobpad")
                 self._pool_pid = os.getpid()
@@ -121,8 +129,20 @@ class Codec:
         if pool is not None and self._pool_pid == os.getpid():
             pool.shutdown(wait=True)
 
+    def submit(self, fn: Callable[..., _T], /, *args: Any) -> Future[_T]:
+        """``fn(*args)`` on the worker pool; BlobpadError once the store is closed (a put that
+        was between two transactions when it closed learns so here)."""
+        try:
+            return self.executor().submit(fn, *args)
+        except RuntimeError:  # the pool shut down since this thread fetched it
+            if self._closed:
+                raise BlobpadError(CLOSED) from None
+            raise
+
     def close(self) -> None:
-        """Stop the pool and drop the cache."""
+        """Stop the pool and drop the cache; the pool is not started again."""
+        with self._pool_lock:
+            self._closed = True
         self.settle()
         self.cache.clear()
 

@@ -26,7 +26,7 @@ import weakref
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import IO, Any
 
 import xxhash
@@ -217,7 +217,7 @@ class Sha256:
 
     _INLINE = 1 << 20
 
-    def __init__(self, pool: Callable[[], ThreadPoolExecutor]) -> None:
+    def __init__(self, pool: Callable[[], Codec]) -> None:
         self._sha = hashlib.sha256()
         self._pool = pool
         self._waiting: list[bytes] = []
@@ -327,7 +327,7 @@ class PutWriter:
         :mod:`blobpad.engine`).
         """
         store = self.store
-        pool: ThreadPoolExecutor | None = None
+        pool: Codec | None = None
         inflight: deque[tuple[memoryview, _Pending, int]] = deque()
         inflight_bytes = 0
         task: list[_Span] = []
@@ -720,8 +720,9 @@ class Putter:
         self.filters = filters
         self._group = GroupCommit()
 
-    def _executor(self) -> ThreadPoolExecutor:
-        return self._codec.executor()
+    def _executor(self) -> Codec:
+        """What puts submit their pool work to (``submit`` as a ThreadPoolExecutor's)."""
+        return self._codec
 
     def put(
         self, data: object, *, kind: str | None, session: str, turn: str | int | None, ttl: float | None,

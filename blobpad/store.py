@@ -47,6 +47,7 @@ from .codec import Codec
 from .edit import Edit, edit, occurrences
 from .engine import Checked, ReadTxn, WriteTxn, open_engine
 from .engine import prefix_end as _prefix_end
+from .engine.base import CLOSED
 from .errors import (
     HINT_UNKNOWN_NAME,
     BlobpadError,
@@ -72,6 +73,8 @@ FORMAT = 2  # 2: every record sealed with a checksum (engine.base.seal)
 _MAX_CLOCK = 253402300800.0  # 10000-01-01: a clock past it is broken
 #: a store sweeps expired entries after a put at most this often (seconds; see Store._sweep)
 SWEEP_SECONDS = 1.0
+#: how long close() waits for the transactions other threads have in flight
+CLOSE_WAIT = 60.0
 _MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address space
 
 
@@ -311,11 +314,24 @@ class Store(ReadsMixin):
         return Notepad(self, session, **options)
 
     def close(self) -> None:
-        """Close the store (idempotent); further calls raise BlobpadError."""
-        self._codec.close()
-        backend, self._backend = self._backend, _ClosedBackend()
+        """Close the store (idempotent); further calls raise BlobpadError.
+
+        Operations other threads have inside a store transaction finish it first (close
+        waits up to :data:`CLOSE_WAIT` seconds for them); their next transaction, and every
+        later call, raises BlobpadError ("the store is closed").  Should a transaction
+        still be open after that wait, close raises BlobpadError and leaves the engine
+        open (new transactions stay refused): call it again once that thread is done.
+        """
+        backend = self._backend
+        if isinstance(backend, Checked) and not backend.drain(CLOSE_WAIT):
+            raise BlobpadError(
+                f"close() waited {CLOSE_WAIT:g} s for other threads' operations, which are still inside a store "
+                "transaction; new operations are refused, and close() closes the store once they are done"
+            )
+        self._backend = _ClosedBackend()
         if isinstance(backend, Checked):
             backend.engine.close()
+        self._codec.close()
 
     @property
     def engine(self) -> Checked:
@@ -667,7 +683,7 @@ class _ClosedBackend:
     path = ""
 
     def __getattr__(self, name: str) -> Any:
-        raise BlobpadError("the store is closed; open it again with blobpad.open()")
+        raise BlobpadError(CLOSED)
 
     def close(self) -> None:
         pass

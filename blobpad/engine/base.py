@@ -32,7 +32,9 @@ is tested by :class:`blobpad.testing.EngineTests`, which every engine's tests su
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
@@ -331,13 +333,79 @@ class WriteTxn(ReadTxn):
         return self._raw.delete(space, key)
 
 
+#: what a transaction asked of a store that is closing, or closed, is told
+CLOSED = "the store is closed; open it again with blobpad.open()"
+
+
+class _Gate:
+    """The transactions of one :class:`Checked` in flight, so that closing can wait for them.
+
+    Closing an engine under a transaction of another thread pulls the data from under
+    it: LMDB aborts it and unmaps the file (its reads fail, a view into the map would
+    fault), the memory engine drops its keyspaces (its reads found chunks "missing",
+    reported as damage).  So :meth:`Checked.drain` refuses new transactions, then waits
+    for those in flight to end.
+    """
+
+    __slots__ = ("_cond", "_open", "_closing", "_mine", "__weakref__")
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())  # a leaf lock: held around the counter only
+        self._open = 0
+        self._closing = False
+        self._mine = threading.local()  # .n: the transactions the calling thread has open
+        _GATES.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # only the forking thread lives on: the others' transactions are not the child's, and a
+        # thread of the parent may have held the lock at the fork
+        self._cond = threading.Condition(threading.Lock())
+        self._open = 0
+        self._mine = threading.local()
+
+    def enter(self) -> None:
+        with self._cond:
+            if self._closing:
+                raise BlobpadError(CLOSED)
+            self._open += 1
+        self._mine.n = getattr(self._mine, "n", 0) + 1
+
+    def leave(self) -> None:
+        self._mine.n -= 1
+        with self._cond:
+            self._open -= 1
+            if not self._open:
+                self._cond.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Refuse new transactions; wait up to ``timeout`` seconds until only the calling
+        thread's own (if any) are open.  Return whether they ended in time."""
+        own = getattr(self._mine, "n", 0)
+        with self._cond:
+            self._closing = True
+            return self._cond.wait_for(lambda: self._open <= own, timeout)
+
+
+_GATES: weakref.WeakSet[_Gate] = weakref.WeakSet()
+
+
+def _gates_after_fork_in_child() -> None:
+    for gate in list(_GATES):
+        gate._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_gates_after_fork_in_child)
+
+
 class Checked:
     """An engine seen through the integrity checks: ``read()`` and ``write(fn)`` give checked txns."""
 
-    __slots__ = ("engine",)
+    __slots__ = ("engine", "_gate")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._gate = _Gate()
 
     @property
     def capabilities(self) -> Capabilities:
@@ -345,27 +413,48 @@ class Checked:
 
     def read(self) -> AbstractContextManager[ReadTxn]:
         """A checked read snapshot (a context manager giving a :class:`ReadTxn`)."""
-        return _CheckedRead(self.engine.read())
+        return _CheckedRead(self.engine, self._gate)
 
     def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` on a checked write transaction and commit."""
-        return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
+        gate = self._gate
+        gate.enter()
+        try:
+            return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
+        finally:
+            gate.leave()
+
+    def drain(self, timeout: float) -> bool:
+        """Refuse new transactions (they raise BlobpadError: the store is closed) and wait up
+        to ``timeout`` seconds for those other threads have in flight to end; return
+        whether they did.  The store calls it before it closes the engine."""
+        return self._gate.drain(timeout)
 
 
 class _CheckedRead:
-    """The context manager of ``Checked.read()``: the engine's, with its transaction wrapped (a class, not a
-    generator: it is on every read's path)."""
+    """The context manager of ``Checked.read()``: the engine's, with its transaction wrapped and
+    counted in flight (a class, not a generator: it is on every read's path)."""
 
-    __slots__ = ("_cm",)
+    __slots__ = ("_engine", "_gate", "_cm")
 
-    def __init__(self, cm: AbstractContextManager[RawReadTxn]) -> None:
-        self._cm = cm
+    def __init__(self, engine: Engine, gate: _Gate) -> None:
+        self._engine = engine
+        self._gate = gate
 
     def __enter__(self) -> ReadTxn:
-        return ReadTxn(self._cm.__enter__())
+        self._gate.enter()
+        try:
+            self._cm = self._engine.read()
+            return ReadTxn(self._cm.__enter__())
+        except BaseException:
+            self._gate.leave()
+            raise
 
     def __exit__(self, *exc: Any) -> bool | None:
-        return self._cm.__exit__(*exc)
+        try:
+            return self._cm.__exit__(*exc)
+        finally:
+            self._gate.leave()
 
 
 class TxnGuard:

@@ -92,7 +92,17 @@ from ..errors import (
     StoreFull,
     check_int,
 )
-from .base import LATER_SPACES, MAX_KEY, SPACES, VALUE_LIMITS, Capabilities, RawReadTxn, RawWriteTxn, damaged_length
+from .base import (
+    CLOSED,
+    LATER_SPACES,
+    MAX_KEY,
+    SPACES,
+    VALUE_LIMITS,
+    Capabilities,
+    RawReadTxn,
+    RawWriteTxn,
+    damaged_length,
+)
 
 __all__ = ["LmdbEngine", "acquire_lmdb", "make_private", "STORE_FILES", "LMDB_OPTIONS", "DURABILITY"]
 
@@ -836,7 +846,7 @@ class LmdbEngine:
 
     def _environment(self) -> lmdb.Environment:
         if self._closed:
-            raise BlobpadError("the store is closed; open it again with blobpad.open()")
+            raise BlobpadError(CLOSED)
         if self._pid != os.getpid():
             # A forked child must not use its parent's environment: open its own.
             if self._forked_inside:
