@@ -347,34 +347,37 @@ class _Gate:
     for those in flight to end.
     """
 
-    __slots__ = ("_cond", "_open", "_closing", "_mine", "__weakref__")
+    __slots__ = ("_lock", "_cond", "_open", "_closing", "_mine", "__weakref__")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())  # a leaf lock: held around the counter only
-        self._open = 0
+        self._setup()
         self._closing = False
-        self._mine = threading.local()  # .n: the transactions the calling thread has open
         _GATES.add(self)
+
+    def _setup(self) -> None:
+        self._lock = threading.Lock()  # a leaf lock: held around the counter only
+        self._cond = threading.Condition(self._lock)  # what drain() waits on
+        self._open = 0
+        self._mine = threading.local()  # .n: the transactions the calling thread has open
 
     def _after_fork_in_child(self) -> None:
         # only the forking thread lives on: the others' transactions are not the child's, and a
         # thread of the parent may have held the lock at the fork
-        self._cond = threading.Condition(threading.Lock())
-        self._open = 0
-        self._mine = threading.local()
+        self._setup()
 
     def enter(self) -> None:
-        with self._cond:
+        with self._lock:
             if self._closing:
                 raise BlobpadError(CLOSED)
             self._open += 1
-        self._mine.n = getattr(self._mine, "n", 0) + 1
+        mine = self._mine
+        mine.n = getattr(mine, "n", 0) + 1
 
     def leave(self) -> None:
         self._mine.n -= 1
-        with self._cond:
+        with self._lock:
             self._open -= 1
-            if not self._open:
+            if self._closing:
                 self._cond.notify_all()
 
     def drain(self, timeout: float) -> bool:
