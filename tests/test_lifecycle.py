@@ -204,6 +204,65 @@ def test_a_child_forked_inside_a_transaction_leaves_the_store_to_its_parent(tmp_
     assert lines[1:] == ["child exit 0", "parent snapshot same", "store sound"], run.stdout
 
 
+FORK_INSIDE_ONE_STORE = r"""
+import os, select, sys, threading, blobpad
+
+a = blobpad.open(sys.argv[1] + "/a")
+b = blobpad.open(sys.argv[1] + "/b")
+ea = a.put("in a\n", ttl=None)
+eb = b.put(os.urandom(3 << 20), ttl=None)
+b.get(eb.id)
+inside, churned = threading.Event(), threading.Event()
+seen = []
+
+def hold_b():  # another thread's snapshot of b, open when the fork is asked for
+    with b.engine.read() as txn:
+        before = [(bytes(k), bytes(v)) for k, v in txn.scan("chunks")]
+        inside.set()
+        churned.wait(3)  # the fork waits for this snapshot to end (or, before, went ahead of it)
+        seen.append([(bytes(k), bytes(v)) for k, v in txn.scan("chunks")] == before)
+
+holder = threading.Thread(target=hold_b)
+holder.start()
+inside.wait(30)
+done_r, done_w = os.pipe()
+with a.engine.read():
+    pid = os.fork()  # from inside a transaction of a (not of b)
+    if pid == 0:
+        code = 1
+        try:
+            try:
+                a.get(ea.id)
+                refused = False
+            except blobpad.BlobpadError:
+                refused = True
+            b.delete(eb.id)  # b reopens in the child, and frees pages the parent's snapshot reads
+            for _ in range(24):
+                b.delete(b.put(os.urandom(400_000)).id)
+            code = 0 if refused else 2
+        finally:
+            os.write(done_w, bytes([code]))
+            os._exit(code)
+if not select.select([done_r], [], [], 120)[0]:
+    raise SystemExit("the child did not finish in 120 s")
+churned.set()
+holder.join(30)
+_, status = os.waitpid(pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+print("snapshot of b", "same" if seen == [True] else "changed", flush=True)
+"""
+
+
+def test_a_fork_inside_one_stores_transaction_still_waits_for_the_others(tmp_path):
+    """A thread inside a transaction of store a forks while another thread reads store b:
+    the fork waits for b's snapshot to end (before, it went ahead, and the child's reopen
+    of b freed the slot that snapshot was read under)."""
+    run = subprocess.run([sys.executable, "-c", FORK_INSIDE_ONE_STORE, str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-5000:]
+    assert run.stdout.splitlines() == ["child exit 0", "snapshot of b same"], run.stdout + run.stderr[-5000:]
+
+
 def test_a_cap_saved_by_another_process_applies_to_this_one(tmp_path):
     path = tmp_path / "store"
     with blobpad.open(path) as a:

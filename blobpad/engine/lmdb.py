@@ -372,16 +372,15 @@ def _before_fork() -> None:
     environment keeps no spare, see ``_open_env``), the child's close touches no slot
     of the parent's.  The wait is a map growth's (transactions are short, by the
     rules above).  A thread that forks from inside a transaction cannot wait for
-    itself: then nothing is held, and the child may not use the store it inherited
-    (``_environment`` says so) rather than free the slot its parent reads under.
+    itself: that store is not held, and the child may not use it (``_environment``
+    says so) rather than free the slot its parent reads under; the other stores are.
     """
     with _REGISTRY_LOCK:
         backends = sorted((b for b, _ in _REGISTRY.values() if not b._closed), key=lambda b: b.path)
-    inside = [b for b in backends if b._lock.held()]
-    if inside:
-        _INSIDE.extend(inside)
-        return
     for b in backends:
+        if b._lock.held():  # the forking thread's own transaction: it cannot wait for itself
+            _INSIDE.append(b)
+            continue
         b._lock.acquire_exclusive()
         _QUIESCED.append(b)
 
