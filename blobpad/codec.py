@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +25,7 @@ import zstandard
 from .engine import ReadTxn
 from .engine.base import CLOSED
 from .errors import HINT_VERIFY, BlobpadError, CorruptData
+from .forks import reset_in_child
 
 __all__ = ["ChunkCache", "Contexts", "Codec"]
 
@@ -103,7 +103,7 @@ class Codec:
         self._closed = False
         self._decompressed = 0
         self._count_lock = threading.Lock()
-        _CODECS.add(self)
+        reset_in_child(self)
 
     @property
     def decompressed(self) -> int:
@@ -187,23 +187,8 @@ class Codec:
         return raw
 
     def _after_fork(self) -> None:
+        """In a forked child: fresh leaf locks and an empty cache (another thread may have held
+        one); the worker pool is recreated on first use in the child (``executor`` checks the pid)."""
         self._pool_lock = threading.Lock()
         self._count_lock = threading.Lock()
         self.cache._after_fork()
-
-
-#: the codecs of this process, whose leaf locks a forked child replaces
-_CODECS: weakref.WeakSet[Codec] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    """In a forked child: fresh leaf locks and empty caches (another thread may have held one).
-
-    The worker pool is recreated on first use in the child (``executor`` checks the pid).
-    """
-    for codec in list(_CODECS):
-        codec._after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

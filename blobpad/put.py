@@ -22,7 +22,6 @@ import os
 import stat
 import threading
 import time
-import weakref
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -39,6 +38,7 @@ from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
 from .engine import prefix_end as _prefix_end
 from .errors import HINT_MAX_BYTES, BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, describe
+from .forks import reset_in_child
 from .index import Entry, name_key, new_id
 from .journal import head_record, process_token, rollback_pending
 
@@ -131,9 +131,9 @@ class GroupCommit:
         self._queue: list[GroupJob] = []
         self._busy = False
         self._pid = os.getpid()
-        _GROUPS.add(self)
+        reset_in_child(self)
 
-    def _after_fork_in_child(self) -> None:
+    def _after_fork(self) -> None:
         # a fork may have caught another thread holding the lock, or committing: that
         # thread is not in the child, and neither are the threads that queued
         self._lock = threading.Lock()
@@ -196,14 +196,6 @@ class GroupCommit:
             queued, self._queue = self._queue, []
             queued[0].batch = queued
         queued[0].wake.set()
-
-
-_GROUPS: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
-
-
-def _groups_after_fork_in_child() -> None:
-    for group in list(_GROUPS):
-        group._after_fork_in_child()
 
 
 class Sha256:
@@ -900,6 +892,3 @@ class Putter:
         writer.new_stored += added
         return entry
 
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_groups_after_fork_in_child)

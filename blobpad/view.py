@@ -9,9 +9,7 @@ through the store's ``keep_filters`` hook.
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +20,7 @@ from .chunking import Manifest
 from .codec import Codec
 from .engine import Checked, ReadTxn
 from .errors import HINT_UNKNOWN_ID, CorruptData, NotFound
+from .forks import reset_in_child
 from .index import Entry, decode_entry, parse_id
 
 __all__ = ["Reader", "not_found"]
@@ -49,7 +48,7 @@ class Reader:
         #: the store's hook keeping an entry's chunk filters that a search built of all its
         #: chunks (raw id, filters in chunk order); None: searches build none
         self.keep_filters: Callable[[bytes, list[bytes]], None] | None = None
-        _READERS.add(self)
+        reset_in_child(self)
 
     @property
     def workers(self) -> int:
@@ -155,13 +154,3 @@ class Reader:
         self._filter_bytes = 0
 
 
-_READERS: weakref.WeakSet[Reader] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for reader in list(_READERS):
-        reader._after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -32,9 +32,7 @@ is tested by :class:`blobpad.testing.EngineTests`, which every engine's tests su
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
@@ -43,6 +41,7 @@ from typing import Any, Protocol, TypeVar
 import xxhash
 
 from ..errors import HINT_VERIFY, BlobpadError, CorruptData, InvalidArgument
+from ..forks import reset_in_child
 
 __all__ = [
     "SPACES", "LATER_SPACES", "VALUE_LIMITS", "MAX_KEY", "SEAL_SIZE", "Capabilities", "RawReadTxn", "RawWriteTxn", "Engine",
@@ -352,7 +351,7 @@ class _Gate:
     def __init__(self) -> None:
         self._setup()
         self._closing = False
-        _GATES.add(self)
+        reset_in_child(self)
 
     def _setup(self) -> None:
         self._lock = threading.Lock()  # a leaf lock: held around the counter only
@@ -360,7 +359,7 @@ class _Gate:
         self._open = 0
         self._mine = threading.local()  # .n: the transactions the calling thread has open
 
-    def _after_fork_in_child(self) -> None:
+    def _after_fork(self) -> None:
         # only the forking thread lives on: the others' transactions are not the child's, and a
         # thread of the parent may have held the lock at the fork
         self._setup()
@@ -387,18 +386,6 @@ class _Gate:
         with self._cond:
             self._closing = True
             return self._cond.wait_for(lambda: self._open <= own, timeout)
-
-
-_GATES: weakref.WeakSet[_Gate] = weakref.WeakSet()
-
-
-def _gates_after_fork_in_child() -> None:
-    for gate in list(_GATES):
-        gate._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_gates_after_fork_in_child)
 
 
 class Checked:
