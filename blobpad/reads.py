@@ -32,6 +32,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import chain
@@ -133,8 +134,19 @@ class GrepMatch:
         }
 
 
+@dataclass(kw_only=True)
+class _Searched:
+    """How far a search of one entry went (the fields :class:`GrepResult` and
+    :class:`MatchingLines` share; :class:`CountResult` has the same as attributes)."""
+
+    timed_out: bool = False
+    searched_lines: int | None = None
+    chunks_read: int = 0
+    chunks_total: int = 0
+
+
 @dataclass
-class GrepResult:
+class GrepResult(_Searched):
     """What ``Store.grep`` found: ``matches`` in line order, ``truncated`` when more
     matches exist past ``max_matches``.
 
@@ -146,15 +158,11 @@ class GrepResult:
     (decompressed, or found in the chunk cache), read-ahead included; the chunks the
     entry's trigram filters exclude (:mod:`blobpad.prefilter`) are not read, nor those
     after the search stopped.  Context lines and windows of long lines may read a few
-    more.  Neither is in :meth:`to_dict`.
+    more.  Neither is in :meth:`to_dict`.  All four are keyword-only.
     """
 
     matches: list[GrepMatch]
     truncated: bool
-    timed_out: bool = False
-    searched_lines: int | None = None
-    chunks_read: int = 0
-    chunks_total: int = 0
 
     def __len__(self) -> int:
         return len(self.matches)
@@ -171,7 +179,7 @@ class GrepResult:
 
 
 @dataclass
-class MatchingLines:
+class MatchingLines(_Searched):
     """What ``Store.matching_lines`` found: every matching line as a ``(number, text)``
     pair, in line order, each line whole (what ``rg -n`` prints).
 
@@ -181,10 +189,6 @@ class MatchingLines:
     """
 
     lines: list[tuple[int, str]]
-    timed_out: bool = False
-    searched_lines: int | None = None
-    chunks_read: int = 0
-    chunks_total: int = 0
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -847,8 +851,7 @@ class ReadsMixin:
         truncated = False
         dl = None if timeout is None else Deadline(timeout)
         searched: int | None = None
-        with self._view(entry_id) as v:
-            v.select(_query(pattern, bool(ignore_case), bool(fixed)))
+        with _searching(self._reader, entry_id, _query(pattern, bool(ignore_case), bool(fixed))) as v:
             try:
                 for _, build in _grep_lines(v, find, dl, line_window):
                     if len(matches) >= max_matches:
@@ -856,10 +859,9 @@ class ReadsMixin:
                         break
                     matches.append(build())
             except TimedOut as exc:
-                searched = (exc.line or 1) - 1
+                searched = _searched_before(exc)
             _add_context(v, matches, before, after, line_window)
-        _keep_filters(v)
-        return GrepResult(matches, truncated, searched is not None, searched, v.chunks_read, len(v.m))
+        return GrepResult(matches, truncated, **_how_far(v, searched))
 
     def matching_lines(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
@@ -880,14 +882,12 @@ class ReadsMixin:
         dl = None if timeout is None else Deadline(timeout)
         lines: list[tuple[int, str]] = []
         searched: int | None = None
-        with self._view(entry_id) as v:
-            v.select(_query(pattern, bool(ignore_case), bool(fixed)))
+        with _searching(self._reader, entry_id, _query(pattern, bool(ignore_case), bool(fixed))) as v:
             try:
                 _whole_lines(v, find, dl, lines)
             except TimedOut as exc:
-                searched = (exc.line or 1) - 1
-        _keep_filters(v)
-        return MatchingLines(lines, searched is not None, searched, v.chunks_read, len(v.m))
+                searched = _searched_before(exc)
+        return MatchingLines(lines, **_how_far(v, searched))
 
     def count(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
@@ -909,10 +909,8 @@ class ReadsMixin:
         counter = LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
         if timeout is not None:
             counter.deadline = Deadline(timeout)
-        with self._view(entry_id) as v:
-            v.select(_query(pattern, bool(ignore_case), bool(fixed)))
+        with _searching(self._reader, entry_id, _query(pattern, bool(ignore_case), bool(fixed))) as v:
             result = _parallel_count(v, counter)
-        _keep_filters(v)
         return result
 
     def grep_session(
@@ -992,8 +990,7 @@ class ReadsMixin:
                 stop = (t, t.done, t.count)
                 break
             try:
-                with self._view(t.entry_id) as v:
-                    v.select(query)
+                with _searching(self._reader, t.entry_id, query) as v:
                     searched += 1
                     found: list[GrepMatch] = []
                     count = t.count
@@ -1012,7 +1009,6 @@ class ReadsMixin:
                         stop = (t, max(t.done, (exc.line or t.done + 1) - 1), count)
                     _add_context(v, found, before, after, line_window)
                     matches.extend(SessionMatch.of(m, t.entry_id, t.name) for m in found)
-                _keep_filters(v)
             except NotFound:
                 continue  # deleted or expired since it was listed
             if stop is not None:
@@ -1023,6 +1019,28 @@ class ReadsMixin:
                 stop = (nxt, nxt.done, nxt.count)
         next_cursor = None if stop is None else _encode_cursor(digest, *stop)
         return SessionGrepResult(matches, truncated, timed_out, next_cursor, searched)
+
+
+@contextmanager
+def _searching(reader: Reader, entry_id: str, query: Query) -> Iterator[_View]:
+    """A view of ``entry_id`` whose chunks the search of ``query`` reads (the others its
+    filters exclude, :meth:`_View.select`); once the search's read transaction ended,
+    the filters it built are handed to the store (:func:`_keep_filters`)."""
+    with _ViewContext(reader, entry_id) as v:
+        v.select(query)
+        yield v
+    _keep_filters(v)
+
+
+def _searched_before(exc: TimedOut) -> int:
+    """The lines searched before a budget ran out: those before the line ``exc`` names."""
+    return (exc.line or 1) - 1
+
+
+def _how_far(v: _View, searched: int | None) -> dict[str, Any]:
+    """A result's :class:`_Searched` fields: ``searched`` lines when the budget ran out (None: it did not)."""
+    return {"timed_out": searched is not None, "searched_lines": searched, "chunks_read": v.chunks_read,
+            "chunks_total": len(v.m)}
 
 
 def _keep_filters(v: _View) -> None:
