@@ -1124,7 +1124,7 @@ def _map_chunks(
             yield fn(raw)
             v._raw.pop(i, None)
         return
-    pool = reader.executor()
+    codec = reader.codec
     nxt = first
     share = 0
 
@@ -1157,8 +1157,8 @@ def _map_chunks(
             skipped.set_result([None] * len(items))
             return skipped, start
         if building:
-            return pool.submit(_run_building_task, reader.codec, fn, items, budgets), start
-        return pool.submit(_run_task, reader.codec, fn, items), start
+            return codec.submit(_run_building_task, codec, fn, items, budgets), start
+        return codec.submit(_run_task, codec, fn, items), start
 
     pending: deque[tuple[Future[list[Any]], int]] = deque()
     while nxt < n and len(pending) < depth:

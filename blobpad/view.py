@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
 from . import prefilter
@@ -57,9 +56,6 @@ class Reader:
     def read(self) -> AbstractContextManager[ReadTxn]:
         """A read snapshot of the store."""
         return self.engine.read()
-
-    def executor(self) -> ThreadPoolExecutor:
-        return self.codec.executor()
 
     def load(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry]:
         """The raw id and record of a live entry; NotFound if unknown or expired."""
