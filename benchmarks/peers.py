@@ -423,9 +423,10 @@ class BlobpadReader(Reader):
         result = self._chunks(self.store.grep(self.entry_id, literal, fixed=True, max_matches=ALL_MATCHES))
         return [m.line for m in result]
 
-    def _grep_all(self, pattern: str, ignore_case: bool) -> list[tuple[int, str]]:
+    def _grep_all(self, pattern: str, ignore_case: bool) -> blobpad.MatchingLines:
         # what `blobpad grep` prints without -m: every matching line whole, with its number
-        return self._chunks(self.store.matching_lines(self.entry_id, pattern, ignore_case=ignore_case)).lines
+        # (numbers and texts; the (number, text) pairs are made as they are printed)
+        return self._chunks(self.store.matching_lines(self.entry_id, pattern, ignore_case=ignore_case))
 
     def grep_all(self, pattern: str, ignore_case: bool) -> int:
         return len(self._grep_all(pattern, ignore_case))

@@ -443,12 +443,13 @@ def _print_every_line(store: Any, args: argparse.Namespace) -> int:
     found = store.matching_lines(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed,
                                  timeout=args.timeout)
     total = store.stat(args.id).lines if found.timed_out else 0
-    lines = found.lines
-    for at in range(0, len(lines), 4096):
-        _write("".join([f"{number}:{text}\n" for number, text in lines[at : at + 4096]]))
+    numbers, texts = found.numbers, found.texts
+    for at in range(0, len(texts), 4096):
+        part = zip(numbers[at : at + 4096], texts[at : at + 4096], strict=True)
+        _write("".join([f"{number}:{text}\n" for number, text in part]))
     if found.timed_out:
         return _timed_out(args, found.searched_lines, total, "matches above are those of")
-    return OK if lines else NOT_FOUND
+    return OK if texts else NOT_FOUND
 
 
 def _timed_out(args: argparse.Namespace, searched: int | None, total: int, what: str) -> int:

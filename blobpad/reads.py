@@ -22,12 +22,14 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import dataclasses
 import fnmatch
 import hashlib
 import io
 import json
 import re
 import struct
+import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -54,6 +56,8 @@ from .search import (
     bounded_find,
     check_timeout,
     compile_pattern,
+    line_runs,
+    long_line,
     next_char,
 )
 
@@ -180,21 +184,31 @@ class GrepResult(_Searched):
 
 @dataclass
 class MatchingLines(_Searched):
-    """What ``Store.matching_lines`` found: every matching line as a ``(number, text)``
-    pair, in line order, each line whole (what ``rg -n`` prints).
+    """What ``Store.matching_lines`` found: every matching line, in line order, each
+    whole (what ``rg -n`` prints): ``numbers[k]`` is the number of the line ``texts[k]``.
+    Iterating gives ``(number, text)`` pairs, and ``lines`` is the list of them.
 
     ``timed_out``, ``searched_lines``, ``chunks_read`` and ``chunks_total`` are
-    :class:`GrepResult`'s: when the time budget ran out, ``lines`` are the matching lines
-    among lines 1 to ``searched_lines``.
+    :class:`GrepResult`'s: when the time budget ran out, the lines are the matching
+    lines among lines 1 to ``searched_lines``.
+
+    (Two lists rather than one list of pairs: where a hundred thousand lines match, the
+    pairs, which Python's garbage collector tracks, cost more than finding the lines.)
     """
 
-    lines: list[tuple[int, str]]
+    numbers: list[int]
+    texts: list[str]
+
+    @property
+    def lines(self) -> list[tuple[int, str]]:
+        """The ``(number, text)`` pairs."""
+        return list(zip(self.numbers, self.texts, strict=True))
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return len(self.texts)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        return iter(self.lines)
+        return zip(self.numbers, self.texts, strict=True)
 
 
 @dataclass(kw_only=True)
@@ -880,14 +894,14 @@ class ReadsMixin:
         timeout = check_timeout(timeout)
         find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
         dl = None if timeout is None else Deadline(timeout)
-        lines: list[tuple[int, str]] = []
+        found = MatchingLines([], [])
         searched: int | None = None
         with _searching(self._reader, entry_id, _query(pattern, bool(ignore_case), bool(fixed))) as v:
             try:
-                _whole_lines(v, find, dl, lines)
+                _whole_lines(v, find, dl, found.numbers, found.texts)
             except TimedOut as exc:
                 searched = _searched_before(exc)
-        return MatchingLines(lines, **_how_far(v, searched))
+        return dataclasses.replace(found, **_how_far(v, searched))
 
     def count(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
@@ -1338,38 +1352,47 @@ def _matching_lines(
     The search starts at line ``start_line``."""
     reported = 0  # the last line yielded: a very long line's later pieces skip it
     for seg, size, first_line, base, inside in _segments(v, start_line=start_line):
-        pos = 0
-        line_no = first_line
-        counted = 0  # newlines of seg[:counted] are included in line_no
-        if inside and first_line == reported:  # that line matched in an earlier piece
-            nl = seg.find(b"\n", 0, size)
-            if nl < 0:
-                continue
-            pos = counted = nl + 1
-            line_no += 1
-        elif inside:
-            pos = 1  # its first byte is context: it was searched in the piece before
-        while pos < size:
-            if dl is None:
-                s, e = find(UNANCHORED, seg, pos, size)[0]
-            else:
-                try:
-                    s, e = bounded_find(find, seg, pos, size, dl)
-                except TimedOut as exc:
-                    at = pos if exc.pos is None else exc.pos  # bounded_find tells where it stopped
-                    raise TimedOut(line_no + seg.count(b"\n", counted, at)) from None
-            if s < 0 or (s == size and seg[size - 1] == 10):
-                break  # none, or an empty match after the last newline: no line is there
-            start = seg.rfind(b"\n", 0, s) + 1
-            end = seg.find(b"\n", s, size)
-            if end < 0:
-                end = size
-            line_no += seg.count(b"\n", counted, start)
-            counted = start
-            reported = line_no
-            whole = not (inside and start == 0) and (end < size or size == len(seg))
-            yield line_no, seg, start, end, (s, min(e, end)), base, whole
-            pos = end + 1
+        for found in _segment_matches(find, dl, seg, size, first_line, base, inside, reported):
+            reported = found[0]
+            yield found
+
+
+def _segment_matches(
+    find: _Find, dl: Deadline | None, seg: _Bytes, size: int, first_line: int, base: int, inside: bool, reported: int
+) -> Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int, bool]]:
+    """:func:`_matching_lines` of one buffer of :func:`_segments` (``reported``: the last
+    line yielded before it)."""
+    pos = 0
+    line_no = first_line
+    counted = 0  # newlines of seg[:counted] are included in line_no
+    if inside and first_line == reported:  # that line matched in an earlier piece
+        nl = seg.find(b"\n", 0, size)
+        if nl < 0:
+            return
+        pos = counted = nl + 1
+        line_no += 1
+    elif inside:
+        pos = 1  # its first byte is context: it was searched in the piece before
+    while pos < size:
+        if dl is None:
+            s, e = find(UNANCHORED, seg, pos, size)[0]
+        else:
+            try:
+                s, e = bounded_find(find, seg, pos, size, dl)
+            except TimedOut as exc:
+                at = pos if exc.pos is None else exc.pos  # bounded_find tells where it stopped
+                raise TimedOut(line_no + seg.count(b"\n", counted, at)) from None
+        if s < 0 or (s == size and seg[size - 1] == 10):
+            break  # none, or an empty match after the last newline: no line is there
+        start = seg.rfind(b"\n", 0, s) + 1
+        end = seg.find(b"\n", s, size)
+        if end < 0:
+            end = size
+        line_no += seg.count(b"\n", counted, start)
+        counted = start
+        whole = not (inside and start == 0) and (end < size or size == len(seg))
+        yield line_no, seg, start, end, (s, min(e, end)), base, whole
+        pos = end + 1
 
 
 def _line_spans(
@@ -1491,16 +1514,109 @@ def _grep_lines(
         yield number, partial(_build_match, v, find, dl, line_window, number, seg, start, end, first, base, whole)
 
 
-def _whole_lines(v: _View, find: _Find, dl: Deadline | None, out: list[tuple[int, str]]) -> None:
-    """Append ``(number, text)`` of each matching line to ``out`` (see ``matching_lines``);
-    under a budget ``dl`` raises TimedOut as :func:`_matching_lines` does, ``out``
-    holding the lines before it."""
+def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str]) -> None:
+    """Append each matching line's number to ``numbers`` and its text to ``texts`` (see
+    ``matching_lines``); under a budget ``dl`` raises TimedOut as :func:`_matching_lines`
+    does, the lists holding the lines before it.
+
+    The buffers of text that hold whole lines only (all of them, but those of lines
+    longer than one buffer) are searched by :func:`_whole_lines_of`, a loop of one RE2
+    call and a few ``bytes`` calls per matching line, over the whole buffer, or under a
+    budget over runs of lines sized as :func:`blobpad.search.bounded_find` sizes them
+    (one line longer than such a run goes to :func:`blobpad.search.long_line`)."""
+    if not v.text:
+        return _whole_lines_slowly(v, find, dl, numbers, texts)
+    reported = 0  # the last line appended: a very long line's later pieces skip it
+    for seg, size, first_line, _, inside in _segments(v):
+        if inside or not (size == len(seg) or seg[size - 1] == 10):  # a piece of a line longer than a buffer
+            for number, line in _long_line_matches(v, find, dl, seg, size, first_line, inside, reported):
+                numbers.append(number)
+                texts.append(line)
+                reported = number
+        elif dl is None:
+            reported = _whole_lines_of(seg, 0, size, size, first_line, find, numbers, texts)[0] or reported
+        else:
+            reported = _whole_lines_timed(seg, size, first_line, find, dl, numbers, texts) or reported
+
+
+def _whole_lines_timed(
+    seg: _Bytes, size: int, line_no: int, find: _Find, dl: Deadline, numbers: list[int], texts: list[str]
+) -> int:
+    """:func:`_whole_lines_of` of a whole buffer under a budget; TimedOut names the first
+    line not searched."""
+    last = 0
+    for start, end, long in line_runs(seg, 0, size, dl):
+        if dl.expired or dl.left() <= 0:
+            dl.expired = True
+            raise TimedOut(line_no)
+        if long:  # one line longer than a run
+            try:
+                hit = long_line(find, seg, start, end, dl, exact=False)[0] >= 0
+            except TimedOut:
+                raise TimedOut(line_no) from None
+            if hit:
+                numbers.append(line_no)
+                texts.append(seg[start:end].decode("utf-8"))
+                last = line_no
+        else:
+            t0 = time.monotonic()
+            found, line_no = _whole_lines_of(seg, start, end, size, line_no, find, numbers, texts)
+            dl.pace(end - start, time.monotonic() - t0)
+            last = found or last
+        line_no += 1  # the run ended at a newline, or at the end of the buffer (then nothing follows)
+    return last
+
+
+def _whole_lines_of(
+    seg: _Bytes, pos: int, end: int, size: int, line_no: int, find: _Find, numbers: list[int], texts: list[str]
+) -> tuple[int, int]:
+    """Append the numbers and texts of the matching lines of ``seg[pos:end]`` (whole lines
+    of valid UTF-8 of a buffer of ``size`` bytes, ``pos`` starting line ``line_no``, ``end``
+    at a newline or at ``size``) to ``numbers`` and ``texts``; return (the number of the
+    last one, 0 if none; the number of the line that holds ``end``)."""
+    number, text, match = numbers.append, texts.append, find
+    nl_before, nl_after, newlines = seg.rfind, seg.find, seg.count
+    counted = pos
+    last = 0
+    while pos <= end:
+        s = match(UNANCHORED, seg, pos, end)[0][0]
+        if s < 0 or (s == size and seg[size - 1] == 10):
+            break  # none, or an empty match after the buffer's last newline: no line is there
+        start = nl_before(b"\n", pos, s) + 1 or pos  # pos starts a line
+        stop = nl_after(b"\n", s, end)
+        if stop < 0:
+            stop = end
+        line_no += newlines(b"\n", counted, start)
+        counted = start
+        number(line_no)
+        text(seg[start:stop].decode("utf-8"))
+        last = line_no
+        pos = stop + 1
+    return last, line_no + newlines(b"\n", counted, end)
+
+
+def _long_line_matches(
+    v: _View, find: _Find, dl: Deadline | None, seg: _Bytes, size: int, first_line: int, inside: bool, reported: int
+) -> Iterator[tuple[int, str]]:
+    """The matching lines of one buffer of :func:`_segments` that holds a piece of a line
+    longer than a buffer, as :func:`_matching_lines` finds them; such a line is read whole
+    through the view."""
+    for number, buf, start, end, _, _, whole in _segment_matches(find, dl, seg, size, first_line, 0, inside,
+                                                                 reported):
+        line = buf[start:end] if whole else b"".join(v.pieces(v.line_start(number), v.line_end(number)))
+        yield number, v.decode(bytes(line))
+
+
+def _whole_lines_slowly(
+    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str]
+) -> None:
+    """:func:`_whole_lines` under a budget, or of binary content: through :func:`_matching_lines`."""
     decode = v.decode
-    append = out.append
     for number, seg, start, end, _, _, whole in _matching_lines(v, find, dl):
         # a line longer than one buffer is read whole through the view
         line = seg[start:end] if whole else b"".join(v.pieces(v.line_start(number), v.line_end(number)))
-        append((number, line.decode("ascii") if line.isascii() else decode(bytes(line))))
+        numbers.append(number)
+        texts.append(line.decode("ascii") if line.isascii() else decode(bytes(line)))
 
 
 def _build_match(

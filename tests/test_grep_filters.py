@@ -153,6 +153,10 @@ def test_grep_and_count_with_filters_equal_the_oracle(store_factory, monkeypatch
         decode = (lambda b: b.decode()) if entry.kind == "text" else (lambda b: b.decode("utf-8", "replace"))
         every = s.matching_lines(entry.id, pattern, ignore_case=ignore_case, fixed=fixed)
         assert every.lines == [(n, decode(rows[n - 1])) for n in expected], (pattern, ignore_case, fixed)
+        # under a budget the search runs over runs of lines sized by the measured speed (the
+        # first of 1 KB), and lines longer than a run one by one: the same lines
+        timed = s.matching_lines(entry.id, pattern, ignore_case=ignore_case, fixed=fixed, timeout=600)
+        assert not timed.timed_out and timed.lines == every.lines, (pattern, ignore_case, fixed)
         assert every.lines == [(m.line, m.text) for m in plain.grep(
             unfiltered.id, pattern, ignore_case=ignore_case, fixed=fixed, max_matches=10**6, line_window=10**9)]
         counted = s.count(entry.id, pattern, ignore_case=ignore_case, fixed=fixed)
