@@ -29,6 +29,11 @@ The peers, with the same text and, per table, the same sync setting:
   size, its chunk list, the creation, session, turn, expiry and content index keys and
   the counters record, each in its own named database as in a store: the floor of
   blobpad's layout (every tree a transaction touches is written and flushed on commit);
+* ``lmdb-session`` (latency and throughput): the floor of the layout issue 13 asks for,
+  in one bare LMDB write transaction: the compressed text under a random chunk key in a
+  chunk tree, and in one catalog tree, under keys that start with the session, an entry
+  record with its chunk list inline and one creation-order key; no reference count, no
+  global index, no counters record (chunk lifetimes and expiry left to the engine);
 * ``sqlite-seed``: seed 000's design (:class:`benchmarks.peers.SqliteSeedWriter`'s
   schema and row: content, head+tail summary, turn, expiry), default rollback
   journal, ``synchronous=FULL`` (sync on) or ``OFF`` (sync off);
@@ -71,10 +76,10 @@ from blobpad import sample
 from . import redis_server
 from .peers import SEED_INDEXES, SEED_SCHEMA, SEED_TTL, seed_summary
 
-PEERS = ("blobpad", "lmdb", "lmdb-layout", "sqlite-seed", "sqlite-wal")
+PEERS = ("blobpad", "lmdb", "lmdb-layout", "lmdb-session", "sqlite-seed", "sqlite-wal")
 THROUGHPUT_PEERS = ("blobpad", "lmdb", "sqlite-wal")
 #: the throughput of processes (``blobpad-redis`` only where a Valkey server can be started: see :func:`process_peers`)
-PROCESS_PEERS = ("blobpad", "blobpad-redis", "lmdb", "lmdb-layout", "sqlite-wal")
+PROCESS_PEERS = ("blobpad", "blobpad-redis", "lmdb", "lmdb-layout", "lmdb-session", "sqlite-wal")
 #: the environment variable through which the throughput run's processes learn the Valkey server's URL
 #: (``..._AOF`` for sync on, ``..._NOAOF`` for sync off)
 REDIS_URL_ENV = "BLOBPAD_BENCH_REDIS_URL"
@@ -234,6 +239,37 @@ class LmdbLayoutPeer(Peer):
         self.env.close()
 
 
+class LmdbSessionPeer(Peer):
+    """The records of a put in a session-scoped layout, from one bare LMDB transaction."""
+
+    def __init__(self, directory: Path, sync: bool) -> None:
+        super().__init__(directory, sync)
+        self.env = lmdb.open(str(directory / "lmdb"), map_size=4 << 30, max_dbs=4, sync=sync, metasync=sync)
+        self.chunks = self.env.open_db(b"chunks")
+        self.catalog = self.env.open_db(b"catalog")
+        self.compressor = zstandard.ZstdCompressor(level=1, write_content_size=True)
+        self.session = b"\0\0\0\x05bench"
+
+    def put(self, text: str) -> Any:
+        frame = self.compressor.compress(text.encode())
+        chunk, entry_id = secrets.token_bytes(17), secrets.token_bytes(8)
+        seq = time.time_ns().to_bytes(8, "big")
+        record = b"e" * 500  # an entry record of about 420 bytes with a chunk list of one chunk inline
+        with self.env.begin(write=True) as txn:
+            txn.put(chunk, frame, db=self.chunks)
+            txn.put(self.session + b"E" + entry_id, record, db=self.catalog)
+            txn.put(self.session + b"Q" + seq + entry_id, b"", db=self.catalog)
+        return chunk, len(frame)
+
+    def check(self, handle: Any, text: str) -> None:
+        with self.env.begin() as txn:
+            frame = txn.get(handle[0], db=self.chunks)
+            assert frame is not None and len(frame) == handle[1], handle
+
+    def close(self) -> None:
+        self.env.close()
+
+
 class SqliteSeedPeer(Peer):
     """Seed 000's table and row; ``wal`` switches the journal to WAL."""
 
@@ -284,6 +320,7 @@ _WAIT = 60.0
 
 MAKERS: dict[str, Callable[[Path, bool], Peer]] = {
     "blobpad": BlobpadPeer, "blobpad-redis": BlobpadRedisPeer, "lmdb": LmdbPeer, "lmdb-layout": LmdbLayoutPeer,
+    "lmdb-session": LmdbSessionPeer,
     "sqlite-seed": SqliteSeedPeer, "sqlite-wal": SqliteWalPeer,
 }
 
