@@ -1529,7 +1529,7 @@ def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int],
     reported = 0  # the last line appended: a very long line's later pieces skip it
     for seg, size, first_line, _, inside in _segments(v):
         if inside or not (size == len(seg) or seg[size - 1] == 10):  # a piece of a line longer than a buffer
-            for number, line in _long_line_matches(v, find, dl, seg, size, first_line, inside, reported):
+            for number, line in _texts(v, _segment_matches(find, dl, seg, size, first_line, 0, inside, reported)):
                 numbers.append(number)
                 texts.append(line)
                 reported = number
@@ -1546,9 +1546,10 @@ def _whole_lines_timed(
     line not searched."""
     last = 0
     for start, end, long in line_runs(seg, 0, size, dl):
-        if dl.expired or dl.left() <= 0:
-            dl.expired = True
-            raise TimedOut(line_no)
+        try:
+            dl.check()
+        except TimedOut:
+            raise TimedOut(line_no) from None
         if long:  # one line longer than a run
             try:
                 hit = long_line(find, seg, start, end, dl, exact=False)[0] >= 0
@@ -1595,14 +1596,11 @@ def _whole_lines_of(
     return last, line_no + newlines(b"\n", counted, end)
 
 
-def _long_line_matches(
-    v: _View, find: _Find, dl: Deadline | None, seg: _Bytes, size: int, first_line: int, inside: bool, reported: int
-) -> Iterator[tuple[int, str]]:
-    """The matching lines of one buffer of :func:`_segments` that holds a piece of a line
-    longer than a buffer, as :func:`_matching_lines` finds them; such a line is read whole
-    through the view."""
-    for number, buf, start, end, _, _, whole in _segment_matches(find, dl, seg, size, first_line, 0, inside,
-                                                                 reported):
+def _texts(v: _View, matches: Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int, bool]]) -> Iterator[
+        tuple[int, str]]:
+    """``(number, text)`` of each line of ``matches`` (as :func:`_matching_lines` yields
+    them); a line longer than one buffer is read whole through the view."""
+    for number, buf, start, end, _, _, whole in matches:
         line = buf[start:end] if whole else b"".join(v.pieces(v.line_start(number), v.line_end(number)))
         yield number, v.decode(bytes(line))
 
@@ -1610,13 +1608,10 @@ def _long_line_matches(
 def _whole_lines_slowly(
     v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str]
 ) -> None:
-    """:func:`_whole_lines` under a budget, or of binary content: through :func:`_matching_lines`."""
-    decode = v.decode
-    for number, seg, start, end, _, _, whole in _matching_lines(v, find, dl):
-        # a line longer than one buffer is read whole through the view
-        line = seg[start:end] if whole else b"".join(v.pieces(v.line_start(number), v.line_end(number)))
+    """:func:`_whole_lines` of binary content: through :func:`_matching_lines`."""
+    for number, line in _texts(v, _matching_lines(v, find, dl)):
         numbers.append(number)
-        texts.append(line.decode("ascii") if line.isascii() else decode(bytes(line)))
+        texts.append(line)
 
 
 def _build_match(
