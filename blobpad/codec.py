@@ -112,7 +112,7 @@ class Codec:
 
     # -- the worker pool --------------------------------------------------------------
 
-    def executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> ThreadPoolExecutor:
         """The worker pool (created on first use, per process; see the module docstring)."""
         with self._pool_lock:
             if self._closed:
@@ -133,7 +133,7 @@ class Codec:
         """``fn(*args)`` on the worker pool; BlobpadError once the store is closed (a put that
         was between two transactions when it closed learns so here)."""
         try:
-            return self.executor().submit(fn, *args)
+            return self._executor().submit(fn, *args)
         except RuntimeError:  # the pool shut down since this thread fetched it
             if self._closed:
                 raise BlobpadError(CLOSED) from None
@@ -188,7 +188,7 @@ class Codec:
 
     def _after_fork(self) -> None:
         """In a forked child: fresh leaf locks and an empty cache (another thread may have held
-        one); the worker pool is recreated on first use in the child (``executor`` checks the pid)."""
+        one); the worker pool is recreated on first use in the child (``_executor`` checks the pid)."""
         self._pool_lock = threading.Lock()
         self._count_lock = threading.Lock()
         self.cache._after_fork()

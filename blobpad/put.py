@@ -209,9 +209,9 @@ class Sha256:
 
     _INLINE = 1 << 20
 
-    def __init__(self, pool: Callable[[], Codec]) -> None:
+    def __init__(self, codec: Codec) -> None:
         self._sha = hashlib.sha256()
-        self._pool = pool
+        self._codec = codec
         self._waiting: list[bytes] = []
         self._running: Future[None] | None = None
 
@@ -233,7 +233,7 @@ class Sha256:
             self._running = None
         if self._waiting:
             blocks, self._waiting = self._waiting, []
-            self._running = self._pool().submit(update_all, self._sha, blocks)
+            self._running = self._codec.submit(update_all, self._sha, blocks)
 
     def hexdigest(self) -> str:
         """The digest of every block fed, once the pool has hashed them all."""
@@ -319,13 +319,14 @@ class PutWriter:
         :mod:`blobpad.engine`).
         """
         store = self.store
-        pool: Codec | None = None
+        codec = store._codec
+        on_pool = False  # a task went to the pool: the last one goes there too
         inflight: deque[tuple[memoryview, _Pending, int]] = deque()
         inflight_bytes = 0
         task: list[_Span] = []
         task_bytes = 0
         task_size = self._FIRST_TASK
-        sha = None if self._known_sha is not None else Sha256(store._executor)
+        sha = None if self._known_sha is not None else Sha256(codec)
         if sha is not None:
             blocks = sha.feed(blocks)
         last: bytes | None = None
@@ -337,9 +338,8 @@ class PutWriter:
                     last, view, ascii = buf, memoryview(buf), buf.isascii()
                 piece = (view[start:end], buf, start, end, ascii)
                 if task_bytes >= task_size:  # handed over once the chunk after it is cut: its filter's spill
-                    if pool is None:
-                        pool = store._executor()
-                    fut = pool.submit(self._prepare, task, *self._lookup(task), bytes(piece[0][: prefilter.SPILL]))
+                    fut = codec.submit(self._prepare, task, *self._lookup(task), bytes(piece[0][: prefilter.SPILL]))
+                    on_pool = True
                     inflight.extend((span[0], fut, i) for i, span in enumerate(task))
                     inflight_bytes += task_bytes
                     task, task_bytes = [], 0
@@ -349,14 +349,14 @@ class PutWriter:
                 task.append(piece)
                 task_bytes += end - start
             if task:
-                if pool is None:  # the whole put is this one task: prepare it here
+                if not on_pool:  # the whole put is this one task: prepare it here
                     if task_bytes <= self._LOOKUP_FROM:  # new content, most likely: no lookup
                         found: list[bytes | None] = [None] * len(task)
                         fut = _Ready(self._prepare(task, self._keys(task), found))
                     else:
                         fut = _Ready(self._prepare(task, *self._lookup(task)))
                 else:
-                    fut = pool.submit(self._prepare, task, *self._lookup(task))
+                    fut = codec.submit(self._prepare, task, *self._lookup(task))
                 inflight.extend((span[0], fut, i) for i, span in enumerate(task))
                 inflight_bytes += task_bytes
             while inflight_bytes > BATCH_BYTES:
@@ -711,10 +711,6 @@ class Putter:
         self._cap = cap
         self.filters = filters
         self._group = GroupCommit()
-
-    def _executor(self) -> Codec:
-        """What puts submit their pool work to (``submit`` as a ThreadPoolExecutor's)."""
-        return self._codec
 
     def put(
         self, data: object, *, kind: str | None, session: str, turn: str | int | None, ttl: float | None,
