@@ -33,6 +33,9 @@ SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                            HealthCheck.function_scoped_fixture])
 RG = oracle("rg")
+#: how filters are checked: by the loop over chunks (from 10**9 chunks on numpy is used), or
+#: by numpy arrays from the first chunk, in blocks of 1, 2 or the default number of chunks
+CHECKS = st.sampled_from([(10**9, prefilter.BLOCK), (1, 1), (1, 2), (1, prefilter.BLOCK)])
 
 # pieces of random content: words that patterns look for, case variants, multibyte
 # characters (some with case variants, some caseless), CRLF, separators
@@ -135,6 +138,9 @@ def test_grep_and_count_with_filters_equal_the_oracle(store_factory, monkeypatch
     uncapped (a test setting), it excludes much more, so that a filter missing a trigram
     shows as a missed match."""
     monkeypatch.setattr(blobpad.put, "FILTER_SHARE", share)
+    vector_min, block = data.draw(CHECKS)
+    monkeypatch.setattr(prefilter, "VECTOR_MIN", vector_min)
+    monkeypatch.setattr(prefilter, "BLOCK", block)
     s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
     plain = store_factory("plain", chunk_params=SMALL, cache_bytes=0, filters=False)  # never any filters
     content = data.draw(contents())
@@ -526,6 +532,9 @@ def test_without_numpy_searches_build_no_filters(store_factory, monkeypatch):
 def test_filters_built_by_a_search_never_hide_a_match(store_factory, monkeypatch, share, data):
     """The same property as for the filters of a put, with filters a first full count built."""
     monkeypatch.setattr(blobpad.prefilter, "SHARE", share)
+    vector_min, block = data.draw(CHECKS)
+    monkeypatch.setattr(prefilter, "VECTOR_MIN", vector_min)
+    monkeypatch.setattr(prefilter, "BLOCK", block)
     s = store_factory(chunk_params=SMALL, cache_bytes=0)
     content = data.draw(contents())
     before = s.stats().filter_bytes  # the fixture's store lives through every example (a twin shares its filters)

@@ -11,10 +11,12 @@ line and inside a character.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import subprocess
 import warnings
+from collections.abc import Iterator
 
 import pytest
 import re2
@@ -40,6 +42,30 @@ def _filters(chunks: list[bytes], max_bytes: int | None = None) -> list[bytes]:
         spill = b"".join(chunks[i + 1:i + 1 + SPILL])[:SPILL]
         out.append(build(c, spill, max_bytes=max_bytes))
     return out
+
+
+@contextlib.contextmanager
+def _vector(vector_min: int, block: int) -> Iterator[None]:
+    """Check filters by numpy arrays from ``vector_min`` chunks on, ``block`` chunks first."""
+    saved = prefilter.VECTOR_MIN, prefilter.BLOCK
+    prefilter.VECTOR_MIN, prefilter.BLOCK = vector_min, block
+    try:
+        yield
+    finally:
+        prefilter.VECTOR_MIN, prefilter.BLOCK = saved
+
+
+def _select(query: Query, filters: list[bytes]) -> list[bool]:
+    """``query.select(filters)`` by the loop over chunks, which must equal what the numpy
+    check answers from whole arrays, in blocks of 1, 2, 3 and 256 chunks (and what
+    :meth:`Query.iter_select` yields one by one)."""
+    with _vector(10**9, 1):
+        loop = query.select(filters)
+    for block in (1, 2, 3, 256):
+        with _vector(1, block):
+            assert query.select(filters) == loop == list(query.iter_select(filters)), (query, block)
+            assert query.select(prefilter.Filters(filters)) == loop, (query, block)
+    return loop
 
 
 def _cut(data: bytes, cuts: list[int], at_lines: bool = False) -> list[bytes]:
@@ -126,7 +152,7 @@ def _check(chunks: list[bytes], pattern: str, ignore_case: bool, fixed: bool, ma
     query = Query.compile(pattern, ignore_case=ignore_case, fixed=fixed)
     pyre = _python_re(pattern, ignore_case, fixed)
     filters = _filters(chunks, max_bytes)
-    selected = query.select(filters)
+    selected = _select(query, filters)
     assert len(selected) == len(filters)
     hits = 0
     for line, first, last in _lines(chunks):
@@ -367,14 +393,16 @@ def test_unknown_or_damaged_filters_are_read() -> None:
     for bad in (b"", b"\x01\x01\xff\x08", bytes([2]) + good[1:], good[:-1], good + b"\0",
                 bytes([1, 1, 255, 4, 0]) + good[5:9], bytes([1, 1, 255, 1, 0x21]) + bytes(0x2101), bytes([1, 3]) + good[2:]):
         assert query.may_match(bad)
-        assert query.select([good, bad, good, good]) == [False, True, True, False]
+        assert _select(query, [good, bad, good, good]) == [False, True, True, False]
+        # a query nothing can match reads a chunk only for a filter it cannot read
+        assert _select(Query(False), [good, bad, good, good]) == [False, True, True, False]
     assert query.may_match_run([good, good[:5]])
 
 
 def test_select_reads_a_long_line_with_all_its_chunks() -> None:
     query = Query.compile("foo.*bar", ignore_case=False, fixed=False)
     chunks = [b"a line\n", b"x" * 50 + b"foo", b"y" * 50, b"bar and the end\n", b"other\n", b"foo\n", b"bar\n"]
-    assert query.select(_filters(chunks)) == [False, True, True, True, False, False, False]
+    assert _select(query, _filters(chunks)) == [False, True, True, True, False, False, False]
     assert MATCH_ALL.select(_filters(chunks)) == [True] * 7
 
 
@@ -463,4 +491,4 @@ def test_iter_select_answers_groups_with_unbuilt_filters_as_their_definition(par
         else:
             filters.append(prefilter.build(part.encode(), max_bytes=64))
     query = Query.compile(pattern)
-    assert list(query.iter_select(filters)) == query.select(filters) == _groups_reference(query, filters)
+    assert list(query.iter_select(filters)) == _select(query, filters) == _groups_reference(query, filters)
