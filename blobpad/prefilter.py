@@ -52,7 +52,9 @@ trigrams that start in it and end in the next are in its filter; a line that run
 checked against all of their filters at once (:meth:`Query.may_match_run`): a match
 ``foo.*bar`` may have ``foo`` in one and ``bar`` in the next.  :meth:`Query.select`
 does that for an entry's chunks: it tells which to read, from their filters alone
-(each filter says whether its chunk ends in a newline).
+(each filter says whether its chunk ends in a newline).  With numpy, an entry of
+:data:`VECTOR_MIN` chunks or more is checked by whole arrays (:class:`_Table`), a block
+of groups at a time: the answers of the loop over chunks, at a small part of its cost.
 """
 
 from __future__ import annotations
