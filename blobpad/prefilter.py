@@ -270,7 +270,7 @@ def unpack(record: bytes, count: int) -> list[bytes] | None:
     at = 4 + 2 * count
     if at + sum(lengths) != len(record):
         return None
-    out = Filters()
+    out = Filters(source=record, offset=at)
     for n in lengths:
         out.append(record[at : at + n])
         at += n
@@ -282,11 +282,15 @@ class Filters(list):  # type: ignore[type-arg]
     it), which keeps the arrays :meth:`Query.iter_select` checks them with once built
     (numpy), so that every search of a cached entry reuses them."""
 
-    __slots__ = ("table",)
+    __slots__ = ("table", "source", "offset")
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, items: Iterable[bytes] = (), *, source: bytes | None = None, offset: int = 0) -> None:
+        super().__init__(items)
         self.table: _Table | None = None
+        #: the record the filters were unpacked from, and where the first one starts in it:
+        #: the arrays read the filters there instead of from a copy of them all
+        self.source = source
+        self.offset = offset
 
 
 # -- queries --------------------------------------------------------------------------
@@ -681,16 +685,22 @@ class _Table:
         lengths = np.fromiter(map(len, filters), dtype=np.int64, count=n)
         starts = np.zeros(n, dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
-        # padded, so that reading the header and first bits byte of a short or empty
-        # filter (unreadable: its answer is discarded) stays inside the buffer
-        self.buf = buf = np.frombuffer(b"".join(filters) + bytes(_HEADER + 1), dtype=np.uint8)
-        version, flags, rate = buf[starts], buf[starts + 1].astype(np.int64), buf[starts + 2].astype(np.int64) + 1
-        size = buf[starts + 3].astype(np.int64) | buf[starts + 4].astype(np.int64) << 8
+        source = getattr(filters, "source", None)
+        if source is not None:  # the record they were unpacked from (Filters): no copy
+            starts += filters.offset  # type: ignore[attr-defined]
+        else:
+            source = b"".join(filters)
+        self.buf = buf = np.frombuffer(source or b"\0", dtype=np.uint8)  # never empty: index 0 is always there
+        # the header of a filter too short to have one (unreadable: its answer is discarded)
+        # is read from wherever stays inside the buffer
+        at = [np.minimum(starts + k, len(buf) - 1) for k in range(_HEADER)]
+        version, flags, rate = buf[at[0]], buf[at[1]].astype(np.int64), buf[at[2]].astype(np.int64) + 1
+        size = buf[at[3]].astype(np.int64) | buf[at[4]].astype(np.int64) << 8
         readable = ((lengths >= _HEADER) & (version == VERSION) & ((flags & ~_ENDS_LINE) == 0)
                     & (size >= MIN_BYTES) & (size <= MAX_BYTES) & (lengths == _HEADER + size))
         self.unreadable = ~readable
-        self.bits = starts + _HEADER
-        self.m = np.where(readable, size * 8, 0)  # an unreadable filter reads bit 0 of its first byte
+        self.bits = np.where(readable, starts + _HEADER, 0)  # an unreadable filter reads bit 0 of byte 0
+        self.m = np.where(readable, size * 8, 0)
         self.rate = np.where(readable, rate, 0)
         ends = readable & ((flags & _ENDS_LINE) != 0)
         if n:

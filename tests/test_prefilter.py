@@ -58,13 +58,16 @@ def _vector(vector_min: int, block: int) -> Iterator[None]:
 def _select(query: Query, filters: list[bytes]) -> list[bool]:
     """``query.select(filters)`` by the loop over chunks, which must equal what the numpy
     check answers from whole arrays, in blocks of 1, 2, 3 and 256 chunks (and what
-    :meth:`Query.iter_select` yields one by one)."""
+    :meth:`Query.iter_select` yields one by one), from a list of filters and from the
+    record :func:`prefilter.pack` makes of them."""
     with _vector(10**9, 1):
         loop = query.select(filters)
     for block in (1, 2, 3, 256):
         with _vector(1, block):
             assert query.select(filters) == loop == list(query.iter_select(filters)), (query, block)
             assert query.select(prefilter.Filters(filters)) == loop, (query, block)
+            # as an entry's record holds them: read in place, after the record's lengths
+            assert query.select(prefilter.unpack(prefilter.pack(filters), len(filters))) == loop, (query, block)
     return loop
 
 
