@@ -1529,10 +1529,8 @@ def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int],
     reported = 0  # the last line appended: a very long line's later pieces skip it
     for seg, size, first_line, _, inside in _segments(v):
         if inside or not (size == len(seg) or seg[size - 1] == 10):  # a piece of a line longer than a buffer
-            for number, line in _texts(v, _segment_matches(find, dl, seg, size, first_line, 0, inside, reported)):
-                numbers.append(number)
-                texts.append(line)
-                reported = number
+            pieces = _segment_matches(find, dl, seg, size, first_line, 0, inside, reported)
+            reported = _append_lines(_texts(v, pieces), numbers, texts) or reported
         elif dl is None:
             reported = _whole_lines_of(seg, 0, size, size, first_line, find, numbers, texts)[0] or reported
         else:
@@ -1548,22 +1546,18 @@ def _whole_lines_timed(
     for start, end, long in line_runs(seg, 0, size, dl):
         try:
             dl.check()
+            if long:  # one line longer than a run
+                if long_line(find, seg, start, end, dl, exact=False)[0] >= 0:
+                    numbers.append(line_no)
+                    texts.append(seg[start:end].decode("utf-8"))
+                    last = line_no
+            else:
+                t0 = time.monotonic()
+                found, line_no = _whole_lines_of(seg, start, end, size, line_no, find, numbers, texts)
+                dl.pace(end - start, time.monotonic() - t0)
+                last = found or last
         except TimedOut:
-            raise TimedOut(line_no) from None
-        if long:  # one line longer than a run
-            try:
-                hit = long_line(find, seg, start, end, dl, exact=False)[0] >= 0
-            except TimedOut:
-                raise TimedOut(line_no) from None
-            if hit:
-                numbers.append(line_no)
-                texts.append(seg[start:end].decode("utf-8"))
-                last = line_no
-        else:
-            t0 = time.monotonic()
-            found, line_no = _whole_lines_of(seg, start, end, size, line_no, find, numbers, texts)
-            dl.pace(end - start, time.monotonic() - t0)
-            last = found or last
+            raise TimedOut(line_no) from None  # the run's first line: the lines before it are all searched
         line_no += 1  # the run ended at a newline, or at the end of the buffer (then nothing follows)
     return last
 
@@ -1609,9 +1603,17 @@ def _whole_lines_slowly(
     v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str]
 ) -> None:
     """:func:`_whole_lines` of binary content: through :func:`_matching_lines`."""
-    for number, line in _texts(v, _matching_lines(v, find, dl)):
-        numbers.append(number)
+    _append_lines(_texts(v, _matching_lines(v, find, dl)), numbers, texts)
+
+
+def _append_lines(lines: Iterator[tuple[int, str]], numbers: list[int], texts: list[str]) -> int:
+    """Append each ``(number, text)`` of ``lines`` to ``numbers`` and ``texts`` (as they come:
+    a TimedOut leaves those before it); return the last number, 0 if none."""
+    last = 0
+    for last, line in lines:  # the last number seen is the result
+        numbers.append(last)
         texts.append(line)
+    return last
 
 
 def _build_match(
