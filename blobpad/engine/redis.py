@@ -19,11 +19,24 @@ Options go in the query string or as keyword arguments of ``blobpad.open``:
 
 How the contract is kept on a server that has no transactions of its own:
 
-* **Keys.** Every key of a store starts with ``bp:{NAMESPACE}:``.  The braces are a
-  cluster hash tag, so a store lives in one slot, hence on one node of a cluster, and one
-  Lua script can read and write all of it (as JuiceFS keeps its metadata).  Each keyspace
-  is a sorted set of its keys (ordered scans with ``ZRANGEBYLEX``) beside a hash of their
-  values; each value carries the version that wrote it.
+* **Keys.** Every key of a store's catalog starts with ``bp:{NAMESPACE}:``.  The braces
+  are a cluster hash tag, so the catalog lives in one slot, hence on one node of a cluster,
+  and one Lua script can read and write all of it (as JuiceFS keeps its metadata).  Each
+  keyspace is a sorted set of its keys (ordered scans with ``ZRANGEBYLEX``) beside a hash
+  of their values; each value carries the version that wrote it.
+* **Chunks**, on a cluster, are keys of their own, ``bp:NAMESPACE:c:<chunk>:<copy>``,
+  without a hash tag: they spread over every primary.  The catalog's ``chunks`` keyspace
+  holds a pointer to each (``_PTR``, the length, the key).  A write stores its chunks
+  first, leased for ``_LEASE_MS`` (``SET NX PX``), then commits; the commit lists them as
+  unsettled (``pp``) and lists the chunk keys it frees (``px``: replaced or deleted
+  pointers).  After the commit the writer settles both: ``PERSIST`` what it wrote,
+  ``PEXPIRE`` what it freed past ``snapshot_seconds`` (old snapshots may still read
+  them), and strikes them off.  A client killed before its commit leaves chunks that
+  expire by themselves; one killed after it leaves lists that the next client to open
+  the store or commit settles once they are ``_SETTLE_MS`` old.  A key is never reused
+  (``<copy>`` is random), so freeing one copy of a chunk never touches a later one.  The
+  one race left costs space, not data: a chunk freed while another client settles it as
+  made can stay permanent without a pointer.
 * **Writes** are optimistic: ``write(fn)`` runs ``fn`` against a snapshot, keeping its
   writes aside (it reads them back), then one script checks that nothing it read changed
   since the snapshot and applies every write at a new version, atomically.  On a
@@ -53,6 +66,7 @@ acknowledged puts.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import re
@@ -92,6 +106,11 @@ _TOKEN_MS = 600_000  # how long a commit's token is kept (a retried commit withi
 _CLOCK_SECONDS = 60.0  # how often the offset of the server's clock is measured again
 _OPEN_SECONDS = 3.0  # how long opening retries a server that does not answer
 _TRIM = 512  # old values dropped per commit at most
+# On a cluster, each chunk is a key of its own (see "Chunks" in the module docstring):
+_LEASE_MS = 86_400_000  # how long a chunk written before its commit lives unless the commit makes it permanent
+_SETTLE_MS = 30_000  # a commit's chunks not yet made permanent (or freed) this long after it are another's to finish
+_FREE_MARGIN_MS = 60_000  # a freed chunk outlives the snapshots that may still read it by this much
+_PTR = b"\0ptr"  # the catalog's value of a chunk stored under its own key: this, its length, its key
 
 # Every script declares one key, the store's version counter ``bp:{ns}:v``; the others
 # share its hash tag, so they are in its slot.  A value is stored as 12 decimal digits of
@@ -218,6 +237,8 @@ local W12 = string.format('%012d', W)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('SET', KEYS[1], W)
+local PTR = '\0ptr'
+local out = {W, 0}
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
   local s, k, op, v = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]; i = i + 4
@@ -228,6 +249,19 @@ for _ = 1, n do
     redis.call('HSET', P .. 'gl:' .. s, k, (redis.call('HGET', P .. 'gl:' .. s, k) or '') .. W12)
     redis.call('ZADD', P .. 'gz:' .. s, 0, k)
     redis.call('ZADD', P .. 'gq', now, W12 .. s .. '\0' .. k)
+  end
+  if s == 'chunks' then
+    if cur and string.sub(cur, 13, 16) == PTR then  -- a chunk stored under its own key: free it later
+      local len, pk = tonumber(string.sub(cur, 17, 26)), string.sub(cur, 27)
+      redis.call('ZADD', P .. 'px', now, pk)
+      redis.call('ZREM', P .. 'pp', pk)
+      redis.call('DECRBY', P .. 'cb', len)
+      out[#out + 1] = pk
+    end
+    if op == 'p' and string.sub(v, 1, 4) == PTR then  -- its own key, leased until made permanent
+      redis.call('ZADD', P .. 'pp', now, string.sub(v, 15))
+      redis.call('INCRBY', P .. 'cb', tonumber(string.sub(v, 5, 14)))
+    end
   end
   if op == 'd' then
     if cur then
@@ -243,8 +277,10 @@ for _ = 1, n do
 end
 trim(P, now - tonumber(ARGV[2]), hz)
 redis.call('SET', token, W, 'PX', %(token_ms)d)
-return {W}
-""".replace("%(token_ms)d", str(_TOKEN_MS))
+local due = '(' .. (now - %(settle_ms)d)
+out[2] = redis.call('ZCOUNT', P .. 'pp', '-inf', due) + redis.call('ZCOUNT', P .. 'px', '-inf', due)
+return out
+""".replace("%(token_ms)d", str(_TOKEN_MS)).replace("%(settle_ms)d", str(_SETTLE_MS))
 
 # A commit that may need memory is refused before it starts when the server is full; one
 # that frees space runs anyway (it moves values rather than adding them).
@@ -291,6 +327,9 @@ class RedisEngine:
         self._cluster = cluster
         self.namespace = namespace
         self._prefix = b"bp:{" + namespace.encode() + b"}:"
+        # on a cluster each chunk is a key of its own, outside the hash tag: chunks spread over every node
+        self._spread = cluster
+        self._chunk_prefix = b"bp:" + namespace.encode() + b":c:"
         self._version_key = self._prefix + b"v"
         self._retain_ms = int(snapshot_seconds * 1000)
         self._snapshot_seconds = snapshot_seconds
@@ -309,6 +348,8 @@ class RedisEngine:
         self._offset = 0.0
         self._offset_at = 0.0
         self._measure_offset()
+        if self._spread:
+            self._finish()  # what a client killed after its commit left to do
         self.capabilities = Capabilities(
             name="redis-cluster" if cluster else "redis", persistent=True, processes=True, compaction=False,
             size_ceiling=self._maxmemory > 0,
@@ -454,6 +495,10 @@ class RedisEngine:
     def _commit(self, txn: _Txn, frees: bool) -> str:
         """Send ``txn``'s commit: "ok", or why it must run again ("conflict", "expired", or "lost": the server
         went away before it answered, and does not hold the commit)."""
+        staged = txn.staged_in_use()
+        if staged:  # chunks first, each leased: a client killed before its commit leaves only what expires
+            self._on_nodes("a write of chunks", [(b"SET", name, (value, b"PX", _LEASE_MS, b"NX"))
+                                                 for name, value in staged.items()])
         token = os.urandom(12).hex().encode()
         args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, len(txn.reads)]
         for space, key in txn.reads:
@@ -466,16 +511,96 @@ class RedisEngine:
             args += (space, key, b"d", b"") if value is None else (space, key, b"p", value)
         script = self._freeing_script if frees else self._write_script
         try:
-            return self._send(script, args, token)
+            status, res = self._send(script, args, token)
         except StoreFull:
             # the old values deletes kept for readers may be what fills the server: drop those past
             # snapshot_seconds (a script a full server lets through), then try once more
             trimmed = self._call("a trim", lambda: self._trim_script(keys=[self._version_key], args=[self._retain_ms]))
             if not trimmed:
                 raise
-            return self._send(script, args, token)
+            status, res = self._send(script, args, token)
+        if status == "ok":
+            if staged or len(res) > 2 or (len(res) > 1 and res[1]):
+                # after a lost reply res is [version]: the chunks it freed are left to _finish
+                self._settle(list(staged), list(res[2:]), bool(len(res) > 1 and res[1]))
+        elif staged and status in ("conflict", "expired"):  # refused, surely not applied: nothing names them
+            with contextlib.suppress(BlobpadError):
+                self._on_nodes("a drop of unused chunks", [(b"DEL", name, ()) for name in staged])
+        return status
 
-    def _send(self, script: Any, args: list[Any], token: bytes) -> str:
+    # -- chunks under keys of their own (a cluster) -------------------------------------------
+
+    def _chunk_name(self, key: bytes) -> bytes:
+        """A new key for one copy of a chunk: never reused, so freeing one copy never touches a later one."""
+        return self._chunk_prefix + key.hex().encode() + b":" + os.urandom(8).hex().encode()
+
+    def _fetch(self, names: list[bytes]) -> list[bytes | None]:
+        """The bytes of the chunk keys ``names`` (None where one is gone), in one pipeline over the nodes."""
+        def get() -> list[bytes | None]:
+            pipe = self._client.pipeline()
+            for name in names:
+                pipe.get(name)
+            return list(pipe.execute())
+
+        return self._call("a read of chunks", get)
+
+    def _on_nodes(self, what: str, ops: list[tuple[bytes, bytes, tuple[Any, ...]]]) -> None:
+        """Run ``ops`` (command, key, arguments; each safe to repeat) on the nodes that hold the keys, one
+        pipeline each; with ``wait_replicas`` each pipeline ends in WAIT, so the replicas hold them too."""
+        def run() -> None:
+            by_node: dict[str, tuple[Any, list[tuple[bytes, bytes, tuple[Any, ...]]]]] = {}
+            for op in ops:
+                node = self._client.get_node_from_key(op[1])
+                by_node.setdefault(node.name, (node, []))[1].append(op)
+            for node, mine in by_node.values():
+                pipe = self._client.get_redis_connection(node).pipeline(transaction=False)
+                for command, key, rest in mine:
+                    pipe.execute_command(command, key, *rest)
+                if self._wait_replicas:
+                    pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
+                res = pipe.execute()
+                if self._wait_replicas:
+                    self._check_replicas(res[-1])
+
+        self._call(what, run)
+
+    def _settle(self, made: list[bytes], freed: list[bytes], others: bool) -> None:
+        """After a commit: make the chunk keys it wrote permanent and let those it freed expire once no
+        snapshot can read them, then strike both off the catalog's lists; ``others``: some other client's
+        are overdue (it was killed after its commit), so finish a batch of those too."""
+        ops = [(b"PERSIST", name, ()) for name in made]
+        ops += [(b"PEXPIRE", name, (self._retain_ms + _FREE_MARGIN_MS,)) for name in freed]
+        if ops:
+            self._on_nodes("the settling of chunks", ops)
+
+            def strike() -> None:
+                pipe = self._pipeline()
+                if made:
+                    pipe.zrem(self._prefix + b"pp", *made)
+                if freed:
+                    pipe.zrem(self._prefix + b"px", *freed)
+                pipe.execute()
+
+            self._call("the settling of chunks", strike)
+        if others:
+            self._finish()
+
+    def _finish(self) -> None:
+        """Settle a batch of the chunk keys that commits older than ``_SETTLE_MS`` left unsettled."""
+        due = int(self.clock() * 1000) - _SETTLE_MS
+
+        def overdue() -> tuple[list[bytes], list[bytes]]:
+            pipe = self._pipeline()
+            pipe.zrangebyscore(self._prefix + b"pp", "-inf", due, start=0, num=_BATCH)
+            pipe.zrangebyscore(self._prefix + b"px", "-inf", due, start=0, num=_BATCH)
+            made, freed = pipe.execute()
+            return list(made), list(freed)
+
+        made, freed = self._call("a look for unsettled chunks", overdue)
+        if made or freed:
+            self._settle(made, freed, False)
+
+    def _send(self, script: Any, args: list[Any], token: bytes) -> tuple[str, list[Any]]:
         self._check_open()
         try:
             if self._wait_replicas:
@@ -493,7 +618,7 @@ class RedisEngine:
             # no answer: whether the commit was applied is on the server, under its token
             tok = self._prefix + b"tok:" + token
             if not self._call("a commit's outcome", lambda: self._client.exists(tok)):
-                return "lost"
+                return "lost", []
             if self._wait_replicas:  # a write on one connection, then WAIT: the replicas have the commit too
                 def confirm() -> int:
                     pipe = self._pipeline()
@@ -502,12 +627,12 @@ class RedisEngine:
                     return int(pipe.execute()[1])
 
                 self._check_replicas(self._call("WAIT", confirm))
-            return "ok"
+            return "ok", [0]
         except self._redis_error as exc:
             raise BlobpadError(f"the Redis server {self._shown} refused a commit: {exc}") from None
         if res[0] > 0:
-            return "ok"
-        return res[1].decode() if isinstance(res[1], bytes) else str(res[1])
+            return "ok", list(res)
+        return (res[1].decode() if isinstance(res[1], bytes) else str(res[1])), []
 
     def _pipeline(self) -> Any:
         """A pipeline on one connection to the node holding the store (WAIT counts that connection's writes)."""
@@ -526,14 +651,16 @@ class RedisEngine:
 
     def size(self) -> int:
         """The bytes the server reports for this store's keys (``MEMORY USAGE``)."""
-        keys = [self._prefix + k for k in (b"v", b"hz", b"gq")]
+        keys = [self._prefix + k for k in (b"v", b"hz", b"gq", b"pp", b"px")]
         keys += [self._prefix + part.encode() + space.encode() for space in SPACES for part in _PER_SPACE]
 
         def usage() -> int:
             pipe = self._client.pipeline(transaction=False)
             for key in keys:
                 pipe.memory_usage(key, samples=0)
-            return sum(int(n or 0) for n in pipe.execute())
+            pipe.get(self._prefix + b"cb")  # the bytes of the chunks under keys of their own
+            *used, chunks = pipe.execute()
+            return sum(int(n or 0) for n in used) + int(chunks or 0)
 
         return self._call("MEMORY USAGE", usage)
 
@@ -563,7 +690,7 @@ class RedisEngine:
 class _Txn:
     """A read or write transaction: reads at one snapshot; a write's changes kept aside."""
 
-    __slots__ = ("_e", "snap", "writes", "reads", "scanned", "_writable", "_seen")
+    __slots__ = ("_e", "snap", "writes", "reads", "scanned", "_writable", "_seen", "staged", "_bodies")
 
     def __init__(self, engine: RedisEngine, writable: bool = False) -> None:
         self._e = engine
@@ -573,8 +700,36 @@ class _Txn:
         self.reads: set[tuple[str, bytes]] = set()
         self.scanned: set[tuple[str, bytes, bytes]] = set()  # the ranges a write scanned (ZRANGEBYLEX bounds)
         self._seen: dict[tuple[str, bytes], bytes | None] = {}  # committed values read (fixed at the snapshot)
+        self.staged: dict[bytes, bytes] = {}  # a write's chunks under keys of their own: key -> bytes
+        self._bodies: dict[bytes, bytes | None] = {}  # chunk keys' bytes fetched ahead (see prefetch_pairs)
 
-    def prefetch_pairs(self, pairs: list[tuple[str, bytes]]) -> None:
+    def staged_in_use(self) -> dict[bytes, bytes]:
+        """The staged chunks the writes still name (a chunk put, then deleted or put again, is not)."""
+        named = {v[14:] for (space, _), v in self.writes.items() if space == "chunks" and v is not None
+                 and v[:4] == _PTR}
+        return {name: value for name, value in self.staged.items() if name in named}
+
+    def _resolve(self, values: list[bytes | None], keep: bool) -> list[bytes | None]:
+        """Chunk values as the catalog holds them, each pointer to a chunk key replaced by that key's bytes
+        (None if the key is gone: a chunk lost); a reader (``keep`` false) holds them only until read."""
+        out = list(values)
+        missing: list[tuple[int, bytes]] = []
+        for j, v in enumerate(values):
+            if v is None or v[:4] != _PTR:
+                continue
+            name = v[14:]
+            if name in self.staged:
+                out[j] = self.staged[name]
+            elif name in self._bodies:
+                out[j] = self._bodies[name] if keep else self._bodies.pop(name)
+            else:
+                missing.append((j, name))
+        if missing:
+            for (j, _), body in zip(missing, self._e._fetch([name for _, name in missing]), strict=True):
+                out[j] = body
+        return out
+
+    def prefetch_pairs(self, pairs: list[tuple[str, bytes]], *, bodies: bool = True) -> None:
         """Fetch the committed values of ``(keyspace, key)`` pairs at this snapshot that are not held yet, in
         one script call per ``_BATCH`` of them; the reads that follow take them from here."""
         missing = [p for p in dict.fromkeys((space, bytes(k)) for space, k in pairs) if p not in self._seen]
@@ -589,22 +744,31 @@ class _Txn:
                 self._seen[pair] = value
                 if self._writable:
                     self.reads.add(pair)
+            if bodies and self._e._spread:  # and the bytes of the chunks they point to, in one more round
+                names = [v[14:] for (space, _), v in zip(part, res[1:], strict=True)
+                         if space == "chunks" and v is not None and v[:4] == _PTR]
+                names = [n for n in dict.fromkeys(names) if n not in self._bodies and n not in self.staged]
+                if names:
+                    self._bodies.update(zip(names, self._e._fetch(names), strict=True))
 
     def get(self, space: str, key: bytes) -> bytes | None:
         return self.get_many(space, [key])[0]
 
-    def get_many(self, space: str, keys: list[bytes]) -> list[bytes | None]:
-        """The values of ``keys`` (a write's own first), fetched in as few requests as can be."""
+    def get_many(self, space: str, keys: list[bytes], *, resolve: bool = True) -> list[bytes | None]:
+        """The values of ``keys`` (a write's own first), fetched in as few requests as can be; ``resolve``
+        false leaves a chunk stored under its own key as the catalog's pointer to it."""
         keys = [bytes(k) for k in keys]
+        spread = resolve and self._e._spread and space == "chunks"
         if self._writable:
             mine = [self.writes.get((space, k), _ABSENT) for k in keys]
-            self.prefetch_pairs([(space, k) for k, m in zip(keys, mine, strict=True) if m is _ABSENT])
-            return [self._seen[(space, k)] if m is _ABSENT else m for k, m in zip(keys, mine, strict=True)]
-        self.prefetch_pairs([(space, k) for k in keys])
+            self.prefetch_pairs([(space, k) for k, m in zip(keys, mine, strict=True) if m is _ABSENT], bodies=resolve)
+            values = [self._seen[(space, k)] if m is _ABSENT else m for k, m in zip(keys, mine, strict=True)]
+            return self._resolve(values, True) if spread else values
+        self.prefetch_pairs([(space, k) for k in keys], bodies=resolve)
         values = [self._seen[(space, k)] for k in keys]
         for k in keys:  # a reader holds a value only until it is read: what it fetched ahead, not all it read
             self._seen.pop((space, k), None)
-        return values
+        return self._resolve(values, False) if spread else values
 
     def count(self, space: str) -> int | None:
         return None
@@ -612,9 +776,16 @@ class _Txn:
     def scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
         if self._writable:
             self.scanned.add((space, b"[" + start if start else b"-", b"(" + stop if stop is not None else b"+"))
-            yield from self._scan_mine(space, start, stop, reverse)
+            pairs = self._scan_mine(space, start, stop, reverse)
         else:
-            yield from self._scan_committed(space, start, stop, reverse)
+            pairs = self._scan_committed(space, start, stop, reverse)
+        if not (self._e._spread and space == "chunks"):
+            yield from pairs
+            return
+        while batch := list(itertools.islice(pairs, _BATCH)):  # the chunks' bytes, a batch of keys at a time
+            values = self._resolve([v for _, v in batch], self._writable)
+            # a chunk key gone (lost) reads as an empty value: damage, to the checks above the engine
+            yield from ((k, b"" if v is None else v) for (k, _), v in zip(batch, values, strict=True))
 
     def _scan_committed(self, space: str, start: bytes, stop: bytes | None,
                         reverse: bool) -> Iterator[tuple[bytes, bytes]]:
@@ -684,12 +855,16 @@ class _Txn:
             raise BlobpadError("internal error: a put in a read transaction")
         if space not in SPACES or not isinstance(stored, bytes) or not 0 < len(key) <= MAX_KEY:
             raise BlobpadError(f"internal error: a bad put in the {space!r} keyspace")
+        if self._e._spread and space == "chunks":  # its bytes under a key of its own, written before the commit
+            name = self._e._chunk_name(bytes(key))
+            self.staged[name] = stored
+            stored = _PTR + b"%010d" % len(stored) + name
         self.writes[(space, bytes(key))] = stored
 
     def delete(self, space: str, key: bytes) -> bool:
         if not self._writable:
             raise BlobpadError("internal error: a delete in a read transaction")
-        existed = self.get(space, key) is not None
+        existed = self.get_many(space, [key], resolve=False)[0] is not None
         self.writes[(space, bytes(key))] = None
         return existed
 
