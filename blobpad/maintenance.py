@@ -452,6 +452,7 @@ def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
                 )
     notepads = engine.write(lambda txn: notes.purge_expired(txn, now), frees=True)
     engine.write(_fold_counters, frees=True)
+    total_chunks += engine.collect()
     return GcReport(total_entries, total_chunks, total_bytes, aborted, notepads, tuple(problems))
 
 

@@ -199,6 +199,33 @@ def test_a_client_killed_after_a_delete_commit_leaves_chunks_the_next_client_let
     assert all(0 < ttl <= (20 + 60) * 1000 for ttl in _chunk_keys(cluster, ns).values())
 
 
+def test_gc_lets_expire_chunk_keys_left_permanent_that_nothing_names(cluster):
+    """The one race the layout leaves (a chunk freed while another client settles it as written) costs
+    space: gc() finds permanent chunk keys no pointer names and gives them an expiry, and only those."""
+    url = _url(cluster, snapshot_seconds="20")
+    ns = url.split("namespace=", 1)[1].split("&", 1)[0]
+    with blobpad.open(url) as store:
+        kept = store.put(_text(8, 20_000), session="s")
+        gone = store.put(_text(9, 20_000), session="s")
+        live = set(_chunk_keys(cluster, ns))
+        store.delete(gone.id)
+        freed = set(_chunk_keys(cluster, ns))
+        loose = {k for k, ttl in _chunk_keys(cluster, ns).items() if ttl > 0}
+        assert loose and freed == live
+        client = cluster.client()
+        try:
+            for k in loose:
+                assert client.persist(k)  # the race: settled as written after the delete freed them
+        finally:
+            client.close()
+        assert store.gc().chunks == len(loose)
+        after = _chunk_keys(cluster, ns)
+        assert all(ttl > 0 for k, ttl in after.items() if k in loose)
+        assert all(ttl == -1 for k, ttl in after.items() if k not in loose)
+        assert store.get(kept.id) == _text(8, 20_000) and store.verify().ok
+        assert store.gc().chunks == 0
+
+
 def test_concurrent_writers_on_a_cluster_leave_one_permanent_key_per_chunk(cluster):
     """Writers that conflict run their transaction again; the chunk keys an attempt wrote and did not
     commit are dropped (or expire), never left permanent."""

@@ -146,7 +146,11 @@ class RawWriteTxn(RawReadTxn, Protocol):
 
 
 class Engine(Protocol):
-    """What blobpad needs from a storage engine (see the module docstring)."""
+    """What blobpad needs from a storage engine (see the module docstring).
+
+    An engine that keeps values outside its transactions (the Redis engine keeps a
+    cluster's chunks under keys of their own) may also offer ``collect() -> int``: free
+    what nothing names any more; :meth:`Checked.collect` calls it when there is one."""
 
     #: the engine's target: a directory for LMDB, ``memory://...`` for memory
     target: str
@@ -413,6 +417,12 @@ class Checked:
             return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
         finally:
             gate.leave()
+
+    def collect(self) -> int:
+        """Free what the engine keeps outside its transactions that nothing names any more (an engine
+        that keeps nothing there has no ``collect``: 0); ``gc()`` calls it.  Return how many it freed."""
+        collect = getattr(self.engine, "collect", None)
+        return int(collect()) if collect is not None else 0
 
     def drain(self, timeout: float) -> bool:
         """Refuse new transactions (they raise BlobpadError: the store is closed) and wait up

@@ -36,7 +36,7 @@ How the contract is kept on a server that has no transactions of its own:
   the store or commit settles once they are ``_SETTLE_MS`` old.  A key is never reused
   (``<copy>`` is random), so freeing one copy of a chunk never touches a later one.  The
   one race left costs space, not data: a chunk freed while another client settles it as
-  made can stay permanent without a pointer.
+  made can stay permanent without a pointer; ``gc()`` finds those (:meth:`RedisEngine.collect`).
 * **Writes** are optimistic: ``write(fn)`` runs ``fn`` against a snapshot, keeping its
   writes aside (it reads them back), then one script checks that nothing it read changed
   since the snapshot and applies every write at a new version, atomically.  On a
@@ -584,6 +584,32 @@ class RedisEngine:
             self._call("the settling of chunks", strike)
         if others:
             self._finish()
+
+    def collect(self) -> int:
+        """Let expire (in ``_LEASE_MS``) the chunk keys of a cluster store that are permanent but named by
+        no pointer (the race in the module docstring); return how many.  ``gc()`` calls it.
+
+        The keys are listed first and the pointers read after, from a new snapshot: a key made permanent
+        before the listing was committed before it, so its pointer is in that snapshot unless freed."""
+        if not self._spread:
+            return 0
+
+        def permanent() -> list[bytes]:
+            keys = list(self._client.scan_iter(match=self._chunk_prefix + b"*", count=1000))
+            pipe = self._client.pipeline()
+            for key in keys:
+                pipe.pttl(key)
+            return [k for k, ttl in zip(keys, pipe.execute(), strict=True) if ttl == -1]
+
+        keys = self._call("a listing of chunk keys", permanent)
+        if not keys:
+            return 0
+        with self.read() as txn:
+            named = {v[14:] for _, v in txn._scan_committed("chunks", b"", None, False) if v[:4] == _PTR}
+        loose = [k for k in keys if k not in named]
+        if loose:
+            self._on_nodes("the expiry of loose chunks", [(b"PEXPIRE", k, (_LEASE_MS,)) for k in loose])
+        return len(loose)
 
     def _finish(self) -> None:
         """Settle a batch of the chunk keys that commits older than ``_SETTLE_MS`` left unsettled."""
