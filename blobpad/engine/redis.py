@@ -329,6 +329,8 @@ class RedisEngine:
         self._prefix = b"bp:{" + namespace.encode() + b"}:"
         # on a cluster each chunk is a key of its own, outside the hash tag: chunks spread over every node
         self._spread = cluster
+        self._strike_lock = threading.Lock()
+        self._strikes: tuple[list[bytes], list[bytes]] = ([], [])  # settled chunk keys: (made, freed)
         self._chunk_prefix = b"bp:" + namespace.encode() + b":c:"
         self._version_key = self._prefix + b"v"
         self._retain_ms = int(snapshot_seconds * 1000)
@@ -572,18 +574,30 @@ class RedisEngine:
         ops += [(b"PEXPIRE", name, (self._retain_ms + _FREE_MARGIN_MS,)) for name in freed]
         if ops:
             self._on_nodes("the settling of chunks", ops)
-
-            def strike() -> None:
-                pipe = self._pipeline()
-                if made:
-                    pipe.zrem(self._prefix + b"pp", *made)
-                if freed:
-                    pipe.zrem(self._prefix + b"px", *freed)
-                pipe.execute()
-
-            self._call("the settling of chunks", strike)
+            with self._strike_lock:  # struck off the lists with the next commit (or at close): one round less
+                self._strikes[0].extend(made)
+                self._strikes[1].extend(freed)
         if others:
             self._finish()
+
+    def _take_strikes(self) -> list[tuple[bytes, list[bytes]]]:
+        """The settled chunk keys to strike off the catalog's lists, as (list, keys); forgotten once taken:
+        a strike lost with a failed commit only makes a later client settle those keys again (harmless)."""
+        with self._strike_lock:
+            made, freed = self._strikes
+            self._strikes = ([], [])
+        return [(self._prefix + zset, names) for zset, names in ((b"pp", made), (b"px", freed)) if names]
+
+    def _strike(self) -> None:
+        strikes = self._take_strikes()
+        if strikes:
+            def send() -> None:
+                pipe = self._pipeline()
+                for zset, names in strikes:
+                    pipe.zrem(zset, *names)
+                pipe.execute()
+
+            self._call("the settling of chunks", send, min(self._retry_seconds, 2.0))
 
     def collect(self) -> int:
         """Let expire (in ``_LEASE_MS``) the chunk keys of a cluster store that are permanent but named by
@@ -629,12 +643,17 @@ class RedisEngine:
     def _send(self, script: Any, args: list[Any], token: bytes) -> tuple[str, list[Any]]:
         self._check_open()
         try:
-            if self._wait_replicas:
+            strikes = self._take_strikes()
+            if self._wait_replicas or strikes:
                 pipe = self._pipeline()
+                for zset, names in strikes:  # earlier commits' settled chunks, struck off on the way
+                    pipe.zrem(zset, *names)
                 script(keys=[self._version_key], args=args, client=pipe)
-                pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
-                res, acked = pipe.execute()
-                self._check_replicas(acked)
+                if self._wait_replicas:
+                    pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
+                res, *acked = pipe.execute()[len(strikes):]
+                if self._wait_replicas:
+                    self._check_replicas(acked[0])
             else:
                 res = script(keys=[self._version_key], args=args)
         except self._oom as exc:
@@ -706,6 +725,8 @@ class RedisEngine:
         """Close this holder's connections (idempotent); the data stays on the server."""
         if self._closed:
             return
+        with contextlib.suppress(BlobpadError):  # left on the lists, they are settled again later: harmless
+            self._strike()
         self._closed = True
         try:
             self._client.close()
