@@ -62,8 +62,9 @@ def _child(code: str, *args: str) -> subprocess.Popen[str]:
 
 @pytest.mark.parametrize("kind", ["valkey_server", "valkey_cluster", "redis_server", "redis_cluster"])
 def test_everything_of_a_store_is_under_its_hash_tag(kind, request):
-    """Every key of a store carries its namespace's hash tag (one slot: one script commits a transaction), and
-    two namespaces on one server are two stores."""
+    """Every key of a store's catalog carries its namespace's hash tag (one slot: one script commits a
+    transaction), and two namespaces on one server are two stores; on a single server the chunks are in the
+    catalog too, on a cluster they are keys of their own (see the tests below)."""
     server = request.getfixturevalue(kind)
     ns = f"t-{uuid.uuid4().hex[:12]}"
     with blobpad.open(_url(server, namespace=ns)) as a, blobpad.open(_url(server)) as b:
@@ -78,6 +79,8 @@ def test_everything_of_a_store_is_under_its_hash_tag(kind, request):
         keys = list(client.scan_iter(match=f"bp:{{{ns}}}:*", count=1000))
         assert len(keys) > 10
         assert {key_slot(k) for k in keys} == {key_slot(f"{{{ns}}}".encode())}
+        chunk_keys = list(client.scan_iter(match=f"bp:{ns}:c:*", count=1000))
+        assert len(chunk_keys) == (1 if "cluster" in kind else 0)
     finally:
         client.close()
 
@@ -122,7 +125,8 @@ _KILLED_AT = """
 def test_a_clusters_chunks_are_keys_of_their_own_on_every_primary_and_the_rest_one_slot(cluster):
     """A committed chunk is a key of its own without a hash tag, permanent; the chunks of one entry land
     on several primaries; everything else is under the store's hash tag; a delete lets the chunk keys
-    expire once no snapshot can read them (snapshot_seconds and a minute), and the store counts their bytes."""
+    expire once no snapshot can read them (snapshot_seconds, retry_seconds and 5 s), and the store counts their
+    bytes."""
     ns = f"t-{uuid.uuid4().hex[:12]}"
     data = _text(5, 60_000)
     with blobpad.open(_url(cluster, namespace=ns, snapshot_seconds="30")) as store:
@@ -146,7 +150,7 @@ def test_a_clusters_chunks_are_keys_of_their_own_on_every_primary_and_the_rest_o
         store.delete(e.id)
         after = _chunk_keys(cluster, ns)
         assert set(after) <= set(keys)
-        assert all(0 < ttl <= (30 + 60) * 1000 for ttl in after.values())
+        assert all(0 < ttl <= (30 + 20 + 5) * 1000 for ttl in after.values())  # snapshot_seconds, retry_seconds, 5 s
         assert store.stats().chunks == 0 and store.stats().disk_bytes < st.stored_bytes
 
 
@@ -196,7 +200,7 @@ def test_a_client_killed_after_a_delete_commit_leaves_chunks_the_next_client_let
     monkeypatch.setattr(engine, "_SETTLE_MS", 0)
     with blobpad.open(url):
         pass
-    assert all(0 < ttl <= (20 + 60) * 1000 for ttl in _chunk_keys(cluster, ns).values())
+    assert all(0 < ttl <= (20 + 20 + 5) * 1000 for ttl in _chunk_keys(cluster, ns).values())
 
 
 def test_gc_lets_expire_chunk_keys_left_permanent_that_nothing_names(cluster):
@@ -510,6 +514,33 @@ def test_a_full_server_says_store_full_and_deletes_still_work(program, server_fa
         for entry_id in ids:
             store.delete(entry_id)
         time.sleep(0.6)  # what the deletes kept for readers is trimmed by the next write
+        e = store.put(os.urandom(256 << 10), session="s")
+        assert store.stat(e.id).size_bytes == 256 << 10
+        assert store.verify().ok
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_full_cluster_says_store_full_leaves_nothing_and_frees_what_deletes_free(program, cluster_factory):
+    """A put refused by a full node (its chunks spread over three) leaves no chunk key behind; deletes still
+    work, and their chunk keys expire (snapshot_seconds, retry_seconds, 5 s) so that puts fit again."""
+    cluster = cluster_factory(program, replicas=0, extra=["--maxmemory", "24mb", "--maxmemory-policy", "noeviction"])
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    url = _url(cluster, namespace=ns, snapshot_seconds="0.5", retry_seconds="2")
+    with blobpad.open(url) as store:
+        ids = []
+        with pytest.raises(StoreFull, match="memory limit"):
+            for _ in range(10_000):
+                ids.append(store.put(os.urandom(256 << 10), session="s").id)
+        assert ids
+        named = _chunk_keys(cluster, ns)
+        assert len(named) == store.stats().chunks and set(named.values()) == {-1}  # the refused put's dropped
+        for entry_id in ids:
+            store.delete(entry_id)
+        assert all(0 < ttl <= (0.5 + 2 + 5) * 1000 for ttl in _chunk_keys(cluster, ns).values())
+        deadline = time.monotonic() + 30
+        while _chunk_keys(cluster, ns) and time.monotonic() < deadline:  # the nodes expire them
+            time.sleep(0.2)
+        assert _chunk_keys(cluster, ns) == {}
         e = store.put(os.urandom(256 << 10), session="s")
         assert store.stat(e.id).size_bytes == 256 << 10
         assert store.verify().ok

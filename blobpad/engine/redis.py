@@ -27,16 +27,17 @@ How the contract is kept on a server that has no transactions of its own:
 * **Chunks**, on a cluster, are keys of their own, ``bp:NAMESPACE:c:<chunk>:<copy>``,
   without a hash tag: they spread over every primary.  The catalog's ``chunks`` keyspace
   holds a pointer to each (``_PTR``, the length, the key).  A write stores its chunks
-  first, leased for ``_LEASE_MS`` (``SET NX PX``), then commits; the commit lists them as
-  unsettled (``pp``) and lists the chunk keys it frees (``px``: replaced or deleted
+  first, leased for ``_LEASE_MS`` (``SET NX PX``), then commits; the commit lists them
+  as unsettled (``pp``) and lists the chunk keys it frees (``px``: replaced or deleted
   pointers).  After the commit the writer settles both: ``PERSIST`` what it wrote,
-  ``PEXPIRE`` what it freed past ``snapshot_seconds`` (old snapshots may still read
-  them), and strikes them off.  A client killed before its commit leaves chunks that
-  expire by themselves; one killed after it leaves lists that the next client to open
-  the store or commit settles once they are ``_SETTLE_MS`` old.  A key is never reused
-  (``<copy>`` is random), so freeing one copy of a chunk never touches a later one.  The
-  one race left costs space, not data: a chunk freed while another client settles it as
-  made can stay permanent without a pointer; ``gc()`` finds those (:meth:`RedisEngine.collect`).
+  ``PEXPIRE`` what it freed past ``snapshot_seconds`` and ``retry_seconds`` (old
+  snapshots may still read them), and strikes them off (with its next commit).  A client
+  killed before its commit leaves chunks that expire by themselves; one killed after it
+  leaves lists that the next client to open the store or commit settles once they are
+  ``_SETTLE_MS`` old.  A key is never reused (``<copy>`` is random), so freeing one copy
+  of a chunk never touches a later one.  The one race left costs space, not data: a
+  chunk freed while another client settles it as made can stay permanent without a
+  pointer; ``gc()`` finds those (:meth:`RedisEngine.collect`).
 * **Writes** are optimistic: ``write(fn)`` runs ``fn`` against a snapshot, keeping its
   writes aside (it reads them back), then one script checks that nothing it read changed
   since the snapshot and applies every write at a new version, atomically.  On a
@@ -109,7 +110,7 @@ _TRIM = 512  # old values dropped per commit at most
 # On a cluster, each chunk is a key of its own (see "Chunks" in the module docstring):
 _LEASE_MS = 86_400_000  # how long a chunk written before its commit lives unless the commit makes it permanent
 _SETTLE_MS = 30_000  # a commit's chunks not yet made permanent (or freed) this long after it are another's to finish
-_FREE_MARGIN_MS = 60_000  # a freed chunk outlives the snapshots that may still read it by this much
+_FREE_MARGIN_MS = 5_000  # a freed chunk outlives the snapshots that may still read it by this, and retry_seconds
 _PTR = b"\0ptr"  # the catalog's value of a chunk stored under its own key: this, its length, its key
 
 # Every script declares one key, the store's version counter ``bp:{ns}:v``; the others
@@ -334,6 +335,9 @@ class RedisEngine:
         self._chunk_prefix = b"bp:" + namespace.encode() + b":c:"
         self._version_key = self._prefix + b"v"
         self._retain_ms = int(snapshot_seconds * 1000)
+        # a freed chunk key outlives every snapshot that may read it: one that read its pointer just before the
+        # pointer was trimmed, then waited up to retry_seconds for the chunk's node
+        self._free_ms = self._retain_ms + int(retry_seconds * 1000) + _FREE_MARGIN_MS
         self._snapshot_seconds = snapshot_seconds
         self._retry_seconds = retry_seconds
         self._wait_replicas = wait_replicas
@@ -499,8 +503,12 @@ class RedisEngine:
         went away before it answered, and does not hold the commit)."""
         staged = txn.staged_in_use()
         if staged:  # chunks first, each leased: a client killed before its commit leaves only what expires
-            self._on_nodes("a write of chunks", [(b"SET", name, (value, b"PX", _LEASE_MS, b"NX"))
-                                                 for name, value in staged.items()])
+            try:
+                self._on_nodes("a write of chunks", [(b"SET", name, (value, b"PX", _LEASE_MS, b"NX"))
+                                                     for name, value in staged.items()])
+            except BaseException:  # e.g. StoreFull on one node: no commit was sent, nothing names them
+                self._drop(staged)
+                raise
         token = os.urandom(12).hex().encode()
         args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, len(txn.reads)]
         for space, key in txn.reads:
@@ -519,16 +527,26 @@ class RedisEngine:
             # snapshot_seconds (a script a full server lets through), then try once more
             trimmed = self._call("a trim", lambda: self._trim_script(keys=[self._version_key], args=[self._retain_ms]))
             if not trimmed:
+                self._drop(staged)  # a full server refuses a commit before running it: not applied
                 raise
-            status, res = self._send(script, args, token)
+            try:
+                status, res = self._send(script, args, token)
+            except StoreFull:
+                self._drop(staged)
+                raise
         if status == "ok":
             if staged or len(res) > 2 or (len(res) > 1 and res[1]):
                 # after a lost reply res is [version]: the chunks it freed are left to _finish
                 self._settle(list(staged), list(res[2:]), bool(len(res) > 1 and res[1]))
-        elif staged and status in ("conflict", "expired"):  # refused, surely not applied: nothing names them
+        elif status in ("conflict", "expired"):  # refused, surely not applied: nothing names them
+            self._drop(staged)
+        return status
+
+    def _drop(self, staged: dict[bytes, bytes]) -> None:
+        """Delete chunk keys written for a commit that surely was not applied (best effort: each has a lease)."""
+        if staged:
             with contextlib.suppress(BlobpadError):
                 self._on_nodes("a drop of unused chunks", [(b"DEL", name, ()) for name in staged])
-        return status
 
     # -- chunks under keys of their own (a cluster) -------------------------------------------
 
@@ -571,7 +589,7 @@ class RedisEngine:
         snapshot can read them, then strike both off the catalog's lists; ``others``: some other client's
         are overdue (it was killed after its commit), so finish a batch of those too."""
         ops = [(b"PERSIST", name, ()) for name in made]
-        ops += [(b"PEXPIRE", name, (self._retain_ms + _FREE_MARGIN_MS,)) for name in freed]
+        ops += [(b"PEXPIRE", name, (self._free_ms,)) for name in freed]
         if ops:
             self._on_nodes("the settling of chunks", ops)
             with self._strike_lock:  # struck off the lists with the next commit (or at close): one round less
