@@ -646,11 +646,13 @@ def test_the_cli_works_on_a_redis_store_by_db_and_by_environment(server, tmp_pat
         assert store.get(store.find("build", session="s").id) == text
 
 
+@pytest.mark.parametrize("killed", ["catalog", "chunks"])
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(program, cluster_factory):
-    """SIGKILL of the primary holding the store, during puts that wait for a replica: the replica takes over,
-    the killed node is restarted (it rejoins as the replica the waits need), puts resume, and every put
-    acknowledged before or after reads back exactly."""
+def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(program, killed, cluster_factory):
+    """SIGKILL, during puts that wait for a replica, of the primary holding the store's catalog, or of one
+    holding only chunks (about a third of them; their writes and PERSISTs wait for its replica too): the
+    replica takes over, the killed node is restarted (it rejoins as the replica the waits need), puts resume,
+    and every put acknowledged before or after reads back exactly."""
     cluster = cluster_factory(program, replicas=1)
     ns = f"t-{uuid.uuid4().hex[:12]}"
     url = _url(cluster, namespace=ns, wait_replicas="1", retry_seconds="30", timeout="2")
@@ -678,7 +680,8 @@ def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(p
     counts["before"] = len(acked)
     assert counts["before"] >= 30
     slot = key_slot(f"{{{ns}}}".encode())
-    owner = next(i for i, node in enumerate(cluster.nodes) if any(lo <= slot <= hi for lo, hi in _slots_of(node)))
+    holds = [any(lo <= slot <= hi for lo, hi in _slots_of(node)) for node in cluster.primaries]
+    owner = holds.index(killed == "catalog")  # the catalog's primary, or the first of the others
     cluster.kill(owner)
     killed_at = len(acked)
     time.sleep(4)  # its replica takes over (node timeout 2 s), with no replica of its own: puts wait
@@ -694,6 +697,35 @@ def test_puts_resume_after_a_primary_is_killed_and_no_acknowledged_put_is_lost(p
         for entry_id, text in acked.items():
             assert store.get(entry_id) == text
         assert store.verify().ok
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_put_waits_for_the_replicas_of_every_node_its_chunks_are_on(program, cluster_factory):
+    """With wait_replicas, the chunks' writes wait for the replicas of their own nodes, not only the commit
+    for the catalog's: with the replicas of the two other primaries stopped (SIGSTOP), a put whose chunks
+    land there is refused with the reason, and leaves no entry and no chunk key."""
+    import signal
+
+    cluster = cluster_factory(program, replicas=1)
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    url = _url(cluster, namespace=ns, wait_replicas="1", wait_timeout="1", retry_seconds="5", timeout="3")
+    slot = key_slot(f"{{{ns}}}".encode())
+    holds = [any(lo <= slot <= hi for lo, hi in _slots_of(node)) for node in cluster.primaries]
+    paused = [node for i, node in enumerate(cluster.replicas, start=len(cluster.primaries))
+              if not holds[cluster.primary_of(i)]]
+    assert len(paused) == 2
+    with blobpad.open(url) as store:
+        small = store.put("a small put\n", session="s")  # everything acknowledged by the replicas
+        for node in paused:
+            os.kill(node.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(BlobpadError, match="replicas"):
+                store.put(_text(3, 60_000), session="s")
+        finally:
+            for node in paused:
+                os.kill(node.pid, signal.SIGCONT)
+        assert [e.id for e in store.entries(session="s")] == [small.id]
+        assert len(_chunk_keys(cluster, ns)) == store.stats().chunks == 1
 
 
 def test_lifetimes_follow_the_servers_clock_not_the_hosts(server, monkeypatch):
