@@ -563,6 +563,30 @@ def test_a_cluster_without_replicas_losing_the_stores_node_fails_clearly_in_boun
         assert time.monotonic() - began < 30
 
 
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_cluster_without_replicas_losing_a_node_of_chunks_fails_clearly_in_bounded_time(program, cluster_factory):
+    """A primary holding only chunks of the entry is lost: reading the entry is a clear error within a
+    bounded time (retry_seconds of retries), never a hang or a partial read."""
+    cluster = cluster_factory(program, replicas=0)
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    url = _url(cluster, namespace=ns, retry_seconds="3", timeout="1")
+    with blobpad.open(url, cache_bytes=0) as store:
+        e = store.put(_text(2, 60_000), session="s")
+        slot = key_slot(f"{{{ns}}}".encode())
+        others = [i for i, node in enumerate(cluster.primaries) if not any(lo <= slot <= hi for lo, hi in _slots_of(node))]
+        client = cluster.client()
+        try:
+            on = {client.get_node_from_key(k).port for k in _chunk_keys(cluster, ns)}
+        finally:
+            client.close()
+        victim = next(i for i in others if cluster.nodes[i].port in on)
+        cluster.kill(victim)
+        began = time.monotonic()
+        with pytest.raises(BlobpadError, match="did not answer"):
+            store.get(e.id)
+        assert time.monotonic() - began < 30
+
+
 def _slots_of(node) -> list[tuple[int, int]]:
     client = node.client()
     try:
