@@ -501,22 +501,32 @@ def test_a_client_killed_mid_put_leaves_no_entry_and_another_host_rolls_it_back(
         watcher.close()
 
 
+def _fill(store: blobpad.Store) -> list[str]:
+    """Put 256 KB of random bytes until the server says StoreFull (bounded); the ids put before."""
+    ids = []
+    with pytest.raises(StoreFull, match="memory limit"):
+        for _ in range(10_000):
+            ids.append(store.put(os.urandom(256 << 10), session="s").id)
+    assert ids
+    return ids
+
+
+def _fits_again(store: blobpad.Store) -> None:
+    e = store.put(os.urandom(256 << 10), session="s")
+    assert store.stat(e.id).size_bytes == 256 << 10
+    assert store.verify().ok
+
+
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_a_full_server_says_store_full_and_deletes_still_work(program, server_factory):
     server = server_factory(program, extra=["--maxmemory", "24mb", "--maxmemory-policy", "noeviction"])
     url = _url(server, snapshot_seconds="0.5")
     with blobpad.open(url) as store:
-        ids = []
-        with pytest.raises(StoreFull, match="memory limit"):
-            for _ in range(10_000):
-                ids.append(store.put(os.urandom(256 << 10), session="s").id)
-        assert ids
+        ids = _fill(store)
         for entry_id in ids:
             store.delete(entry_id)
         time.sleep(0.6)  # what the deletes kept for readers is trimmed by the next write
-        e = store.put(os.urandom(256 << 10), session="s")
-        assert store.stat(e.id).size_bytes == 256 << 10
-        assert store.verify().ok
+        _fits_again(store)
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
@@ -527,11 +537,7 @@ def test_a_full_cluster_says_store_full_leaves_nothing_and_frees_what_deletes_fr
     ns = f"t-{uuid.uuid4().hex[:12]}"
     url = _url(cluster, namespace=ns, snapshot_seconds="0.5", retry_seconds="2")
     with blobpad.open(url) as store:
-        ids = []
-        with pytest.raises(StoreFull, match="memory limit"):
-            for _ in range(10_000):
-                ids.append(store.put(os.urandom(256 << 10), session="s").id)
-        assert ids
+        ids = _fill(store)
         named = _chunk_keys(cluster, ns)
         assert len(named) == store.stats().chunks and set(named.values()) == {-1}  # the refused put's dropped
         for entry_id in ids:
@@ -541,9 +547,7 @@ def test_a_full_cluster_says_store_full_leaves_nothing_and_frees_what_deletes_fr
         while _chunk_keys(cluster, ns) and time.monotonic() < deadline:  # the nodes expire them
             time.sleep(0.2)
         assert _chunk_keys(cluster, ns) == {}
-        e = store.put(os.urandom(256 << 10), session="s")
-        assert store.stat(e.id).size_bytes == 256 << 10
-        assert store.verify().ok
+        _fits_again(store)
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
