@@ -113,6 +113,16 @@ _SETTLE_MS = 30_000  # a commit's chunks not yet made permanent (or freed) this 
 _FREE_MARGIN_MS = 5_000  # a freed chunk outlives the snapshots that may still read it by this, and retry_seconds
 _PTR = b"\0ptr"  # the catalog's value of a chunk stored under its own key: this, its length, its key
 
+
+def _pointer(name: bytes, length: int) -> bytes:
+    """The catalog's value for a chunk of ``length`` bytes stored under the key ``name``."""
+    return _PTR + b"%010d" % length + name
+
+
+def _pointed(value: bytes | None) -> bytes | None:
+    """The chunk key a catalog value points to (None if it is not a pointer)."""
+    return value[14:] if value is not None and value[:4] == _PTR else None
+
 # Every script declares one key, the store's version counter ``bp:{ns}:v``; the others
 # share its hash tag, so they are in its slot.  A value is stored as 12 decimal digits of
 # the version that wrote it, then the value.  The old values kept for snapshots ("graves")
@@ -521,19 +531,10 @@ class RedisEngine:
             args += (space, key, b"d", b"") if value is None else (space, key, b"p", value)
         script = self._freeing_script if frees else self._write_script
         try:
-            status, res = self._send(script, args, token)
-        except StoreFull:
-            # the old values deletes kept for readers may be what fills the server: drop those past
-            # snapshot_seconds (a script a full server lets through), then try once more
-            trimmed = self._call("a trim", lambda: self._trim_script(keys=[self._version_key], args=[self._retain_ms]))
-            if not trimmed:
-                self._drop(staged)  # a full server refuses a commit before running it: not applied
-                raise
-            try:
-                status, res = self._send(script, args, token)
-            except StoreFull:
-                self._drop(staged)
-                raise
+            status, res = self._send_trimming(script, args, token)
+        except StoreFull:  # a full server refuses a commit before running it: not applied
+            self._drop(staged)
+            raise
         if status == "ok":
             if staged or len(res) > 2 or (len(res) > 1 and res[1]):
                 # after a lost reply res is [version]: the chunks it freed are left to _finish
@@ -541,6 +542,17 @@ class RedisEngine:
         elif status in ("conflict", "expired"):  # refused, surely not applied: nothing names them
             self._drop(staged)
         return status
+
+    def _send_trimming(self, script: Any, args: list[Any], token: bytes) -> tuple[str, list[Any]]:
+        """``_send``, and on StoreFull, once more after dropping the old values deletes kept for readers
+        past ``snapshot_seconds`` (what may fill the server; the trim is a script a full server lets through)."""
+        try:
+            return self._send(script, args, token)
+        except StoreFull:
+            trimmed = self._call("a trim", lambda: self._trim_script(keys=[self._version_key], args=[self._retain_ms]))
+            if not trimmed:
+                raise
+            return self._send(script, args, token)
 
     def _drop(self, staged: dict[bytes, bytes]) -> None:
         """Delete chunk keys written for a commit that surely was not applied (best effort: each has a lease)."""
@@ -637,7 +649,7 @@ class RedisEngine:
         if not keys:
             return 0
         with self.read() as txn:
-            named = {v[14:] for _, v in txn._scan_committed("chunks", b"", None, False) if v[:4] == _PTR}
+            named = {_pointed(v) for _, v in txn._scan_committed("chunks", b"", None, False)}
         loose = [k for k in keys if k not in named]
         if loose:
             self._on_nodes("the expiry of loose chunks", [(b"PEXPIRE", k, (_LEASE_MS,)) for k in loose])
@@ -770,8 +782,7 @@ class _Txn:
 
     def staged_in_use(self) -> dict[bytes, bytes]:
         """The staged chunks the writes still name (a chunk put, then deleted or put again, is not)."""
-        named = {v[14:] for (space, _), v in self.writes.items() if space == "chunks" and v is not None
-                 and v[:4] == _PTR}
+        named = {_pointed(v) for (space, _), v in self.writes.items() if space == "chunks"}
         return {name: value for name, value in self.staged.items() if name in named}
 
     def _resolve(self, values: list[bytes | None], keep: bool) -> list[bytes | None]:
@@ -780,9 +791,9 @@ class _Txn:
         out = list(values)
         missing: list[tuple[int, bytes]] = []
         for j, v in enumerate(values):
-            if v is None or v[:4] != _PTR:
+            name = _pointed(v)
+            if name is None:
                 continue
-            name = v[14:]
             if name in self.staged:
                 out[j] = self.staged[name]
             elif name in self._bodies:
@@ -810,9 +821,9 @@ class _Txn:
                 if self._writable:
                     self.reads.add(pair)
             if bodies and self._e._spread:  # and the bytes of the chunks they point to, in one more round
-                names = [v[14:] for (space, _), v in zip(part, res[1:], strict=True)
-                         if space == "chunks" and v is not None and v[:4] == _PTR]
-                names = [n for n in dict.fromkeys(names) if n not in self._bodies and n not in self.staged]
+                pointed = (_pointed(v) for (space, _), v in zip(part, res[1:], strict=True) if space == "chunks")
+                names = [n for n in dict.fromkeys(pointed) if n is not None and n not in self._bodies
+                         and n not in self.staged]
                 if names:
                     self._bodies.update(zip(names, self._e._fetch(names), strict=True))
 
@@ -923,7 +934,7 @@ class _Txn:
         if self._e._spread and space == "chunks":  # its bytes under a key of its own, written before the commit
             name = self._e._chunk_name(bytes(key))
             self.staged[name] = stored
-            stored = _PTR + b"%010d" % len(stored) + name
+            stored = _pointer(name, len(stored))
         self.writes[(space, bytes(key))] = stored
 
     def delete(self, space: str, key: bytes) -> bool:
