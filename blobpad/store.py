@@ -22,10 +22,13 @@ flush to disk for all of them, :class:`_GroupCommit`).  How durable a returned p
 is depends on the engine's ``sync`` setting (see "Durability" in the README).
 
 Expiry: an expired entry reads as unknown at once.  Its records and chunks are freed
-by ``gc()``, and, in small bounded batches, by the puts that follow (at most one sweep
-a second per store, the first a second after it opened, :data:`SWEEP_SECONDS`; a sweep
+by ``gc()``, and, in small bounded batches, by the puts that follow (one sweep a
+second per store, the first a second after it opened, :data:`SWEEP_SECONDS`; a sweep
 also rolls back the puts of dead processes), so a long-running process that never calls
-gc() still gives back what expires.
+gc() still gives back what expires.  A sweep that finds more due than one batch
+(:data:`blobpad.maintenance.SWEEP_LIMIT`) leaves the next put to sweep again at once:
+each put adds one entry and a sweep removes up to that many, so removal keeps up with
+any rate of puts, and a backlog (the morning after a night without puts) drains.
 """
 
 from __future__ import annotations
@@ -237,7 +240,7 @@ class Store(ReadsMixin):
             recover(self._backend)
             # time.monotonic() of the next sweep after a put (see _sweep): not before a store has been open
             # for SWEEP_SECONDS, so that a short-lived process (a CLI command) only does what it was asked
-            self._next_sweep = time.monotonic() + SWEEP_SECONDS
+            self._next_sweep = self._next_recover = time.monotonic() + SWEEP_SECONDS
         except BaseException:
             self.close()  # a failed open holds nothing: the store can be repaired or opened again
             raise
@@ -429,21 +432,28 @@ class Store(ReadsMixin):
         return entry
 
     def _sweep(self) -> None:
-        """After a put, at most once every :data:`SWEEP_SECONDS` per store (and not in its
-        first :data:`SWEEP_SECONDS`): roll back the puts whose process died, as open does
+        """After a put, once every :data:`SWEEP_SECONDS` per store (and not in its first
+        :data:`SWEEP_SECONDS`): roll back the puts whose process died, as open does
         (:func:`blobpad.journal.recover`), and remove a few expired entries
         (:func:`blobpad.maintenance.sweep`), so that a long-running process frees what
-        expires and what killed puts left even where nobody runs gc().  The put has
+        expires and what killed puts left even where nobody runs gc().  After a sweep
+        that removed a whole batch, the next put sweeps again (not rolling back again)
+        until one finds less due.  The put has
         succeeded: a sweep that fails (damage, a busy server) is left to the next one,
         and gc() reports what it cannot remove."""
         t = time.monotonic()
         if t < self._next_sweep:
             return
         self._next_sweep = t + SWEEP_SECONDS
+        if t >= self._next_recover:
+            self._next_recover = t + SWEEP_SECONDS
+            with contextlib.suppress(BlobpadError):
+                recover(self._backend)  # the batches of puts whose process died (see blobpad.journal)
         with contextlib.suppress(BlobpadError):
-            recover(self._backend)  # the batches of puts whose process died (see blobpad.journal)
-        with contextlib.suppress(BlobpadError):
-            maintenance.sweep(self._backend, self._catalog, self.now())
+            if maintenance.sweep(self._backend, self._catalog, self.now()) >= maintenance.SWEEP_LIMIT:
+                # more are due: the next put sweeps again, so that removal keeps up with a
+                # store where more than SWEEP_LIMIT entries a second expire (each put adds one)
+                self._next_sweep = t
 
 
     def edit(self, entry_id: str, old: str, new: str, *, replace_all: bool = False) -> Edit:

@@ -329,3 +329,35 @@ def test_a_store_with_another_clock_never_shifts_the_order_of_anothers_entries(s
              "print(s.put('put by another process', session='x').id); s.close()")
     out = subprocess.run([sys.executable, "-c", child, s.path], check=True, capture_output=True, text=True, timeout=120)
     assert [e.id for e in s.entries(session="x")] == [first.id, out.stdout.strip()]
+
+
+def test_sweeps_keep_up_with_more_expiring_than_one_batch(store_factory, monkeypatch):
+    """Where more entries are due than one sweep removes, each following put sweeps again,
+    whatever the interval, until a sweep finds less than a batch: a store whose puts
+    expire faster than SWEEP_LIMIT a second never piles them up.  Once caught up, sweeps
+    go back to one per interval."""
+    import blobpad.store as store_module
+    from blobpad.maintenance import SWEEP_LIMIT
+
+    monkeypatch.setattr(store_module, "SWEEP_SECONDS", 0.0)  # the first put after the clock moves sweeps
+    now = [1_800_000_000.0]
+    s = store_factory(clock=lambda: now[0])
+    backlog = 3 * SWEEP_LIMIT + 5
+    short = [s.put(f"{LOG}short {i}\n", ttl=10, session="a") for i in range(backlog)]
+    monkeypatch.setattr(store_module, "SWEEP_SECONDS", 3600.0)  # from now on, one sweep an hour at most
+    now[0] += 11
+    keep = [s.put(f"{LOG}kept 0\n", ttl=None, session="a")]  # a whole batch removed: the next put sweeps again
+    assert s.stats().expired_entries == backlog - SWEEP_LIMIT
+    keep += [s.put(f"{LOG}kept {i}\n", ttl=None, session="a") for i in range(1, 4)]
+    st = s.stats()
+    assert (st.expired_entries, st.entries) == (0, len(keep))
+    assert not any(s.exists(e.id) for e in short)
+    # caught up: the last sweep removed less than a batch, so the next is an hour away
+    later = [s.put(f"{LOG}later {i}\n", ttl=10, session="b") for i in range(5)]
+    now[0] += 11
+    s.put(f"{LOG}after\n", ttl=None, session="b")
+    assert s.stats().expired_entries == len(later)
+    assert [e.id for e in s.entries(session="a")] == [e.id for e in keep]
+    report = s.verify()
+    assert report.ok, report.problems
+    assert s.gc().entries == len(later)
