@@ -408,14 +408,23 @@ SWEEP_LIMIT = 64
 
 
 def sweep(engine: Checked, catalog: Catalog, now: float) -> int:
-    """Remove a few expired entries (at most :data:`SWEEP_LIMIT`, the first to have
-    expired), freeing their chunks, and return how many: the store calls it after puts,
-    so a store nobody runs gc() on still frees what expires.  Reads nothing but the
-    front of the expiry index when nothing is due."""
+    """Remove a few expired entries and expired notepads (at most :data:`SWEEP_LIMIT` of
+    each, the first to have expired), freeing their chunks and texts; return the larger
+    of the numbers of entries and of notepad expiry records gone through (SWEEP_LIMIT:
+    more may be due).  The store calls it after puts, so a store nobody runs gc() on
+    still frees what expires, and calls it again at once when a whole batch went.
+    Reads nothing but the front of the two expiry indexes when nothing is due."""
     with engine.read() as txn:
-        if next(due(txn, now), None) is None:
-            return 0
-    return int(engine.write(lambda txn: _remove_due(txn, catalog, now, SWEEP_LIMIT), frees=True)[0])
+        entries = next(due(txn, now), None) is not None
+        notepads = notes.any_expired(txn, now)
+    if not entries and not notepads:
+        return 0
+
+    def txn_fn(txn: WriteTxn) -> int:
+        n = _remove_due(txn, catalog, now, SWEEP_LIMIT)[0] if entries else 0
+        return max(n, notes.purge_some(txn, now, SWEEP_LIMIT)[1] if notepads else 0)
+
+    return int(engine.write(txn_fn, frees=True))
 
 
 def _fold_counters(txn: WriteTxn) -> None:

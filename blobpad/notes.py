@@ -186,19 +186,35 @@ def set_expiry(txn: WriteTxn, session: str, expires_at: float | None) -> None:
     txn.put(SPACE, expiry_key(expires_at, session), b"")
 
 
+def any_expired(txn: ReadTxn, now: float) -> bool:
+    """Whether the notepads' expiry index names one that may have expired by ``now``."""
+    stop = b"E" + VER.pack(micros(now) + 1)
+    damaged: list[bytes] = []  # a damaged record is due too: purge_expired deletes it
+    return any(True for _ in txn.scan(SPACE, b"E", stop, on_damage=damaged.append)) or bool(damaged)
+
+
 def purge_expired(txn: WriteTxn, now: float) -> int:
     """Delete every notepad whose ttl has run out by ``now``; return how many were deleted."""
+    return purge_some(txn, now, None)[0]
+
+
+def purge_some(txn: WriteTxn, now: float, limit: int | None) -> tuple[int, int]:
+    """Delete the notepads whose ttl has run out by ``now``, going through at most ``limit``
+    records of their expiry index (None: all), the first to expire first; return (notepads
+    deleted, index records gone through: ``limit`` when more may be due)."""
     stop = b"E" + VER.pack(micros(now) + 1)
     sessions = []
     damaged: list[bytes] = []
     for key, _ in txn.scan(SPACE, b"E", stop, on_damage=damaged.append):
+        if limit is not None and len(sessions) >= limit:
+            break
         (length,) = struct.unpack_from(">I", key, 1 + VER.size)
         start = 1 + VER.size + 4
-        sessions.append(key[start:start + length].decode("utf-8"))
+        sessions.append((key, key[start:start + length].decode("utf-8")))
     for key in damaged:  # an expiry index record that names nothing it can be trusted for
         txn.delete(SPACE, key)
     purged = 0
-    for session in sessions:
+    for key, session in sessions:
         try:
             due = expired(txn, session, now)
         except CorruptData:  # its expiry record is damaged: the index said it is due
@@ -206,7 +222,16 @@ def purge_expired(txn: WriteTxn, now: float) -> int:
         if due:
             delete_notepad(txn, session)
             purged += 1
-    return purged
+        elif not _indexed_at(txn, session, key):
+            txn.delete(SPACE, key)  # names a notepad that expires at another time, or none: it would block a limit
+    return purged, len(sessions)
+
+
+def _indexed_at(txn: ReadTxn, session: str, key: bytes) -> bool:
+    """Whether ``session``'s notepad expires at the time its expiry index record ``key`` holds."""
+    raw = txn.get(SPACE, meta_key(session))
+    expires_at = None if raw is None else json.loads(raw).get("expires_at")
+    return expires_at is not None and expiry_key(expires_at, session) == key
 
 
 def parts(key: bytes, pos: int, n: int) -> tuple[list[str], int]:

@@ -659,6 +659,44 @@ def test_store_gc_removes_expired_notepads_and_only_them(store_factory):
     assert s.notepad("forever").read() == "keep"
 
 
+def test_puts_sweep_expired_notepads_a_batch_at_a_time(store_factory, monkeypatch):
+    """The sweep that follows a put removes expired notepads too (texts and all), at most
+    SWEEP_LIMIT at a time, and sweeps again at the next put while a whole batch went;
+    live notepads and an expiry index record naming nothing stay or go as they should."""
+    import blobpad.store as store_module
+    from blobpad.maintenance import SWEEP_LIMIT
+    from blobpad.notes import expiry_key, meta_key
+
+    monkeypatch.setattr(store_module, "SWEEP_SECONDS", 0.0)
+    now = [1_000_000.0]
+    s = store_factory("sweep-pads", clock=lambda: now[0])
+    s.notepad("forever").write("keep")
+    s.notepad("later", ttl=600).set_plan("a plan")
+    for i in range(SWEEP_LIMIT + 5):
+        s.notepad(f"brief-{i}", ttl=60).write(f"short-lived {i}")
+    # an index record naming a notepad that does not expire then (as an older store could hold)
+    stale = expiry_key(now[0] + 30, "forever")
+    s.engine.write(lambda txn: txn.put("notes", stale, b""))
+    monkeypatch.setattr(store_module, "SWEEP_SECONDS", 3600.0)
+    before = notes_keys(s)
+    now[0] += 61
+    s.put("one", ttl=None)  # removes a whole batch (the stale record takes a place in it)
+
+    def held() -> int:  # the brief notepads whose records are still there (expired ones read as empty)
+        with s.engine.read() as txn:
+            return sum(txn.get("notes", meta_key(f"brief-{i}")) is not None for i in range(SWEEP_LIMIT + 5))
+
+    assert held() == 6
+    s.put("two", ttl=None)  # a whole batch went: this put sweeps again
+    assert held() == 0
+    assert all(s.notepad(f"brief-{i}").spaces() == {} for i in range(SWEEP_LIMIT + 5))
+    assert s.notepad("forever").read() == "keep" and s.notepad("later").read("plan") == "a plan"
+    assert len(notes_keys(s)) < len(before) and blob_keys(s) == 2 and stale not in notes_keys(s)
+    assert s.gc().notepads == 0  # nothing was left for gc()
+    report = s.verify()
+    assert report.ok, report.problems
+
+
 _CHILD = textwrap.dedent("""
     import os, sys, time
     import blobpad

@@ -239,7 +239,8 @@ class Notepad:
             :func:`estimate_tokens`).
         ttl: seconds: each change sets the notepad to expire that long after it; an
             expired notepad reads as empty and is deleted by its next change, by
-            ``Store.gc()`` or by :func:`purge_expired`.  None (default): a change
+            ``Store.gc()``, by :func:`purge_expired`, or by the sweep that follows a
+            put (as expired entries are).  None (default): a change
             removes any expiry.
         max_versions: versions kept per space; older ones are pruned on change.
     """
