@@ -13,6 +13,7 @@ found by scanning, or left flagged (``REPAIR``) for the next gc() to recount.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import struct
 import threading
@@ -31,6 +32,7 @@ __all__ = [
     "REF", "WHOLE_DEDUP", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
     "purge_index", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
+    "prefetch_deletes", "prefetch_due",
 ]
 
 
@@ -93,11 +95,45 @@ def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, byt
     """The creation-order index keys of entry ``e`` (``by_seq``, its session's and its turn's
     ``by_scope``): the sequence and the id, or, for an entry a store wrote before the
     sequence came from the clock, the sequence alone where that key still names it."""
-    keys = [("by_seq", b"")] + [("by_scope", scope_key(e.session, turn))
-                                for turn in ((None,) if e.turn is None else (None, e.turn))]
-    legacy = [(space, prefix + seq_key(e.seq)) for space, prefix in keys]
+    legacy = _legacy_seq_keys(e)
     txn.prefetch_pairs(legacy)  # one request on a networked engine
     return [(space, key if get_or_damaged(txn, space, key)[1] == raw_id else key + raw_id) for space, key in legacy]
+
+
+def _legacy_seq_keys(e: Entry) -> list[tuple[str, bytes]]:
+    """The creation-order index keys entry ``e`` has if a store wrote it before the sequence came from the clock."""
+    keys = [("by_seq", b"")] + [("by_scope", scope_key(e.session, turn))
+                                for turn in ((None,) if e.turn is None else (None, e.turn))]
+    return [(space, prefix + seq_key(e.seq)) for space, prefix in keys]
+
+
+def prefetch_deletes(txn: ReadTxn, raw_ids: list[bytes]) -> None:
+    """Ask a networked engine, in two requests, for what deleting the entries ``raw_ids``
+    reads and deletes (:meth:`Catalog.delete_in`: records, chunk lists and filters, then
+    index keys, chunk references and chunks, a delete reading whether its key was there),
+    instead of several round trips per entry; a no-op on local engines."""
+    if not txn.networked or not raw_ids:
+        return
+    txn.prefetch_pairs([(space, raw_id) for raw_id in raw_ids for space in ("entries", "manifests", "filters")])
+    pairs: list[tuple[str, bytes]] = []
+    for raw_id in raw_ids:
+        raw = get_or_damaged(txn, "entries", raw_id)[1]
+        e = None if raw is None else decode_entry(raw)
+        if e is not None:
+            legacy = _legacy_seq_keys(e)
+            pairs += legacy + [(space, key + raw_id) for space, key in legacy]
+            pairs += [("expiry", expiry_key(expiry_us(e.expires_at), raw_id)),
+                      ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
+            if e.name is not None:
+                pairs.append(("names", name_key(e.session, e.name)))
+        blob = get_or_damaged(txn, "manifests", raw_id)[1]
+        try:
+            keys = [] if blob is None else Manifest.unpack(blob).keys
+        except ValueError:
+            keys = []
+        for key in dict.fromkeys(keys):
+            pairs += [("refs", key), ("chunks", key)]
+    txn.prefetch_pairs(list(dict.fromkeys(pairs)), bodies=False)  # a chunk's bytes are not read to delete it
 
 
 def recount(txn: ReadTxn) -> dict[str, int]:
@@ -133,12 +169,24 @@ def due(
     """The expiry index from its front up to ``now``, with each record's entry (None when
     missing or damaged), as gc() removes them; an entry that expires later within the
     same microsecond is left out (reads still see it)."""
-    for key, _ in txn.scan("expiry", b"", expiry_key(expiry_us(now) + 1, b""), on_damage=on_damage):
+    for key, _ in txn.scan("expiry", b"", _due_stop(now), on_damage=on_damage):
         raw = get_or_damaged(txn, "entries", key[8:])[1]
         e = decode_entry(raw) if raw is not None else None
         if e is not None and e.expires_at is not None and e.expires_at > now:
             continue
         yield key, e
+
+
+def _due_stop(now: float) -> bytes:
+    return expiry_key(expiry_us(now) + 1, b"")
+
+
+def prefetch_due(txn: ReadTxn, now: float, limit: int) -> None:
+    """Ask a networked engine ahead for what removing the first ``limit`` entries of
+    :func:`due` reads (:func:`prefetch_deletes`); a no-op on local engines."""
+    if txn.networked:
+        rows = itertools.islice(txn.scan("expiry", b"", _due_stop(now), on_damage=lambda key: None), limit)
+        prefetch_deletes(txn, [key[8:] for key, _ in rows])
 
 
 def counters(txn: ReadTxn) -> dict[str, int]:
@@ -272,6 +320,12 @@ def release(txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
     if chunks:
         bump(txn, chunks=-chunks, stored_bytes=-stored, unique_bytes=-unique)
     return chunks, stored
+
+
+#: entries evicted for ``max_bytes`` are taken this many at a time, and at most
+#: ``_EVICT_MAX`` by one put (then it raises StoreFull)
+_EVICT_BATCH = 64
+_EVICT_MAX = 10_000
 
 
 class Catalog:
@@ -436,17 +490,24 @@ class Catalog:
         over = counters(txn)["stored_bytes"] - cap
         if over <= 0:
             return
-        victims = []
-        for key, _ in txn.scan("expiry"):
-            if key[8:] != keep:
-                victims.append(key[8:])
-            if len(victims) > 10_000:
+        start, tried = b"", 0
+        while tried <= _EVICT_MAX:  # the entries closest to expiry, a batch at a time (as many as it takes)
+            victims, last = [], None
+            for last, _ in txn.scan("expiry", start):
+                if last[8:] != keep:
+                    victims.append(last[8:])
+                if len(victims) >= _EVICT_BATCH:
+                    break
+            if last is None:
                 break
-        for raw_id in victims:
-            _, freed = self.delete_in(txn, raw_id)
-            over -= freed
-            if over <= 0:
-                return
+            prefetch_deletes(txn, victims)
+            for raw_id in victims:
+                _, freed = self.delete_in(txn, raw_id)
+                over -= freed
+                if over <= 0:
+                    return
+            tried += len(victims)
+            start = last + b"\0"
         raise StoreFull(
             f"the store is capped at max_bytes={cap} and this put does not fit even after evicting "
             "every other entry", hint=HINT_MAX_BYTES,

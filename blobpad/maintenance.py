@@ -34,6 +34,7 @@ from .catalog import (
     filter_bytes,
     fold,
     get_or_damaged,
+    prefetch_due,
     recount,
     seq_index_keys,
     stored_counters,
@@ -389,6 +390,7 @@ def _remove_due(txn: WriteTxn, catalog: Catalog, now: float, limit: int) -> tupl
     (entries, chunks freed, bytes freed, damaged index records removed, in words)."""
     n = chunks = freed = 0
     damaged_keys: list[bytes] = []
+    prefetch_due(txn, now, limit)
     for key, _ in due(txn, now, damaged_keys.append):
         c, b = catalog.delete_in(txn, key[8:])
         if not c and not b and not get_or_damaged(txn, "entries", key[8:])[0]:

@@ -34,6 +34,7 @@ any rate of puts, and a backlog (the morning after a night without puts) drains.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from . import maintenance, notes, prefilter
-from .catalog import Catalog, counters, due, get_or_damaged
+from .catalog import Catalog, counters, due, get_or_damaged, prefetch_deletes
 from .chunking import ChunkParams
 from .codec import Codec
 from .edit import Edit, edit, occurrences
@@ -76,6 +77,8 @@ FORMAT = 2  # 2: every record sealed with a checksum (engine.base.seal)
 _MAX_CLOCK = 253402300800.0  # 10000-01-01: a clock past it is broken
 #: a store sweeps expired entries after a put at most this often (seconds; see Store._sweep)
 SWEEP_SECONDS = 1.0
+#: how many entries :meth:`Store.delete_session` deletes per write transaction
+SESSION_BATCH = 256
 #: how long close() waits for the transactions other threads have in flight
 CLOSE_WAIT = 60.0
 _MAX_MAP = 1 << 46         # largest map size: 64 TiB, inside any 64-bit address space
@@ -621,18 +624,39 @@ class Store(ReadsMixin):
             raise not_found(entry_id)
 
     def delete_session(self, session: str) -> int:
-        """Delete every entry of a session (and, through the notepad module, its notepad)."""
+        """Delete every entry of a session and its notepad; return how many entries.
+
+        The entries go :data:`SESSION_BATCH` at a time, each batch in a transaction of
+        its own (each entry goes whole), so that deleting a session of a million entries
+        never holds other writers back for long, nor conflicts with them for ever on an
+        optimistic engine; the notepad goes with the last batch.  An entry put in the
+        session while it is being deleted may stay or go."""
         check_str("session", session, allow_none=False)
         prefix = scope_key(session)
+        start = prefix
+        total = 0
+        while True:
 
-        def txn_fn(txn: WriteTxn) -> int:
-            ids = [raw_id for _, raw_id in txn.scan("by_scope", prefix, _prefix_end(prefix))]
-            for raw_id in ids:
-                self._catalog.delete_in(txn, raw_id)
-            notes.delete_notepad(txn, session)
-            return len(ids)
+            def txn_fn(txn: WriteTxn, start: bytes = start) -> tuple[int, bytes | None]:
+                rows = list(itertools.islice(txn.scan("by_scope", start, _prefix_end(prefix)), SESSION_BATCH))
+                deleted = 0
+                prefetch_deletes(txn, [raw_id for _, raw_id in rows])
+                for key, raw_id in rows:
+                    if get_or_damaged(txn, "entries", raw_id)[0]:
+                        self._catalog.delete_in(txn, raw_id)
+                        deleted += 1
+                    else:
+                        txn.delete("by_scope", key)  # names no entry (verify() reports such a record)
+                if len(rows) < SESSION_BATCH:
+                    notes.delete_notepad(txn, session)
+                    return deleted, None
+                return deleted, rows[-1][0]
 
-        return self._backend.write(txn_fn, frees=True)
+            n, last = self._backend.write(txn_fn, frees=True)
+            total += n
+            if last is None:
+                return total
+            start = last + b"\0"
 
 
     # -- recovery of interrupted puts ---------------------------------------------------

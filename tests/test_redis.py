@@ -629,6 +629,55 @@ def test_an_entry_with_ttl_is_gone_when_it_expires_without_gc(server):
         assert st.logical_bytes == len(_text(2)) + len(_text(3))
 
 
+@pytest.mark.parametrize("how", ["delete_session", "gc", "sweep", "evict"])
+def test_deleting_many_entries_asks_the_server_a_few_times_per_batch_not_per_entry(server, how, monkeypatch):
+    """Deleting a session, gc(), the sweep after a put and eviction for max_bytes ask the server for
+    what a batch of deletes reads in a few script calls (the server's own count of them), where they
+    made several round trips per entry (about 10: 3,000 for these 300 entries), and delete exactly
+    what they must."""
+    import blobpad.store as store_module
+
+    monkeypatch.setattr(store_module, "SWEEP_SECONDS", 0.0)
+    monkeypatch.setattr(store_module, "SESSION_BATCH", 128)
+    now = [1_800_000_000.0]
+    url = _url(server)
+    with blobpad.open(url, clock=lambda: now[0]) as s:
+        s.put(_text(0, 5), ttl=None)  # the sweeps of the puts below find nothing due
+        drop = [s.put(_text(i, 20), session="big", turn=i % 3, name=f"n{i}" if i % 2 else None, ttl=10)
+                for i in range(1, 301)]
+        keep = s.put(_text(999), session="other", ttl=None)
+        if how == "evict":  # saved in the store: the next put evicts the entries closest to expiry
+            blobpad.open(url, max_bytes=s.stats().stored_bytes).close()
+        client = server.client()
+        try:
+            client.config_resetstat()
+            if how == "delete_session":
+                assert s.delete_session("big") == len(drop)
+            elif how == "gc":
+                now[0] += 11
+                assert s.gc().entries == len(drop)
+            elif how == "sweep":
+                now[0] += 11
+                for i in range(5):  # each sweeps 64 (SWEEP_LIMIT) and leaves the next put to sweep again
+                    s.put(_text(1000 + i, 3), session="other", ttl=None)
+            else:
+                big = s.put("".join(_text(2000 + i) for i in range(40)), session="other", ttl=None)
+            calls = client.info("commandstats")["cmdstat_evalsha"]["calls"]
+        finally:
+            client.close()
+        assert calls < 120, calls
+        gone = sum(not s.exists(e.id) for e in drop)
+        if how == "evict":  # as many as it took, the first to expire (all of them at the same time)
+            st = s.stats()
+            assert 0 < gone < len(drop) and st.stored_bytes <= st.max_bytes
+            assert s.get(big.id).startswith(_text(2000))
+        else:
+            assert gone == len(drop)
+        assert s.get(keep.id) == _text(999)
+        report = s.verify()
+        assert report.ok, report.problems
+
+
 def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(server):
     """The chunks of one store lost (as a failover to a replica that had not received them would): reads of its
     entry are CorruptData naming it, verify() reports it, and another store on the server is untouched."""

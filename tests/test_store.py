@@ -429,6 +429,55 @@ def test_delete_session_removes_its_entries_only(store_factory):
     assert s.get(keep.id) == _log(4000, 1)
 
 
+def test_delete_session_goes_a_bounded_batch_per_transaction(store_factory, monkeypatch):
+    """A session is deleted SESSION_BATCH entries per write transaction, each entry whole,
+    past index records that name no entry (which go too), its notepad with the last batch;
+    what other sessions hold, shared chunks included, is untouched."""
+    import blobpad.store as store_module
+    from blobpad.index import scope_key, seq_key
+
+    monkeypatch.setattr(store_module, "SESSION_BATCH", 5)
+    s = store_factory(chunk_params=SMALL)
+    keep = [s.put(_log(3000, k), session="keep", turn=k) for k in range(3)]
+    s.notepad("keep").write("kept")
+    base = _footprint(s)
+    # some share all their chunks with a kept entry, some are named, some have turns
+    drop = [s.put(_log(3000, k % 5), session="drop", turn=k % 3 if k % 4 else None, name=f"n{k}" if k % 2 else None)
+            for k in range(23)]
+    s.notepad("drop").write("dropped")
+    ghosts = [scope_key("drop") + seq_key(drop[10].seq, os.urandom(8)) for _ in range(12)]
+
+    def haunt(txn):
+        for key in ghosts:
+            txn.put("by_scope", key, key[-8:])
+
+    s.engine.write(haunt)
+    engine = s.engine
+    real = type(engine).write
+    left: list[int] = []  # the session's index records after each write transaction
+
+    def counting(self, fn, **kw):
+        out = real(self, fn, **kw)
+        if self is engine:
+            with engine.read() as txn:
+                left.append(sum(1 for _ in txn.scan("by_scope", scope_key("drop"), scope_key("drop") + b"\xff")))
+        return out
+
+    monkeypatch.setattr(type(engine), "write", counting)
+    assert s.delete_session("drop") == len(drop)
+    monkeypatch.undo()
+    steps = [a - b for a, b in zip([len(drop) + len(ghosts), *left], left, strict=False)]
+    assert left[-1] == 0 and all(0 < step <= 5 for step in steps[:-1]) and 0 <= steps[-1] <= 5, left
+    assert len(left) == -(-(len(drop) + len(ghosts)) // 5) + ((len(drop) + len(ghosts)) % 5 == 0)
+    assert s.entries(session="drop") == [] and _footprint(s) == base
+    assert s.notepad("drop").spaces() == {} and s.notepad("keep").read() == "kept"
+    with pytest.raises(NotFound):
+        s.find("n1", session="drop")
+    assert [s.get(e.id) for e in keep] == [_log(3000, k) for k in range(3)]
+    report = s.verify()
+    assert report.ok, report.problems
+
+
 def test_stat_reports_what_put_was_told(store_factory):
     t = [1_700_000_000.25]
     s = store_factory(clock=lambda: t[0])

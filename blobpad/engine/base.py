@@ -278,12 +278,14 @@ class ReadTxn:
         if self.networked:
             self._raw.prefetch_pairs([(space, k) for k in keys])  # type: ignore[attr-defined]
 
-    def prefetch_pairs(self, pairs: list[tuple[str, bytes]]) -> None:
+    def prefetch_pairs(self, pairs: list[tuple[str, bytes]], *, bodies: bool = True) -> None:
         """Ask a networked engine for ``(keyspace, key)`` pairs in one request (the raw transaction's
         optional ``prefetch_pairs``), so that the ``get`` of each that follows in this transaction
-        costs no round trip; a no-op on the local engines."""
+        costs no round trip; a no-op on the local engines.  ``bodies`` false: an engine that
+        keeps chunks apart from the catalog (a cluster) fetches what stands for each, not its
+        bytes (enough for a delete)."""
         if self.networked:
-            self._raw.prefetch_pairs(pairs)  # type: ignore[attr-defined]
+            self._raw.prefetch_pairs(pairs, bodies=bodies)  # type: ignore[attr-defined]
 
     def get_unchecked(self, space: str, key: bytes) -> bytes | None:
         """The stored bytes, checksum included and unchecked (format detection only)."""
