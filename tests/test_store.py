@@ -650,6 +650,27 @@ def test_max_bytes_evicts_entries_closest_to_expiry_first(store_factory):
     assert s.verify().ok
 
 
+def test_one_put_evicts_across_many_batches_in_expiry_order(store_factory):
+    """A put that needs the room of more entries than one batch of victims (64) evicts
+    them in expiry order across batches, and only as many as it takes."""
+    t = [5_000.0]
+    size = 1_000
+    s = store_factory(clock=lambda: t[0])
+    small = [s.put(_rand(size, i), ttl=1_000 + (i * 37) % 301) for i in range(301)]  # expiries all distinct
+    cap = s.stats().stored_bytes
+    by_expiry = sorted(small, key=lambda e: e.expires_at)
+    capped = store_factory(clock=lambda: t[0], max_bytes=cap)  # the same store: the cap is saved in it
+    big = capped.put(_rand(150 * size, 999), ttl=None)
+    gone = [e for e in by_expiry if not capped.exists(e.id)]
+    assert 140 <= len(gone) < 200, len(gone)
+    assert gone == by_expiry[: len(gone)]  # the first to expire, and none after a survivor
+    assert capped.stats().stored_bytes <= cap
+    assert capped.get(big.id) == _rand(150 * size, 999)
+    for e in by_expiry[len(gone):]:
+        assert capped.get(e.id) == _rand(size, small.index(e))
+    assert capped.verify().ok
+
+
 def test_max_bytes_is_saved_with_the_store(tmp_path):
     path = tmp_path / "capped"
     with blobpad.open(path, max_bytes=123_456) as s:
