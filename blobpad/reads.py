@@ -26,6 +26,7 @@ import dataclasses
 import fnmatch
 import hashlib
 import io
+import itertools
 import json
 import re
 import struct
@@ -996,54 +997,88 @@ class ReadsMixin:
         truncated = timed_out = False
         stop: tuple[_Target, int, int] | None = None  # where the next page starts: target, lines searched, matches
         searched = 0
-        for t in targets[:MAX_SESSION_ENTRIES]:
-            if cap is not None and t.count >= cap:
-                continue
-            if dl is not None and dl.left() <= 0:
-                timed_out = True
-                stop = (t, t.done, t.count)
-                break
-            try:
-                with _searching(self._reader, t.entry_id, query) as v:
-                    searched += 1
-                    found: list[GrepMatch] = []
-                    count = t.count
-                    try:
-                        for number, build in _grep_lines(v, find, dl, line_window, t.done + 1):
-                            if len(matches) + len(found) >= max_matches:
-                                truncated = True
-                                stop = (t, number - 1, count)
-                                break
-                            found.append(build())
-                            count += 1
-                            if cap is not None and count >= cap:
-                                break
-                    except TimedOut as exc:
-                        timed_out = True
-                        stop = (t, max(t.done, (exc.line or t.done + 1) - 1), count)
-                    _add_context(v, found, before, after, line_window)
-                    matches.extend(SessionMatch.of(m, t.entry_id, t.name) for m in found)
-            except NotFound:
-                continue  # deleted or expired since it was listed
-            if stop is not None:
-                break
-        else:
-            if len(targets) > MAX_SESSION_ENTRIES:
+        built: list[tuple[bytes, list[bytes]]] = []  # the filters searches built, kept _KEEP_BATCH entries at a time
+        todo = deque(targets[:MAX_SESSION_ENTRIES])
+        try:
+            while todo and stop is None:
+                # a group of entries searched in one read snapshot, their records asked of a networked
+                # engine in one request; a group ends after _GROUP entries or _GROUP_SECONDS
+                with self._reader.read() as txn:
+                    began = time.monotonic()
+                    _prefetch_views(txn, [bytes.fromhex(t.entry_id) for t in itertools.islice(todo, _GROUP)])
+                    for _ in range(_GROUP):
+                        if not todo or time.monotonic() - began > _GROUP_SECONDS:
+                            break
+                        t = todo.popleft()
+                        if cap is not None and t.count >= cap:
+                            continue
+                        if dl is not None and dl.left() <= 0:
+                            timed_out = True
+                            stop = (t, t.done, t.count)
+                            break
+                        try:
+                            with _searching(self._reader, t.entry_id, query, built, txn) as v:
+                                searched += 1
+                                found: list[GrepMatch] = []
+                                count = t.count
+                                try:
+                                    for number, build in _grep_lines(v, find, dl, line_window, t.done + 1):
+                                        if len(matches) + len(found) >= max_matches:
+                                            truncated = True
+                                            stop = (t, number - 1, count)
+                                            break
+                                        found.append(build())
+                                        count += 1
+                                        if cap is not None and count >= cap:
+                                            break
+                                except TimedOut as exc:
+                                    timed_out = True
+                                    stop = (t, max(t.done, (exc.line or t.done + 1) - 1), count)
+                                _add_context(v, found, before, after, line_window)
+                                matches.extend(SessionMatch.of(m, t.entry_id, t.name) for m in found)
+                        except NotFound:
+                            continue  # deleted or expired since it was listed
+                        if stop is not None:
+                            break
+                if len(built) >= _KEEP_BATCH:  # the snapshot has ended: the store may write
+                    _flush_filters(self._reader, built)
+            if stop is None and len(targets) > MAX_SESSION_ENTRIES:
                 nxt = targets[MAX_SESSION_ENTRIES]
                 stop = (nxt, nxt.done, nxt.count)
+        finally:
+            _flush_filters(self._reader, built)
         next_cursor = None if stop is None else _encode_cursor(digest, *stop)
         return SessionGrepResult(matches, truncated, timed_out, next_cursor, searched)
 
 
 @contextmanager
-def _searching(reader: Reader, entry_id: str, query: Query) -> Iterator[_View]:
+def _searching(
+    reader: Reader, entry_id: str, query: Query, built: list[tuple[bytes, list[bytes]]] | None = None,
+    txn: ReadTxn | None = None,
+) -> Iterator[_View]:
     """A view of ``entry_id`` whose chunks the search of ``query`` reads (the others its
-    filters exclude, :meth:`_View.select`); once the search's read transaction ended,
-    the filters it built are handed to the store (:func:`_keep_filters`)."""
-    with _ViewContext(reader, entry_id) as v:
-        v.select(query)
-        yield v
-    _keep_filters(v)
+    filters exclude, :meth:`_View.select`), in a read transaction of its own or in
+    ``txn``; once the search's read transaction ended, the filters it built are handed
+    to the store (:func:`_keep_filters`), or, with ``built`` (always with ``txn``, which
+    the caller ends), added to it for the caller to hand over with those of other entries."""
+    if txn is None:
+        with _ViewContext(reader, entry_id) as v:
+            v.select(query)
+            yield v
+    else:
+        try:
+            v = _View(reader, txn, entry_id)
+            v.select(query)
+            yield v
+        except CorruptData as exc:
+            raise _naming(exc, entry_id) from None
+    _keep_filters(v, built)
+
+
+def _prefetch_views(txn: ReadTxn, raw_ids: list[bytes]) -> None:
+    """Ask a networked engine for what opening views of ``raw_ids`` reads (records, chunk
+    lists, filters) in one request; a no-op on local engines."""
+    txn.prefetch_pairs([(space, raw_id) for raw_id in raw_ids for space in ("entries", "manifests", "filters")])
 
 
 def _searched_before(exc: TimedOut) -> int:
@@ -1057,14 +1092,33 @@ def _how_far(v: _View, searched: int | None) -> dict[str, Any]:
             "chunks_total": len(v.m)}
 
 
-def _keep_filters(v: _View) -> None:
+def _keep_filters(v: _View, pending: list[tuple[bytes, list[bytes]]] | None = None) -> None:
     """Hand the store the filters a search built of ``v``'s entry's chunks (see
-    :meth:`_View.select`), after the search's read transaction ended."""
+    :meth:`_View.select`), after the search's read transaction ended; or add them to
+    ``pending`` (see :func:`_flush_filters`)."""
     built = v.built()
     keep = v.reader.keep_filters
     if built is not None and keep is not None:
         v.building = None
-        keep(v.raw_id, built)
+        if pending is None:
+            keep([(v.raw_id, built)])
+        else:
+            pending.append((v.raw_id, built))
+
+
+#: grep_session keeps the chunk filters its searches built in one write transaction per this many entries
+_KEEP_BATCH = 64
+#: grep_session searches up to this many entries in one read snapshot, for at most this long
+_GROUP = 32
+_GROUP_SECONDS = 5.0
+
+
+def _flush_filters(reader: Reader, pending: list[tuple[bytes, list[bytes]]]) -> None:
+    """Hand the store the filters of ``pending`` (searches of several entries) in one
+    write transaction, and empty it."""
+    if pending and reader.keep_filters is not None:
+        reader.keep_filters(pending[:])
+    pending.clear()
 
 
 def _run_task(
@@ -1858,8 +1912,15 @@ class _ViewContext:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self._cm.__exit__(exc_type, exc, tb)
-        if isinstance(exc, CorruptData) and self.entry_id not in exc.message:  # a chunk's damage names its entry
-            raise CorruptData(f"entry {self.entry_id}: {exc.message}", hint=exc.hint) from None
+        if isinstance(exc, CorruptData):
+            named = _naming(exc, self.entry_id)
+            if named is not exc:
+                raise named from None
+
+
+def _naming(exc: CorruptData, entry_id: str) -> CorruptData:
+    """``exc``, or the same damage named after the entry it was found in (a chunk's damage names no entry)."""
+    return exc if entry_id in exc.message else CorruptData(f"entry {entry_id}: {exc.message}", hint=exc.hint)
 
 
 class EntryStream(io.RawIOBase):

@@ -69,7 +69,7 @@ from .journal import recover
 from .maintenance import GcReport, VerifyReport
 from .put import Putter, check_meta
 from .reads import ReadsMixin
-from .view import Reader, not_found
+from .view import Reader, not_found, records
 
 __all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open"]
 
@@ -248,15 +248,23 @@ class Store(ReadsMixin):
             self.close()  # a failed open holds nothing: the store can be repaired or opened again
             raise
 
-    def _keep_filters(self, raw_id: bytes, filters: list[bytes]) -> None:
-        """Keep the chunk filters a search built (the reader's ``keep_filters`` hook).  They
-        only make later searches faster: a store that cannot take them now (full, or its
-        write failing) goes on without them, and the search that built them succeeds."""
+    def _keep_filters(self, built: list[tuple[bytes, list[bytes]]]) -> None:
+        """Keep the chunk filters searches built, ``(entry id, filters)`` each (the reader's
+        ``keep_filters`` hook), in one write transaction.  They only make later searches
+        faster: a store that cannot take them now (full, or its write failing) goes on
+        without them, and the search that built them succeeds."""
+        def txn_fn(txn: WriteTxn) -> None:
+            if len(built) > 1:  # what keeping them reads, in one request on a networked engine
+                txn.prefetch_pairs([(space, raw_id) for raw_id, _ in built for space in ("entries", "filters")])
+            for raw_id, filters in built:
+                self._catalog.keep_filters(txn, raw_id, filters)
+
         try:
-            self._backend.write(lambda txn: self._catalog.keep_filters(txn, raw_id, filters))
+            self._backend.write(txn_fn)
         except BlobpadError:
             pass
-        self._reader.forget_filters(raw_id)  # as this process last unpacked them, they are out of date
+        for raw_id, _ in built:
+            self._reader.forget_filters(raw_id)  # as this process last unpacked them, they are out of date
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -551,8 +559,7 @@ class Store(ReadsMixin):
             else:
                 prefix = scope_key(session or "", turn)
                 rows = txn.scan("by_scope", prefix, _prefix_end(prefix))
-            for _, raw_id in rows:
-                raw = txn.get("entries", raw_id)
+            for _, raw in records(txn, (raw_id for _, raw_id in rows), 1 << 30 if limit is None else limit):
                 if raw is None:
                     continue
                 entry = decode_entry(raw)
@@ -584,7 +591,7 @@ class Store(ReadsMixin):
                 here = scope_key(session)
                 if prefix is None or session.startswith(prefix):
                     ids = (raw_id for _, raw_id in txn.scan("by_scope", here, _prefix_end(here)))
-                    if next(self._reader.live(txn, ids, now), None) is not None:
+                    if next(self._reader.live(txn, ids, now, first=1), None) is not None:
                         found.append(session)
                 start = _prefix_end(here)
         return sorted(found)

@@ -9,6 +9,7 @@ through the store's ``keep_filters`` hook.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -22,10 +23,26 @@ from .errors import HINT_UNKNOWN_ID, CorruptData, NotFound
 from .forks import reset_in_child
 from .index import Entry, decode_entry, parse_id
 
-__all__ = ["Reader", "not_found"]
+__all__ = ["Reader", "not_found", "records"]
 
 _MANIFESTS = 256  # chunk lists kept decoded
+_AHEAD = 256  # entry records a listing asks a networked engine for at a time
 _FILTER_BYTES = 16 << 20  # entries' chunk filters kept unpacked (about 3 GB of log text)
+
+
+def records(txn: ReadTxn, raw_ids: Iterable[bytes], first: int = 0) -> Iterator[tuple[bytes, bytes | None]]:
+    """``(id, entry record or None)`` for each of ``raw_ids``, in order; on a networked
+    engine the records are asked for ``first`` ids at a time (at least one), then
+    :data:`_AHEAD` at a time, each batch in one request."""
+    if not txn.networked:
+        for raw_id in raw_ids:
+            yield raw_id, txn.get("entries", raw_id)
+        return
+    ids = iter(raw_ids)
+    size = max(1, min(first, _AHEAD))
+    while batch := list(itertools.islice(ids, size)):
+        yield from zip(batch, txn.get_many("entries", batch), strict=True)
+        size = _AHEAD
 
 
 def not_found(entry_id: str) -> NotFound:
@@ -45,8 +62,8 @@ class Reader:
         self._filter_bytes = 0
         self._lock = threading.Lock()
         #: the store's hook keeping an entry's chunk filters that a search built of all its
-        #: chunks (raw id, filters in chunk order); None: searches build none
-        self.keep_filters: Callable[[bytes, list[bytes]], None] | None = None
+        #: chunks ((raw id, filters in chunk order) of one entry or more); None: searches build none
+        self.keep_filters: Callable[[list[tuple[bytes, list[bytes]]]], None] | None = None
         reset_in_child(self)
 
     @property
@@ -76,11 +93,12 @@ class Reader:
         with self.engine.read() as txn:
             return self.load(txn, entry_id)[1]
 
-    def live(self, txn: ReadTxn, raw_ids: Iterable[bytes], now: float) -> Iterator[Entry]:
+    def live(self, txn: ReadTxn, raw_ids: Iterable[bytes], now: float, first: int = _AHEAD) -> Iterator[Entry]:
         """The live entries among ``raw_ids`` (missing, expired and damaged records are skipped:
-        verify() names the damaged ones)."""
-        for raw_id in raw_ids:
-            raw = txn.get("entries", raw_id)
+        verify() names the damaged ones).  A networked engine is asked for the records
+        ``first`` ids at a time, then :data:`_AHEAD` at a time (one request each, not one per
+        entry); ``first``: how many the caller expects to take."""
+        for _, raw in records(txn, raw_ids, first):
             entry = None if raw is None else decode_entry(raw)
             if entry is not None and (entry.expires_at is None or entry.expires_at > now):
                 yield entry

@@ -586,3 +586,38 @@ def test_cli_exit_codes(cli_model, capsysbinary):
     assert rc == 2 and "max_per_entry" in err
     rc, out, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--timeout", "1e-9")
     assert (rc, out) == (3, "") and "timed out" in err
+
+
+def test_a_search_over_many_entries_keeps_their_filters_in_a_few_transactions(store, monkeypatch):
+    """The first search of a session's entries builds their chunk filters and keeps them a batch
+    of entries per write transaction (one per entry was one flush to disk per entry), searching
+    the entries a group at a time in one snapshot: across group and batch boundaries, the matches
+    are the oracle's (named entries by name, then the others in creation order), and the next
+    search, with every filter kept, writes nothing."""
+    monkeypatch.setattr(blobpad.reads, "_KEEP_BATCH", 8)
+    monkeypatch.setattr(blobpad.reads, "_GROUP", 5)
+    named, unnamed = [], []
+    for i in range(30):
+        body = "".join(f"entry {i} line {k} ok\n" for k in range(40)) + ("ERROR boom\n" if i % 4 == 0 else "")
+        name = f"logs/f{i:02d}.log" if i % 3 else None
+        e = store.put(body, session="big", name=name)
+        (named if name else unnamed).append((name or "", e.id, body))
+    want = [(eid, n, line) for _, eid, body in sorted(named) + unnamed
+            for n, line in enumerate(body.splitlines(), 1) if "ERROR" in line]
+    engine = store.engine
+    real = type(engine).write
+    writes: list[int] = []
+
+    def counting(self, fn, **kw):
+        if self is engine:
+            writes.append(1)
+        return real(self, fn, **kw)
+
+    monkeypatch.setattr(type(engine), "write", counting)
+    first = store.grep_session("big", "ERROR", max_matches=1000)
+    assert [(m.entry_id, m.line, m.text) for m in first.matches] == want and first.searched_entries == 30
+    assert 1 <= len(writes) <= 4, len(writes)  # 30 entries' filters, 8 entries per transaction
+    writes.clear()
+    second = store.grep_session("big", "ERROR", max_matches=1000)
+    assert [(m.entry_id, m.line, m.text) for m in second.matches] == want
+    assert writes == []

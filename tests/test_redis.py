@@ -678,6 +678,50 @@ def test_deleting_many_entries_asks_the_server_a_few_times_per_batch_not_per_ent
         assert report.ok, report.problems
 
 
+def test_listing_entries_asks_for_their_records_in_batches(server):
+    """entries(), named() and sessions() ask the server for entry records a batch at a time (a few
+    script calls for 600 entries, where each record was a round trip), and list exactly what a store
+    that reads them one by one lists: live entries in order, expired and deleted ones left out."""
+    now = [1_800_000_000.0]
+    with blobpad.open(_url(server), clock=lambda: now[0]) as s:
+        made = [s.put(f"entry {i}\n", session="big", turn=i % 3, name=f"n{i:03d}" if i % 2 else None,
+                      ttl=5 if i % 5 == 0 else None) for i in range(600)]
+        for e in made[1::7]:
+            s.delete(e.id)
+        now[0] += 6
+        gone = {e.id for e in made[1::7]} | {e.id for i, e in enumerate(made) if i % 5 == 0}
+        want = [e.id for e in made if e.id not in gone]
+        client = server.client()
+        try:
+            client.config_resetstat()
+            listed = [e.id for e in s.entries(session="big")]
+            every = [e.id for e in s.entries()]
+            turn = [e.id for e in s.entries(session="big", turn=1)]
+            first = [e.id for e in s.entries(session="big", limit=3)]
+            named = [e.id for e in s.named(session="big")]
+            sessions = s.sessions()
+            calls = client.info("commandstats")["cmdstat_evalsha"]["calls"]
+            s.grep_session("big", "entry 1", fixed=True, max_matches=1000)  # builds and keeps the filters
+            client.config_resetstat()
+            found = s.grep_session("big", "entry 1", fixed=True, max_matches=1000)
+            grep_calls = client.info("commandstats")["cmdstat_evalsha"]["calls"]
+        finally:
+            client.close()
+        by_name = sorted((e.name, e.id) for i, e in enumerate(made) if i % 2 and e.id not in gone)
+        unnamed = [e.id for i, e in enumerate(made) if not i % 2 and e.id not in gone]
+        order = {eid: k for k, eid in enumerate([eid for _, eid in by_name] + unnamed)}
+        hits = sorted((e.id for i, e in enumerate(made) if f"entry {i}".startswith("entry 1") and e.id not in gone),
+                      key=order.__getitem__)
+        assert [m.entry_id for m in found.matches] == hits and found.searched_entries == len(want)
+        # the filters exclude the other entries' chunks: a request per group of entries, and one per hit
+        assert grep_calls < 40 + len(hits), grep_calls
+        assert listed == every == want and first == want[:3]
+        assert turn == [e.id for i, e in enumerate(made) if i % 3 == 1 and e.id not in gone]
+        assert named == [e.id for i, e in enumerate(made) if i % 2 and e.id not in gone]
+        assert sessions == ["big"]
+        assert calls < 40, calls
+
+
 def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(server):
     """The chunks of one store lost (as a failover to a replica that had not received them would): reads of its
     entry are CorruptData naming it, verify() reports it, and another store on the server is untouched."""
