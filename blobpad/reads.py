@@ -408,8 +408,8 @@ class _View:
     def __init__(self, reader: Reader, txn: ReadTxn, entry_id: str) -> None:
         self.reader = reader
         self.txn = txn
-        self.raw_id, self.entry = reader.load(txn, entry_id)
-        self.m: Manifest = reader.manifest(txn, self.raw_id)
+        self.raw_id, self.entry, m = reader.open_entry(txn, entry_id)
+        self.m: Manifest = m
         self._raw: dict[int, bytes] = {}
         self._text: dict[int, str] = {}
         self.wanted: _Selection | None = None  # the chunks a search reads (None: all), see select()

@@ -103,6 +103,19 @@ class Reader:
             if entry is not None and (entry.expires_at is None or entry.expires_at > now):
                 yield entry
 
+    def open_entry(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry, Manifest]:
+        """The raw id, record and chunk list of a live entry (NotFound if unknown or expired):
+        on a networked engine, a chunk list not kept decoded is asked for with the record,
+        in one request."""
+        if txn.networked:
+            raw_id = parse_id(entry_id)
+            with self._lock:
+                cached = raw_id in self._manifests
+            if not cached:
+                txn.prefetch_pairs([("entries", raw_id), ("manifests", raw_id)])
+        raw_id, entry = self.load(txn, entry_id)
+        return raw_id, entry, self.manifest(txn, raw_id)
+
     def manifest(self, txn: ReadTxn, raw_id: bytes) -> Manifest:
         """The chunk list of an entry (decoded once, then from a small LRU)."""
         with self._lock:

@@ -722,6 +722,24 @@ def test_listing_entries_asks_for_their_records_in_batches(server):
         assert calls < 40, calls
 
 
+def test_a_first_read_on_another_host_asks_for_the_record_and_chunk_list_together(server):
+    """A host that has not read an entry yet gets its record and chunk list in one request, then
+    its chunk: two script calls per read (they were three), and the right text."""
+    url = _url(server)
+    with blobpad.open(url) as writer:
+        made = [(writer.put(_text(i, 30)).id, _text(i, 30)) for i in range(50)]
+    with blobpad.open(url, cache_bytes=0) as reader:
+        client = server.client()
+        try:
+            client.config_resetstat()
+            tails = [reader.tail(eid, 100) for eid, _ in made]
+            calls = client.info("commandstats")["cmdstat_evalsha"]["calls"]
+        finally:
+            client.close()
+    assert tails == [text[-100:] for _, text in made]
+    assert calls <= 2 * len(made), calls
+
+
 def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(server):
     """The chunks of one store lost (as a failover to a replica that had not received them would): reads of its
     entry are CorruptData naming it, verify() reports it, and another store on the server is untouched."""
