@@ -322,7 +322,7 @@ def release(txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
     return chunks, stored
 
 
-#: entries evicted for ``max_bytes`` are taken this many at a time, and at most
+#: entries evicted for ``max_bytes`` are taken 4, then 16, then this many at a time, and at most
 #: ``_EVICT_MAX`` by one put (then it raises StoreFull)
 _EVICT_BATCH = 64
 _EVICT_MAX = 10_000
@@ -490,14 +490,15 @@ class Catalog:
         over = counters(txn)["stored_bytes"] - cap
         if over <= 0:
             return
-        start, tried = b"", 0
+        start, tried, batch = b"", 0, 4
         while tried <= _EVICT_MAX:  # the entries closest to expiry, a batch at a time (as many as it takes)
             victims, last = [], None
             for last, _ in txn.scan("expiry", start):
                 if last[8:] != keep:
                     victims.append(last[8:])
-                if len(victims) >= _EVICT_BATCH:
+                if len(victims) >= batch:
                     break
+            batch = min(4 * batch, _EVICT_BATCH)  # most puts evict one or two: ask for few first
             if last is None:
                 break
             prefetch_deletes(txn, victims)

@@ -103,6 +103,7 @@ REDIS_OPTIONS: dict[str, Any] = {
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 _BATCH = 256  # keys a scan resolves per script call
+_FIRST_PAGE = 16  # keys the first call of a scan resolves (then 64, then _BATCH)
 _TOKEN_MS = 600_000  # how long a commit's token is kept (a retried commit within it is applied once)
 _CLOCK_SECONDS = 60.0  # how often the offset of the server's clock is measured again
 _OPEN_SECONDS = 3.0  # how long opening retries a server that does not answer
@@ -869,9 +870,10 @@ class _Txn:
         hi = b"(" + stop if stop is not None else b"+"
         if stop is not None and stop <= start:
             return
+        page = _FIRST_PAGE  # most scans that stop early want one key or a few: the pages grow from few
         while True:
             res = self._e._read_call([b"" if self.snap is None else self.snap, b"scan", space, lo, hi,
-                                      b"1" if reverse else b"0", _BATCH])
+                                      b"1" if reverse else b"0", page])
             self.snap = res[0]
             na, nb = res[1], res[2]
             flat = res[3:]
@@ -880,7 +882,7 @@ class _Txn:
                 found[flat[j]] = flat[j + 1]
             a_keys = [flat[j] for j in range(0, 2 * na, 2)]
             b_keys = [flat[j] for j in range(2 * na, 2 * (na + nb), 2)]
-            ends = [keys[-1] for keys in (a_keys, b_keys) if len(keys) == _BATCH]
+            ends = [keys[-1] for keys in (a_keys, b_keys) if len(keys) == page]
             bound = (max(ends) if reverse else min(ends)) if ends else None
             keys = sorted(found, reverse=reverse)
             if bound is not None:
@@ -897,6 +899,7 @@ class _Txn:
                 hi = b"(" + bound
             else:
                 lo = b"(" + bound
+            page = min(4 * page, _BATCH)
 
     def _scan_mine(self, space: str, start: bytes, stop: bytes | None,
                    reverse: bool) -> Iterator[tuple[bytes, bytes]]:
