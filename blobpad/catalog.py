@@ -168,13 +168,27 @@ def due(
 ) -> Iterator[tuple[bytes, Entry | None]]:
     """The expiry index from its front up to ``now``, with each record's entry (None when
     missing or damaged), as gc() removes them; an entry that expires later within the
-    same microsecond is left out (reads still see it)."""
-    for key, _ in txn.scan("expiry", b"", _due_stop(now), on_damage=on_damage):
+    same microsecond is left out (reads still see it).  A networked engine is asked for
+    the entries' records one, then 256 at a time (one request each)."""
+    keys: Iterator[bytes] = (key for key, _ in txn.scan("expiry", b"", _due_stop(now), on_damage=on_damage))
+    if txn.networked:
+        keys = _records_ahead(txn, keys)
+    for key in keys:
         raw = get_or_damaged(txn, "entries", key[8:])[1]
         e = decode_entry(raw) if raw is not None else None
         if e is not None and e.expires_at is not None and e.expires_at > now:
             continue
         yield key, e
+
+
+def _records_ahead(txn: ReadTxn, keys: Iterator[bytes]) -> Iterator[bytes]:
+    """``keys`` of the expiry index, the records of their entries asked for ahead: the
+    first alone (a caller may want no more), then 256 at a time."""
+    size = 1
+    while batch := list(itertools.islice(keys, size)):
+        txn.prefetch_pairs([("entries", key[8:]) for key in batch])
+        yield from batch
+        size = 256
 
 
 def _due_stop(now: float) -> bytes:

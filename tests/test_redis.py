@@ -8,6 +8,7 @@ a real one started by the tests (tests/servers.py), on 127.0.0.1, stopped by the
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -738,6 +739,61 @@ def test_a_first_read_on_another_host_asks_for_the_record_and_chunk_list_togethe
             client.close()
     assert tails == [text[-100:] for _, text in made]
     assert calls <= 2 * len(made), calls
+
+
+def test_stats_counts_expired_entries_asking_for_their_records_in_batches(server):
+    """stats() counts the expired entries gc() has not removed from their records, asked for 256 at a
+    time (each was a round trip), and counts them right."""
+    now = [1_800_000_000.0]
+    with blobpad.open(_url(server), clock=lambda: now[0]) as s:
+        short = [s.put(_text(i, 3), session="s", ttl=10) for i in range(300)]
+        s.put(_text(999, 3), session="s", ttl=None)
+        now[0] += 11
+        client = server.client()
+        try:
+            client.config_resetstat()
+            st = s.stats()
+            calls = client.info("commandstats")["cmdstat_evalsha"]["calls"]
+        finally:
+            client.close()
+        assert (st.entries, st.expired_entries) == (1, len(short))
+        assert st.expired_bytes == sum(e.size_bytes for e in short)
+        assert calls < 20, calls
+
+
+def test_a_write_that_stopped_its_scan_early_conflicts_only_with_what_it_saw(server):
+    """A write transaction's commit checks the part of a scanned range the scan went through (up to the
+    last key it yielded), not the whole range: another host inserting a key past it does not make the
+    write run again, one inserting a key before it does; a scan run to its end is checked whole."""
+    url = _url(server)
+    code = """
+        import sys, blobpad
+        with blobpad.open(sys.argv[1]) as s:
+            s.engine.write(lambda txn: txn.put("meta", sys.argv[2].encode(), b"v"))
+    """
+    with blobpad.open(url) as s:
+        s.engine.write(lambda txn: [txn.put("meta", b"k%02d" % i, b"v") for i in range(0, 20, 2)])  # k00 .. k18
+
+        def run(insert: bytes, take: int | None) -> int:
+            attempts: list[list[bytes]] = []
+
+            def fn(txn):
+                keys = [k for k, _ in itertools.islice(txn.scan("meta", b"k", b"l"), take)]
+                attempts.append(keys)
+                if len(attempts) == 1:  # another host writes between this scan and its commit
+                    child = _child(code, url, insert.decode())
+                    _, err = child.communicate(timeout=CHILD_TIMEOUT)
+                    assert child.returncode == 0, err
+                txn.put("meta", b"seen-" + insert, b",".join(keys))
+
+            s.engine.write(fn)
+            return len(attempts)
+
+        assert run(b"k13", 3) == 1  # past k04, the last key the scan yielded
+        assert run(b"k03", 3) == 2  # before it: the scan would have yielded it
+        assert run(b"k31", None) == 2  # inside a range scanned to its end
+        with s.engine.read() as txn:
+            assert txn.get("meta", b"seen-k03") == b"k00,k02,k03"
 
 
 def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(server):

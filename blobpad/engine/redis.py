@@ -132,8 +132,9 @@ def _pointed(value: bytes | None) -> bytes | None:
 # gz:s (the keys that have any, for scans), and gq (every grave, scored by the server time
 # it was made, for trimming).  hz is the newest version whose graves were trimmed: a
 # snapshot older than it may have lost what it needs.  A write's commit checks the keys it
-# read and, for each range it scanned, every key the range holds now or held since (z:s and
-# gz:s): any changed after its snapshot is a conflict.
+# read and, for each range it scanned, every key the part of the range the scan went through
+# (up to the last key it yielded, or all of it) holds now or held since (z:s and gz:s): any
+# changed after its snapshot is a conflict.
 
 _RESOLVE = r"""
 local P = string.sub(KEYS[1], 1, -2)
@@ -524,9 +525,10 @@ class RedisEngine:
         args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, len(txn.reads)]
         for space, key in txn.reads:
             args += (space, key)
-        args.append(len(txn.scanned))
-        for scanned in sorted(txn.scanned):
-            args += scanned
+        scanned = sorted({r for r in txn.scanned if r is not None})
+        args.append(len(scanned))
+        for bounds in scanned:
+            args += bounds
         args.append(len(txn.writes))
         for (space, key), value in txn.writes.items():
             args += (space, key, b"d", b"") if value is None else (space, key, b"p", value)
@@ -776,7 +778,8 @@ class _Txn:
         self._writable = writable
         self.writes: dict[tuple[str, bytes], bytes | None] = {}
         self.reads: set[tuple[str, bytes]] = set()
-        self.scanned: set[tuple[str, bytes, bytes]] = set()  # the ranges a write scanned (ZRANGEBYLEX bounds)
+        #: the ranges a write's scans observed (ZRANGEBYLEX bounds; None: a scan that yielded nothing yet)
+        self.scanned: list[tuple[str, bytes, bytes] | None] = []
         self._seen: dict[tuple[str, bytes], bytes | None] = {}  # committed values read (fixed at the snapshot)
         self.staged: dict[bytes, bytes] = {}  # a write's chunks under keys of their own: key -> bytes
         self._bodies: dict[bytes, bytes | None] = {}  # chunk keys' bytes fetched ahead (see prefetch_pairs)
@@ -852,8 +855,7 @@ class _Txn:
 
     def scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
         if self._writable:
-            self.scanned.add((space, b"[" + start if start else b"-", b"(" + stop if stop is not None else b"+"))
-            pairs = self._scan_mine(space, start, stop, reverse)
+            pairs = self._observed(space, start, stop, reverse, self._scan_mine(space, start, stop, reverse))
         else:
             pairs = self._scan_committed(space, start, stop, reverse)
         if not (self._e._spread and space == "chunks"):
@@ -863,6 +865,21 @@ class _Txn:
             values = self._resolve([v for _, v in batch], self._writable)
             # a chunk key gone (lost) reads as an empty value: damage, to the checks above the engine
             yield from ((k, b"" if v is None else v) for (k, _), v in zip(batch, values, strict=True))
+
+    def _observed(self, space: str, start: bytes, stop: bytes | None, reverse: bool,
+                  pairs: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        """``pairs``, a write's scan, recording in ``scanned`` the range it has observed so far: up to
+        and including the last key yielded, or the whole range once it ran out.  The commit checks
+        that range only: a scan stopped after its first keys (an eviction, a sweep, a batch of a
+        delete) conflicts with a change among those keys or before them, not with every later one."""
+        lo = b"[" + start if start else b"-"
+        hi = b"(" + stop if stop is not None else b"+"
+        slot = len(self.scanned)
+        self.scanned.append(None)
+        for key, value in pairs:
+            self.scanned[slot] = (space, b"[" + key, hi) if reverse else (space, lo, b"[" + key)
+            yield key, value
+        self.scanned[slot] = (space, lo, hi)
 
     def _scan_committed(self, space: str, start: bytes, stop: bytes | None,
                         reverse: bool) -> Iterator[tuple[bytes, bytes]]:
