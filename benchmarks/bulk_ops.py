@@ -17,7 +17,11 @@ about 300 bytes:
 * ``grep_session_first`` and ``grep_session``: ``Store.grep_session`` of a literal over
   all of them (with names), the first search (which builds the chunk filters) and the next;
 * ``first_read``: the mean of ``Store.tail(id, 200)`` of each entry from another handle
-  opened with its cache off, as a host that has not read them yet.
+  opened with its cache off, as a host that has not read them yet;
+* ``expiry_backlog``: puts without a pause for ``--backlog-seconds`` (10), each with
+  ``ttl=1``, then the expired entries not removed yet (``Stats.expired_entries``, shown as
+  ``expired``) and the puts made (``puts``): what a process offloading at full speed
+  leaves behind without calling ``gc()``.
 
 On Valkey, each figure comes with the script calls the server counted
 (``INFO commandstats``, ``EVALSHA``): the requests it took.  The program only uses
@@ -86,7 +90,7 @@ def _timed(fn: Callable[[], Any], calls: _Calls) -> tuple[float, int | None, Any
     return (time.perf_counter() - t0) * 1e3, calls.count(), out
 
 
-def run(engine: str, n: int) -> list[dict[str, Any]]:
+def run(engine: str, n: int, backlog_seconds: float = 10.0) -> list[dict[str, Any]]:
     srv = redis_server.server() if engine == "valkey" else None
     calls = _Calls(srv)
     rows: list[dict[str, Any]] = []
@@ -94,7 +98,7 @@ def run(engine: str, n: int) -> list[dict[str, Any]]:
     def row(op: str, ms: float, count: int | None, **extra: Any) -> None:
         rows.append({"engine": engine, "op": op, "ms": ms, "calls": count, **extra})
         shown = "" if count is None else f"  {count:,} script calls"
-        more = "".join(f"  {k} {v:.1f}" for k, v in extra.items())
+        more = "".join(f"  {k} {v:,.1f}" if isinstance(v, float) else f"  {k} {v:,}" for k, v in extra.items())
         print(f"  {engine:7} {op:20} {ms:10.3f} ms{shown}{more}", flush=True)
 
     try:
@@ -158,6 +162,15 @@ def run(engine: str, n: int) -> list[dict[str, Any]]:
         with blobpad.open(target, cache_bytes=0) as other:
             ms, c, _ = _timed(lambda: [other.tail(i, 200) for i in ids], calls)
             row("first_read", ms / len(ids), None if c is None else round(c / len(ids)))
+        # expired entries left behind by a process putting at full speed, without gc()
+        with blobpad.open(_target(engine, "backlog")) as s:
+            t0 = time.perf_counter()
+            puts = 0
+            while time.perf_counter() - t0 < backlog_seconds:
+                s.put(_body(puts), session="fast", ttl=1)
+                puts += 1
+            st = s.stats()
+            row("expiry_backlog", (time.perf_counter() - t0) * 1e3, None, puts=puts, expired=st.expired_entries)
     finally:
         calls.close()
     return rows
@@ -167,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bulk_ops", description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", type=int, default=5000, help="entries per store (default 5000)")
     ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: lmdb, valkey")
+    ap.add_argument("--backlog-seconds", type=float, default=10.0, help="seconds of puts for expiry_backlog (default 10)")
     args = ap.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
     if "valkey" in engines and redis_server.unavailable():
@@ -175,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.entries:,} entries per store; blobpad from {Path(blobpad.__file__).parent}")
     try:
         for engine in engines:
-            run(engine, args.entries)
+            run(engine, args.entries, args.backlog_seconds)
     finally:
         redis_server.stop()
     return 0

@@ -846,8 +846,9 @@ class _Txn:
             return self._resolve(values, True) if spread else values
         self.prefetch_pairs([(space, k) for k in keys], bodies=resolve)
         values = [self._seen[(space, k)] for k in keys]
-        for k in keys:  # a reader holds a value only until it is read: what it fetched ahead, not all it read
-            self._seen.pop((space, k), None)
+        for k, v in zip(keys, values, strict=True):  # a reader holds a value only until it is read: what it
+            if v is not None:  # fetched ahead, not all it read; an absence costs nothing to keep, and is asked again
+                self._seen.pop((space, k), None)  # (an entry without filters: whether it has any, then which)
         return self._resolve(values, False) if spread else values
 
     def count(self, space: str) -> int | None:
