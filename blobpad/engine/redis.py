@@ -128,15 +128,44 @@ def _pointed(value: bytes | None) -> bytes | None:
 # share its hash tag, so they are in its slot.  A value is stored as 12 decimal digits of
 # the version that wrote it, then the value.  The old values kept for snapshots ("graves")
 # of keyspace s: hash g:s (key@version -> the value that version replaced), hash gl:s
-# (key -> the versions that replaced or deleted it, 12 digits each, ascending), sorted set
-# gz:s (the keys that have any, for scans), and gq (every grave, scored by the server time
-# it was made, for trimming).  hz is the newest version whose graves were trimmed: a
-# snapshot older than it may have lost what it needs.  A write's commit checks the keys it
-# read and, for each range it scanned, every key the part of the range the scan went through
-# (up to the last key it yielded, or all of it) holds now or held since (z:s and gz:s): any
-# changed after its snapshot is a conflict.
+# (key -> the versions that replaced or deleted it, 12 digits each, ascending), sorted sets
+# gz:s (the keys that have any, by key) and gr:s (the same keys, scored by the version of
+# their latest grave: a scan or a commit at snapshot S looks only at those above S, so the
+# graves of a queue's deleted front cost nothing to the snapshots that began after them),
+# and gq (every grave, scored by the server time it was made, for trimming).  hz is the
+# newest version whose graves were trimmed: a snapshot older than it may have lost what it
+# needs.  A write's commit checks the keys it read and, for each range it scanned, the part
+# of the range the scan went through (up to the last key it yielded, or all of it): the keys
+# it holds now (z:s) and those replaced or deleted since the snapshot (gr:s); any changed
+# after its snapshot is a conflict.  gz:s is kept for stores still used by older versions.
 
-_RESOLVE = r"""
+# Byte-wise order and ZRANGEBYLEX bounds in Lua (its own string comparison follows the server's locale).
+_LEX_FN = r"""
+local function cmp(x, y)
+  local n = math.min(#x, #y)
+  for j = 1, n do
+    local bx, by = string.byte(x, j), string.byte(y, j)
+    if bx ~= by then if bx < by then return -1 end return 1 end
+  end
+  if #x == #y then return 0 end
+  if #x < #y then return -1 end
+  return 1
+end
+local function above(k, lo)
+  if lo == '-' then return true end
+  local c = cmp(k, string.sub(lo, 2))
+  if string.sub(lo, 1, 1) == '[' then return c >= 0 end
+  return c > 0
+end
+local function below(k, hi)
+  if hi == '+' then return true end
+  local c = cmp(k, string.sub(hi, 2))
+  if string.sub(hi, 1, 1) == '[' then return c <= 0 end
+  return c < 0
+end
+"""
+
+_RESOLVE = _LEX_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
 local function at(s, k, S)
   local cur = redis.call('HGET', P .. 'h:' .. s, k)
@@ -167,13 +196,25 @@ if op == 'get' then
   return out
 end
 local lo, hi, limit = ARGV[4], ARGV[5], tonumber(ARGV[7])
-local a, b
-if ARGV[6] == '1' then
+local reverse = ARGV[6] == '1'
+local a
+if reverse then
   a = redis.call('ZREVRANGEBYLEX', P .. 'z:' .. s, hi, lo, 'LIMIT', 0, limit)
-  b = redis.call('ZREVRANGEBYLEX', P .. 'gz:' .. s, hi, lo, 'LIMIT', 0, limit)
 else
   a = redis.call('ZRANGEBYLEX', P .. 'z:' .. s, lo, hi, 'LIMIT', 0, limit)
-  b = redis.call('ZRANGEBYLEX', P .. 'gz:' .. s, lo, hi, 'LIMIT', 0, limit)
+end
+-- the keys replaced or deleted since S (so present at S, or changed since) in the range, up to
+-- the page's last key when the page is full: only they can hold a value at S that z:s lacks
+local b = {}
+for _, k in ipairs(redis.call('ZRANGEBYSCORE', P .. 'gr:' .. s, '(' .. S, '+inf')) do
+  if above(k, lo) and below(k, hi) then
+    local inside = #a < limit
+    if not inside then
+      local c = cmp(k, a[#a])
+      inside = (reverse and c >= 0) or (not reverse and c <= 0)
+    end
+    if inside then b[#b + 1] = k end
+  end
 end
 out[2] = #a
 out[3] = #b
@@ -201,6 +242,7 @@ local old = redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '(' .. before, 'LIMIT
       if #kept == 0 then
         redis.call('HDEL', P .. 'gl:' .. s, k)
         redis.call('ZREM', P .. 'gz:' .. s, k)
+        redis.call('ZREM', P .. 'gr:' .. s, k)
       else
         redis.call('HSET', P .. 'gl:' .. s, k, table.concat(kept))
       end
@@ -213,7 +255,7 @@ local old = redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '(' .. before, 'LIMIT
 end
 """.replace("%(trim)d", str(_TRIM))
 
-_WRITE_BODY = _TRIM_FN + r"""
+_WRITE_BODY = _TRIM_FN + _LEX_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
 local token = P .. 'tok:' .. ARGV[3]
 local done = redis.call('GET', token)
@@ -239,10 +281,11 @@ end
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
   local s, lo, hi = ARGV[i], ARGV[i + 1], ARGV[i + 2]; i = i + 3
-  for _, set in ipairs({'z:', 'gz:'}) do
-    for _, k in ipairs(redis.call('ZRANGEBYLEX', P .. set .. s, lo, hi)) do
-      if lastmod(s, k) > S then return {0, 'conflict'} end
-    end
+  for _, k in ipairs(redis.call('ZRANGEBYLEX', P .. 'z:' .. s, lo, hi)) do  -- written since S (new keys too)
+    if lastmod(s, k) > S then return {0, 'conflict'} end
+  end
+  for _, k in ipairs(redis.call('ZRANGEBYSCORE', P .. 'gr:' .. s, '(' .. S, '+inf')) do  -- replaced or deleted since S
+    if above(k, lo) and below(k, hi) then return {0, 'conflict'} end
   end
 end
 local W = V + 1
@@ -261,6 +304,7 @@ for _ = 1, n do
     redis.call('HSET', P .. 'g:' .. s, k .. '@' .. W12, cur)
     redis.call('HSET', P .. 'gl:' .. s, k, (redis.call('HGET', P .. 'gl:' .. s, k) or '') .. W12)
     redis.call('ZADD', P .. 'gz:' .. s, 0, k)
+    redis.call('ZADD', P .. 'gr:' .. s, W, k)
     redis.call('ZADD', P .. 'gq', now, W12 .. s .. '\0' .. k)
   end
   if s == 'chunks' then
@@ -309,7 +353,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return trim(P, now - tonumber(ARGV[1]), tonumber(redis.call('GET', P .. 'hz') or '0'))
 """
 
-_PER_SPACE = ("z:", "h:", "g:", "gl:", "gz:")
+_PER_SPACE = ("z:", "h:", "g:", "gl:", "gz:", "gr:")
 
 
 def _errors() -> tuple[Any, Any, Any]:
@@ -899,9 +943,9 @@ class _Txn:
             for j in range(0, 2 * (na + nb), 2):
                 found[flat[j]] = flat[j + 1]
             a_keys = [flat[j] for j in range(0, 2 * na, 2)]
-            b_keys = [flat[j] for j in range(2 * na, 2 * (na + nb), 2)]
-            ends = [keys[-1] for keys in (a_keys, b_keys) if len(keys) == page]
-            bound = (max(ends) if reverse else min(ends)) if ends else None
+            # the page is full when the live keys filled it; the keys changed since the snapshot
+            # came with it up to its last key (or all of them in the range)
+            bound = a_keys[-1] if len(a_keys) == page else None
             keys = sorted(found, reverse=reverse)
             if bound is not None:
                 keys = [k for k in keys if (k >= bound if reverse else k <= bound)]
