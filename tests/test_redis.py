@@ -840,6 +840,54 @@ def test_scans_and_commits_skip_the_old_values_kept_for_older_snapshots(server):
     assert hgets < 1000, hgets
 
 
+def test_a_key_replaced_many_times_keeps_every_version_a_snapshot_may_read(server):
+    """A key rewritten on every commit (a counters shard is, by every put) keeps the versions its old values
+    were replaced at in a sorted set of its own once they outgrow a few: every snapshot still reads the
+    value it began with, and once no snapshot may need them (snapshot_seconds) they are trimmed, set and all."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    url = _url(server, namespace=ns, snapshot_seconds=1)
+    versions = 12
+    with blobpad.open(url) as s:
+        eng = s.engine
+        ready = [threading.Event() for _ in range(versions)]
+        done = threading.Event()
+        seen: dict[int, list[bytes | None]] = {}
+
+        def hold(i: int) -> None:  # a snapshot begun right after version i, read now and at the end
+            with eng.read() as txn:
+                seen[i] = [txn.get("meta", b"hot")]
+                ready[i].set()
+                done.wait(CHILD_TIMEOUT)
+                seen[i].append(txn.get("meta", b"hot"))
+
+        threads = []
+        for i in range(versions):
+            eng.write(lambda txn, i=i: txn.put("meta", b"hot", b"v%d" % i))
+            t = threading.Thread(target=hold, args=(i,))
+            t.start()
+            threads.append(t)
+            assert ready[i].wait(CHILD_TIMEOUT)
+        eng.write(lambda txn: txn.put("meta", b"hot", b"last"))
+        client = server.client()
+        try:
+            spread = client.exists(f"bp:{{{ns}}}:gv:meta\0hot".encode())
+            # what every commit rewriting the key reads and writes of that list stays the same size
+            inline = client.hstrlen(f"bp:{{{ns}}}:gl:meta".encode(), b"hot")
+            done.set()
+            for t in threads:
+                t.join(CHILD_TIMEOUT)
+            assert seen == {i: [b"v%d" % i, b"v%d" % i] for i in range(versions)}
+            assert spread == 1 and inline <= 12 * 4  # more versions than kept inline: in a set of their own
+            time.sleep(1.2)  # past snapshot_seconds: the next commit trims them
+            eng.write(lambda txn: txn.put("meta", b"other", b"x"))
+            assert client.exists(f"bp:{{{ns}}}:gv:meta\0hot".encode()) == 0
+            assert client.hget(f"bp:{{{ns}}}:gl:meta".encode(), b"hot") is None
+        finally:
+            client.close()
+        with eng.read() as txn:
+            assert txn.get("meta", b"hot") == b"last"
+
+
 def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_verify_finds_it(server):
     """The chunks of one store lost (as a failover to a replica that had not received them would): reads of its
     entry are CorruptData naming it, verify() reports it, and another store on the server is untouched."""

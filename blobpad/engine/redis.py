@@ -108,6 +108,7 @@ _TOKEN_MS = 600_000  # how long a commit's token is kept (a retried commit withi
 _CLOCK_SECONDS = 60.0  # how often the offset of the server's clock is measured again
 _OPEN_SECONDS = 3.0  # how long opening retries a server that does not answer
 _TRIM = 512  # old values dropped per commit at most
+_GL_INLINE = 4  # versions of a key's old values kept inline in gl:s before they move to a sorted set
 # On a cluster, each chunk is a key of its own (see "Chunks" in the module docstring):
 _LEASE_MS = 86_400_000  # how long a chunk written before its commit lives unless the commit makes it permanent
 _SETTLE_MS = 30_000  # a commit's chunks not yet made permanent (or freed) this long after it are another's to finish
@@ -165,21 +166,82 @@ local function below(k, hi)
 end
 """
 
-_RESOLVE = _LEX_FN + r"""
+# The versions that replaced or deleted key k of keyspace s: in hash gl:s, up to _GL_INLINE of
+# them as 12-digit strings, ascending; a key replaced more often than that (a counters shard,
+# rewritten by every put) has them in a sorted set of its own, gv:s NUL k, and "z" in gl:s, so
+# that adding, finding and trimming one costs the same whatever their number.
+_VERSIONS_FN = r"""
+local function gv(P, s, k) return P .. 'gv:' .. s .. '\0' .. k end
+local function after(P, s, k, S)  -- the first version above S, or nil
+  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+  if not gl then return nil end
+  if gl == 'z' then return redis.call('ZRANGEBYSCORE', gv(P, s, k), '(' .. S, '+inf', 'LIMIT', 0, 1)[1] end
+  for i = 1, #gl, 12 do
+    local w = string.sub(gl, i, i + 11)
+    if tonumber(w) > S then return w end
+  end
+  return nil
+end
+local function latest(P, s, k)  -- the last version, or 0
+  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+  if not gl then return 0 end
+  if gl == 'z' then
+    local w = redis.call('ZREVRANGE', gv(P, s, k), 0, 0)[1]
+    if w then return tonumber(w) end
+    return 0
+  end
+  return tonumber(string.sub(gl, -12))
+end
+local function add_version(P, s, k, W, W12)
+  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+  if gl == 'z' then
+    redis.call('ZADD', gv(P, s, k), W, W12)
+  elseif gl and #gl >= %(inline)d * 12 then
+    local key = gv(P, s, k)
+    for i = 1, #gl, 12 do
+      local w = string.sub(gl, i, i + 11)
+      redis.call('ZADD', key, tonumber(w), w)
+    end
+    redis.call('ZADD', key, W, W12)
+    redis.call('HSET', P .. 'gl:' .. s, k, 'z')
+  else
+    redis.call('HSET', P .. 'gl:' .. s, k, (gl or '') .. W12)
+  end
+end
+local function drop_version(P, s, k, w)  -- how many are left
+  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
+  if not gl then return 0 end
+  if gl == 'z' then
+    local key = gv(P, s, k)
+    redis.call('ZREM', key, w)
+    local left = redis.call('ZCARD', key)
+    if left == 0 then redis.call('HDEL', P .. 'gl:' .. s, k) end
+    return left
+  end
+  local kept = {}
+  for q = 1, #gl, 12 do
+    local x = string.sub(gl, q, q + 11)
+    if x ~= w then kept[#kept + 1] = x end
+  end
+  if #kept == 0 then
+    redis.call('HDEL', P .. 'gl:' .. s, k)
+  else
+    redis.call('HSET', P .. 'gl:' .. s, k, table.concat(kept))
+  end
+  return #kept
+end
+""".replace("%(inline)d", str(_GL_INLINE))
+
+_RESOLVE = _LEX_FN + _VERSIONS_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
 local function at(s, k, S)
   local cur = redis.call('HGET', P .. 'h:' .. s, k)
   if cur and tonumber(string.sub(cur, 1, 12)) <= S then return string.sub(cur, 13) end
-  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
-  if gl then
-    for i = 1, #gl, 12 do
-      local w = string.sub(gl, i, i + 11)
-      if tonumber(w) > S then
-        local prev = redis.call('HGET', P .. 'g:' .. s, k .. '@' .. w)
-        if not prev then return false end
-        return string.sub(prev, 13)
-      end
-    end
+  local w = after(P, s, k, S)
+  if w then
+    local prev = redis.call('HGET', P .. 'g:' .. s, k .. '@' .. w)
+    if not prev then return false end
+    return string.sub(prev, 13)
   end
   return false
 end
@@ -223,7 +285,7 @@ for _, k in ipairs(b) do out[#out + 1] = k; out[#out + 1] = at(s, k, S) end
 return out
 """
 
-_TRIM_FN = r"""
+_TRIM_FN = _VERSIONS_FN + r"""
 local function trim(P, before, hz)
 local old = redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '(' .. before, 'LIMIT', 0, %(trim)d)
   for _, mem in ipairs(old) do
@@ -232,20 +294,9 @@ local old = redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '(' .. before, 'LIMIT
     local z = string.find(rest, '\0', 1, true)
     local s, k = string.sub(rest, 1, z - 1), string.sub(rest, z + 1)
     redis.call('HDEL', P .. 'g:' .. s, k .. '@' .. w)
-    local gl = redis.call('HGET', P .. 'gl:' .. s, k)
-    if gl then
-      local kept = {}
-      for q = 1, #gl, 12 do
-        local x = string.sub(gl, q, q + 11)
-        if x ~= w then kept[#kept + 1] = x end
-      end
-      if #kept == 0 then
-        redis.call('HDEL', P .. 'gl:' .. s, k)
-        redis.call('ZREM', P .. 'gz:' .. s, k)
-        redis.call('ZREM', P .. 'gr:' .. s, k)
-      else
-        redis.call('HSET', P .. 'gl:' .. s, k, table.concat(kept))
-      end
+    if drop_version(P, s, k, w) == 0 then
+      redis.call('ZREM', P .. 'gz:' .. s, k)
+      redis.call('ZREM', P .. 'gr:' .. s, k)
     end
     if tonumber(w) > hz then hz = tonumber(w) end
     redis.call('ZREM', P .. 'gq', mem)
@@ -268,9 +319,7 @@ if hz > S then return {0, 'expired'} end
 local function lastmod(s, k)
   local cur = redis.call('HGET', P .. 'h:' .. s, k)
   if cur then return tonumber(string.sub(cur, 1, 12)) end
-  local gl = redis.call('HGET', P .. 'gl:' .. s, k)
-  if gl then return tonumber(string.sub(gl, -12)) end
-  return 0
+  return latest(P, s, k)
 end
 local i = 4
 local n = tonumber(ARGV[i]); i = i + 1
@@ -302,7 +351,7 @@ for _ = 1, n do
   local cur = redis.call('HGET', h, k)
   if cur then
     redis.call('HSET', P .. 'g:' .. s, k .. '@' .. W12, cur)
-    redis.call('HSET', P .. 'gl:' .. s, k, (redis.call('HGET', P .. 'gl:' .. s, k) or '') .. W12)
+    add_version(P, s, k, W, W12)
     redis.call('ZADD', P .. 'gz:' .. s, 0, k)
     redis.call('ZADD', P .. 'gr:' .. s, W, k)
     redis.call('ZADD', P .. 'gq', now, W12 .. s .. '\0' .. k)
