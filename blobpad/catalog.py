@@ -26,7 +26,7 @@ from .engine import ReadTxn, WriteTxn
 from .engine.base import SEAL_SIZE, prefix_end
 from .errors import HINT_MAX_BYTES, Conflict, CorruptData, StoreFull
 from .index import NEVER, Entry, Sequencer, decode_entry, expiry_key, name_key, scope_key, seq_key
-from .view import Reader
+from .view import Reader, ahead
 
 __all__ = [
     "REF", "WHOLE_DEDUP", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
@@ -171,24 +171,12 @@ def due(
     same microsecond is left out (reads still see it).  A networked engine is asked for
     the entries' records one, then 256 at a time (one request each)."""
     keys: Iterator[bytes] = (key for key, _ in txn.scan("expiry", b"", _due_stop(now), on_damage=on_damage))
-    if txn.networked:
-        keys = _records_ahead(txn, keys)
-    for key in keys:
+    for key in ahead(txn, keys, lambda key: key[8:]):
         raw = get_or_damaged(txn, "entries", key[8:])[1]
         e = decode_entry(raw) if raw is not None else None
         if e is not None and e.expires_at is not None and e.expires_at > now:
             continue
         yield key, e
-
-
-def _records_ahead(txn: ReadTxn, keys: Iterator[bytes]) -> Iterator[bytes]:
-    """``keys`` of the expiry index, the records of their entries asked for ahead: the
-    first alone (a caller may want no more), then 256 at a time."""
-    size = 1
-    while batch := list(itertools.islice(keys, size)):
-        txn.prefetch_pairs([("entries", key[8:]) for key in batch])
-        yield from batch
-        size = 256
 
 
 def _due_stop(now: float) -> bytes:

@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
+from typing import TypeVar
 
 from . import prefilter
 from .chunking import Manifest
@@ -23,26 +24,34 @@ from .errors import HINT_UNKNOWN_ID, CorruptData, NotFound
 from .forks import reset_in_child
 from .index import Entry, decode_entry, parse_id
 
-__all__ = ["Reader", "not_found", "records"]
+__all__ = ["Reader", "not_found", "records", "ahead"]
+
+T = TypeVar("T")
 
 _MANIFESTS = 256  # chunk lists kept decoded
 _AHEAD = 256  # entry records a listing asks a networked engine for at a time
 _FILTER_BYTES = 16 << 20  # entries' chunk filters kept unpacked (about 3 GB of log text)
 
 
-def records(txn: ReadTxn, raw_ids: Iterable[bytes], first: int = 0) -> Iterator[tuple[bytes, bytes | None]]:
-    """``(id, entry record or None)`` for each of ``raw_ids``, in order; on a networked
-    engine the records are asked for ``first`` ids at a time (at least one), then
-    :data:`_AHEAD` at a time, each batch in one request."""
+def ahead(txn: ReadTxn, items: Iterable[T], raw_id: Callable[[T], bytes], first: int = 1) -> Iterator[T]:
+    """``items``, in order, the entry record of each (``raw_id(item)``) asked of a networked
+    engine ahead: ``first`` items' (at least one), then :data:`_AHEAD` at a time, each batch
+    in one request; on a local engine, ``items`` as they come."""
     if not txn.networked:
-        for raw_id in raw_ids:
-            yield raw_id, txn.get("entries", raw_id)
+        yield from items
         return
-    ids = iter(raw_ids)
+    it = iter(items)
     size = max(1, min(first, _AHEAD))
-    while batch := list(itertools.islice(ids, size)):
-        yield from zip(batch, txn.get_many("entries", batch), strict=True)
+    while batch := list(itertools.islice(it, size)):
+        txn.prefetch("entries", [raw_id(item) for item in batch])
+        yield from batch
         size = _AHEAD
+
+
+def records(txn: ReadTxn, raw_ids: Iterable[bytes], first: int = 0) -> Iterator[tuple[bytes, bytes | None]]:
+    """``(id, entry record or None)`` for each of ``raw_ids``, in order, asked for ahead (:func:`ahead`)."""
+    for raw_id in ahead(txn, raw_ids, lambda r: r, first):
+        yield raw_id, txn.get("entries", raw_id)
 
 
 def not_found(entry_id: str) -> NotFound:
