@@ -107,6 +107,21 @@ def _legacy_seq_keys(e: Entry) -> list[tuple[str, bytes]]:
     return [(space, prefix + seq_key(e.seq)) for space, prefix in keys]
 
 
+def _dated_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
+    """Entry ``e``'s keys in the ``expiry`` and ``digests`` indexes (the latter only where it was indexed)."""
+    return [("expiry", expiry_key(expiry_us(e.expires_at), raw_id)),
+            ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
+
+
+def _chunk_list(txn: ReadTxn, raw_id: bytes) -> Manifest | None:
+    """An entry's chunk list, or None when it is missing or damaged (delete and gc go on past that)."""
+    blob = get_or_damaged(txn, "manifests", raw_id)[1]
+    try:
+        return None if blob is None else Manifest.unpack(blob)
+    except ValueError:
+        return None
+
+
 def prefetch_deletes(txn: ReadTxn, raw_ids: list[bytes]) -> None:
     """Ask a networked engine, in two requests, for what deleting the entries ``raw_ids``
     reads and deletes (:meth:`Catalog.delete_in`: records, chunk lists and filters, then
@@ -121,17 +136,11 @@ def prefetch_deletes(txn: ReadTxn, raw_ids: list[bytes]) -> None:
         e = None if raw is None else decode_entry(raw)
         if e is not None:
             legacy = _legacy_seq_keys(e)
-            pairs += legacy + [(space, key + raw_id) for space, key in legacy]
-            pairs += [("expiry", expiry_key(expiry_us(e.expires_at), raw_id)),
-                      ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
+            pairs += legacy + [(space, key + raw_id) for space, key in legacy] + _dated_keys(e, raw_id)
             if e.name is not None:
                 pairs.append(("names", name_key(e.session, e.name)))
-        blob = get_or_damaged(txn, "manifests", raw_id)[1]
-        try:
-            keys = [] if blob is None else Manifest.unpack(blob).keys
-        except ValueError:
-            keys = []
-        for key in dict.fromkeys(keys):
+        m = _chunk_list(txn, raw_id)
+        for key in dict.fromkeys([] if m is None else m.keys):
             pairs += [("refs", key), ("chunks", key)]
     txn.prefetch_pairs(list(dict.fromkeys(pairs)), bodies=False)  # a chunk's bytes are not read to delete it
 
@@ -446,15 +455,8 @@ class Catalog:
         if not present:
             return 0, 0
         e = decode_entry(raw) if raw is not None else None
-        blob = get_or_damaged(txn, "manifests", raw_id)[1]
-        keys: list[bytes] | None = None
-        size = 0
-        if blob is not None:
-            try:
-                m = Manifest.unpack(blob)
-                keys, size = m.keys, m.bytes_at[-1]
-            except ValueError:
-                keys = None
+        m = _chunk_list(txn, raw_id)
+        keys, size = (None, 0) if m is None else (m.keys, m.bytes_at[-1])
         txn.delete("entries", raw_id)
         if e is None:
             purge_index(txn, raw_id)
@@ -462,8 +464,8 @@ class Catalog:
             size = e.size_bytes
             for space, key in seq_index_keys(txn, e, raw_id):
                 txn.delete(space, key)
-            txn.delete("expiry", expiry_key(expiry_us(e.expires_at), raw_id))
-            txn.delete("digests", digest_key(e.size_bytes, e.sha256, raw_id))
+            for space, key in _dated_keys(e, raw_id):
+                txn.delete(space, key)
             if e.name is not None and get_or_damaged(txn, "names", name_key(e.session, e.name)) == (True, raw_id):
                 txn.delete("names", name_key(e.session, e.name))
         txn.delete("manifests", raw_id)
