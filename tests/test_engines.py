@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 
 import pytest
@@ -150,6 +151,52 @@ def test_engine_options_belong_to_their_engine(tmp_path):
         assert "sync=False" in s.engine.capabilities.durability
     with blobpad.open(tmp_path / "db2") as s:
         assert "sync=True" in s.engine.capabilities.durability  # the default survives a power loss
+
+
+def _lmdb_calls(run):
+    """The LMDB calls (commits and flushes) made by ``run()`` in any thread, in order,
+    seen through the profiler hook (the calls themselves, nothing of blobpad's inside)."""
+    seen: list[str] = []
+    names = {"Transaction.__exit__": "commit", "Transaction.commit": "commit", "Environment.sync": "flush"}
+
+    def hook(frame, event, arg):
+        if event == "c_call" and getattr(arg, "__qualname__", "") in names:
+            seen.append(names[arg.__qualname__])
+
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return seen
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_with_sync_on_every_commit_is_on_disk_before_the_call_returns(tmp_path, sync):
+    """sync=True: LMDB flushes a commit's data pages, and blobpad flushes its meta page
+    (written without waiting: MDB_NOMETASYNC) after the writer lock is released, so every
+    commit a call makes is followed by a flush before the call returns; sync=False
+    flushes nothing (the operating system writes when it likes)."""
+    text = "".join(f"line {i} {'x' * (i % 70)}\n" for i in range(40_000))  # several batches: a journalled put
+    with blobpad.open(tmp_path / "db", sync=sync, map_size=8 << 20) as s:
+        ops = [
+            lambda: s.put("small observation\n" * 300, session="a", turn=1),
+            lambda: s.put(text, session="a", name="big"),
+            lambda: s.notepad("a").set_plan("read the log"),
+            lambda: s.delete(s.find("big", session="a").id),
+            lambda: s.gc(),
+        ]
+        for op in ops:
+            calls = _lmdb_calls(op)
+            assert calls.count("commit") >= 1
+            if not sync:
+                assert "flush" not in calls
+                continue
+            assert calls[-1] == "flush"  # the last commit was flushed before the call returned
+            for before, after in zip(calls, calls[1:]):
+                assert not (before == "commit" and after == "commit")  # each commit flushed before the next
 
 
 def test_a_memory_store_is_shared_by_name_and_gone_at_close():
