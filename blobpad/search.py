@@ -116,6 +116,8 @@ class Deadline:
         self.end = time.monotonic() + seconds
         self.window = _FIRST_WINDOW
         self.expired = False
+        # searches too short to say anything about the speed alone, added up: [bytes, seconds]
+        self._short = [0, 0.0]
 
     def left(self) -> float:
         return self.end - time.monotonic()
@@ -135,8 +137,21 @@ class Deadline:
             raise TimedOut()
         span = find(UNANCHORED, buf, pos, end)[0]
         scanned = (span[1] if span[0] >= 0 else end) - pos
-        if scanned >= _MIN_WINDOW:  # shorter searches say little about the speed, and are cheap
-            self.pace(scanned, time.monotonic() - t0)
+        spent = time.monotonic() - t0
+        if scanned >= _MIN_WINDOW:
+            self.pace(scanned, spent)
+        else:
+            # A search that stops at a match a few bytes on says little about the speed
+            # alone, but many of them do (a long line that matches every few bytes):
+            # they are added up, the time of each call included, so the speed they give
+            # is a lower bound.  Threads sharing the deadline may lose an update: that
+            # only delays the measure.
+            short = self._short
+            short[0] += scanned
+            short[1] += spent
+            if short[0] >= _MIN_WINDOW:
+                self.pace(short[0], short[1])
+                short[0], short[1] = 0, 0.0
         return span
 
     def too_slow_for(self, size: int) -> bool:

@@ -155,6 +155,27 @@ def test_long_lines_under_a_budget_give_the_same_matches_as_without(store):
         assert store.count(e.id, pattern, timeout=120) == len(_hits(text, pattern))
 
 
+@pytest.mark.parametrize("size", [150_000, 600_000, 1_000_000])
+def test_long_lines_with_many_matches_fit_the_default_budget(store, size):
+    """A long line where the pattern matches every few bytes (minified JSON, base64,
+    CSV rows): each RE2 call stops at the next match, so no single call says much about
+    the speed; the budget must still see that the calls are fast, not time out at once
+    on a guess (it did, with no match, for lines of about 128 KB to 1 MiB)."""
+    rows = json.dumps([{"id": i, "name": f"user{i}", "status": "ok"} for i in range(size // 45)])[:size]
+    text = f"header\n{rows}\nfooter id\n"
+    e = store.put(text, session="s")
+    for pattern in ("id", r"user\d+", "ok|name"):
+        limited = store.grep(e.id, pattern, max_matches=10**9, timeout=SEARCH_TIMEOUT)
+        free = store.grep(e.id, pattern, max_matches=10**9)
+        assert not limited.timed_out
+        assert limited.to_dict() == free.to_dict()
+        assert [m.line for m in limited] == _hits(text, pattern)
+        m = limited.matches[0]
+        spans = [(x.start() - m.offset, x.end() - m.offset) for x in re.finditer(pattern, _lines(text)[1])]
+        inside = [(a, b) for a, b in spans if a >= 0 and b <= len(m.text)]  # those the window cuts are clipped
+        assert [(a, b) for a, b in m.spans if b < len(m.text)] == [(a, b) for a, b in inside if b < len(m.text)]
+
+
 def test_count_result_is_an_int(slow_entry):
     store, e, text = slow_entry
     n = store.count(e.id, "ERROR")

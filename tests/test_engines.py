@@ -6,6 +6,7 @@ on every engine through the ``store`` fixture (conftest.ENGINES).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -195,7 +196,7 @@ def test_with_sync_on_every_commit_is_on_disk_before_the_call_returns(tmp_path, 
                 assert "flush" not in calls
                 continue
             assert calls[-1] == "flush"  # the last commit was flushed before the call returned
-            for before, after in zip(calls, calls[1:]):
+            for before, after in itertools.pairwise(calls):
                 assert not (before == "commit" and after == "commit")  # each commit flushed before the next
 
 
