@@ -259,6 +259,27 @@ def encode_pattern(pattern: object) -> bytes:
         raise InvalidArgument("pattern contains lone surrogates; pass valid Unicode") from None
 
 
+def _any_byte(raw: bytes) -> bool:
+    """Whether the RE2 pattern ``raw`` uses ``\\C`` (outside ``\\Q...\\E`` quotes; inside a
+    character class RE2 refuses it anyway)."""
+    i, n = 0, len(raw)
+    while i < n - 1:
+        if raw[i] != 0x5C:  # a backslash
+            i += 1
+            continue
+        escaped = raw[i + 1]
+        if escaped == 0x43:  # C
+            return True
+        if escaped == 0x51:  # Q: quoted up to \E, or to the end
+            end = raw.find(b"\\E", i + 2)
+            if end < 0:
+                return False
+            i = end + 2
+            continue
+        i += 2
+    return False
+
+
 def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
     """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason.
 
@@ -266,6 +287,12 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
     and not the ``(?m)`` put in front of it.
     """
     raw = encode_pattern(pattern)
+    if not fixed and _any_byte(raw):
+        raise InvalidArgument(
+            "invalid pattern: \\C (any single byte) is not supported: it can match part of a "
+            "character, or a line's newline, and grep reports characters within lines; use . for "
+            "any character", hint=HINT_FIXED,
+        )
     options = re2_options(ignore_case, bool(fixed))
     try:
         if fixed:

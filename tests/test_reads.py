@@ -563,6 +563,29 @@ def test_grep_empty_matches_on_multibyte_lines(loaded):
                 assert m.spans == spans[:1000]
 
 
+@pytest.mark.parametrize("pattern", [r"\C", r"\C$", r"é\C", r"x|(\C)", r"\\\C", r"\Q.\E\C"])
+def test_a_pattern_with_any_byte_is_refused_everywhere(store, pattern):
+    """RE2's ``\\C`` matches one byte: part of a character, or a line's newline (``é\\C``
+    matched across lines).  grep reports characters within lines, and rg refuses it too,
+    so every search refuses it with the reason, where grep used to fail decoding half a
+    character; as a literal (``fixed``) or quoted it is two characters like any other."""
+    text = "é\na\\Cé🙂b\nplain\n"
+    e = store.put(text, session="s", name="multi")
+    calls = [
+        lambda: store.grep(e.id, pattern), lambda: store.count(e.id, pattern),
+        lambda: store.matching_lines(e.id, pattern), lambda: store.grep_session("s", pattern),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgument, match=r"\\C \(any single byte\) is not supported"):
+            call()
+    answer = blobpad.Toolbox(store, session="s", scope="session").call(
+        "scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": pattern})
+    assert not answer["ok"] and "any single byte" in answer["error"]
+    assert [m.line for m in store.grep(e.id, "\\C", fixed=True)] == [2]
+    assert [m.line for m in store.grep(e.id, r"\Qa\C\E")] == [2]
+    assert [m.line for m in store.grep(e.id, r"a\\C")] == [2]
+
+
 @pytest.mark.parametrize("pattern", ["(", "a{2,1}", "(?<=a)b", "(a)\\1", "a**", "[z-a]"])
 def test_invalid_regex_is_invalid_argument_with_re2_reason(loaded, pattern):
     options = re2.Options()
