@@ -17,6 +17,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from collections.abc import Hashable
 
 import pytest
@@ -277,6 +278,30 @@ def test_read_write_clear(store):
     assert r.ok and not r.changed and r.version == 3  # no change, no version
     big = "x" * 200_000  # the notepad space has no budget
     assert pad.write(big).warning is None and pad.read() == big
+
+
+def test_a_replace_all_over_the_size_limit_is_refused_before_it_is_built(store):
+    """find_replace with replace_all checks the size the result would have first: 20,000
+    replacements of 10,000 bytes would build 200 MB only to refuse it.  The limit is exact:
+    a result of MAX_CONTENT_BYTES is kept, one byte more is refused."""
+    from blobpad.notepad.budget import MAX_CONTENT_BYTES
+
+    pad = store.notepad("s")
+    pad.write_notepad("x" * 20_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidArgument, match=r"notepad would be 200000000 bytes; a space holds at most"):
+            pad.update_notepad("find_replace", find="x", replace="y" * 10_000, replace_all=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20
+    assert pad.read("notepad") == "x" * 20_000
+    pad.write_notepad("xz")
+    pad.update_notepad("find_replace", find="z", replace="w" * (MAX_CONTENT_BYTES - 1))
+    assert len(pad.read("notepad").encode()) == MAX_CONTENT_BYTES
+    with pytest.raises(InvalidArgument, match=rf"notepad would be {MAX_CONTENT_BYTES + 1} bytes"):
+        pad.update_notepad("find_replace", find="x", replace="é")
 
 
 def test_update_operations(store):

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import tracemalloc
 
 import jsonschema
 import pytest
@@ -392,6 +393,24 @@ def test_seed003_edit(store):
     assert half["ok"] is False and "new_string" in half["error"]
     nobody = tb.call("scratchpad_edit", {"name": "ghost", "content": "x"})
     assert nobody["ok"] is False and "scratchpad_list" in nobody["error"]
+
+
+def test_seed003_edit_over_the_size_limit_is_refused_before_it_is_built(store):
+    """replace_all of 250,000 occurrences with 300 characters each would make a 75 MB
+    entry (in place edits stop at 64 MiB): refused from the counts, before the text is built."""
+    tb = Toolbox(store, session="s", profile="seed003")
+    assert tb.call("scratchpad_write", {"name": "g", "content": "ab" * 250_000})["ok"]
+    tracemalloc.start()
+    try:
+        r = tb.call("scratchpad_edit", {"name": "g", "old_string": "a", "new_string": "a" * 300, "replace_all": True})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r["ok"] is False and "would make 'g' 75250000 bytes" in r["error"] and "write a new entry" in r["error"]
+    assert peak < 20 << 20
+    assert store.get(store.find("g", session="s").id) == "ab" * 250_000
+    r = tb.call("scratchpad_edit", {"name": "g", "old_string": "a", "new_string": "aa", "replace_all": True})
+    assert r["ok"] and r["replacements"] == 250_000 and r["size_chars"] == 750_000
 
 
 def test_seed003_list_and_delete(store_factory):

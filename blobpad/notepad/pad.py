@@ -134,6 +134,15 @@ def purge_expired(store: NotesHost) -> int:
 # -- argument checks --------------------------------------------------------------------
 
 
+def _check_size(action: str, space: str, size: int) -> None:
+    """Refuse content of ``size`` UTF-8 bytes for a space: a space holds at most MAX_CONTENT_BYTES."""
+    if size > MAX_CONTENT_BYTES:
+        raise InvalidArgument(
+            f"{action}: {space} would be {size} bytes; a space holds at most {MAX_CONTENT_BYTES} bytes "
+            f"(1 MiB): rewrite it shorter with {texts.SETTERS.get(space, 'write')}"
+        )
+
+
 def _check_text(label: str, value: object) -> bytes:
     """Validate a text argument; return its UTF-8 encoding."""
     if not isinstance(value, str):
@@ -723,11 +732,7 @@ class Notepad:
             if outcome.new is None or outcome.new == current:
                 return version, False, current, outcome
             data = self._encode(outcome.new)
-            if len(data) > MAX_CONTENT_BYTES:
-                raise InvalidArgument(
-                    f"{action}: {space} would be {len(data)} bytes; a space holds at most {MAX_CONTENT_BYTES} bytes "
-                    f"(1 MiB): rewrite it shorter with {texts.SETTERS.get(space, 'write')}"
-                )
+            _check_size(action, space, len(data))
             digest = blob_ref(txn, data)
             version += 1
             record = {"h": digest.hex(), "c": len(outcome.new), "t": now, "a": action}
@@ -789,6 +794,9 @@ class Notepad:
                     "the exact text (whitespace and case matter)"
                 )
             n = count if replace_all else 1
+            # the size first: n copies of a long replacement could make gigabytes before any check
+            grows = len(replace.encode("utf-8")) - len(find.encode("utf-8"))
+            _check_size(action, space, len(current.encode("utf-8")) + n * grows)
             new = current.replace(find, replace, n)
             return self._grow(space, budget, action, current, new, {"replacements": n})
 

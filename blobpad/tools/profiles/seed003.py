@@ -118,10 +118,16 @@ def _edit_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
     if count > 1 and not replace_all:
         raise ToolError(f"scratchpad_edit: old_string occurs {count} times in {name!r}; add surrounding text to "
                         "make it unique, or pass replace_all=true")
-    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    n = count if replace_all else 1
+    size = entry.size_bytes + n * (len(new.encode("utf-8")) - len(old.encode("utf-8")))
+    if size > _EDIT_LIMIT:  # checked before the text is built: n long replacements could make gigabytes
+        raise ToolError(f"scratchpad_edit: replacing {n} occurrence{'s' if n != 1 else ''} would make {name!r} "
+                        f"{size} bytes; entries edited in place are at most {_EDIT_LIMIT} bytes (write a new entry "
+                        "instead)")
+    updated = text.replace(old, new, n)
     e = _replace(tb, entry, name, updated)
     return {"ok": True, "name": name, "scratchpad_id": e.id, "size_chars": e.length,
-            "replacements": count if replace_all else 1}
+            "replacements": n}
 
 
 def _describe_seed003(e: Entry) -> dict[str, Any]:
