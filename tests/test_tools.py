@@ -413,6 +413,29 @@ def test_seed003_edit_over_the_size_limit_is_refused_before_it_is_built(store):
     assert r["ok"] and r["replacements"] == 250_000 and r["size_chars"] == 750_000
 
 
+def test_grep_pages_with_wide_context_hold_only_what_they_show(store):
+    """A grep page far into the matches (skip), with 100 lines of context each: the
+    context is read for the matches shown only, where it was built for every match up
+    to skip + max_matches (11,000 x 200 lines: 450 MB here, gigabytes with longer lines)."""
+    lines = [f"{i:08d}" + "x" * 52 for i in range(11_500)]
+    e = store.put("\n".join(lines) + "\n", session="s")
+    tb = Toolbox(store, session="s", scope="session")
+    tracemalloc.start()
+    try:
+        r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": "^0", "context": 100,
+                                        "max_matches": 1000, "skip": 10_000})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r["ok"] and r["first_match"] == 10_001 and r["shown_matches"] >= 1
+    assert peak < 64 << 20
+    shown = [ln for ln in r["content"].split("\n") if ln != "--"]
+    assert shown[0].startswith("9901-") and any(ln.startswith("10001:") for ln in shown)
+    for ln in shown:
+        number, text = re.match(r"(\d+)[-:](.*)", ln).groups()
+        assert lines[int(number) - 1].startswith(text.split(" [... line")[0])
+
+
 def test_seed003_list_and_delete(store_factory):
     now = [1_700_000_000.0]
     store = store_factory(clock=lambda: now[0])

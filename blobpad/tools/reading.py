@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import HINT_FIXED, InvalidArgument
+from ..errors import HINT_FIXED, InvalidArgument, NotFound
 from ..index import Entry
 from ..reads import LineWindow, compile_pattern
 from .spec import ToolContext, ToolError, result_size
@@ -119,7 +119,10 @@ def grep_lines(
 ) -> tuple[list[str], int]:
     """Format grep matches as ``N:text`` (context ``N-text``, groups split by ``--``).
 
-    Returns the lines and how many matches fit in ``budget``.
+    Returns the lines and how many matches fit in ``budget``.  The ``context`` lines
+    before and after each match are read here, for the matches shown only, each cut to
+    what can be shown (``Store.line_windows``): the search itself is asked for none, so
+    a page of many matches with wide context never holds more than it shows.
     """
     cap = min(tb.line_chars, max(80, budget - 400))
     match_lines = {m.line for m in res_matches}
@@ -134,10 +137,21 @@ def grep_lines(
             return f"{number}-{text[:cap]} [... line {number} continues; read on with {nxt}]"
         return f"{number}-{text}"
 
+    def around(first: int, last: int) -> list[tuple[int, str]]:
+        last = min(last, entry.lines)
+        if not context or first > last:
+            return []
+        try:
+            return [(w.line, w.text) for w in tb.store.line_windows(entry.id, first, last, width=cap + 1)]
+        except NotFound:  # deleted or expired since the search: the matches without their context
+            return []
+
     for m in res_matches:
         group: list[str] = []
         first_line = None
-        for number, text in m.before:
+        before = around(max(1, m.line - context, last_emitted + 1), m.line - 1)
+        after = around(m.line + 1, m.line + context)
+        for number, text in before:
             if number > last_emitted and number not in match_lines:
                 first_line = first_line or number
                 group.append(ctx_line(number, text))
@@ -152,7 +166,7 @@ def grep_lines(
         first_line = first_line or m.line
         group.append(f"{m.line}:{prefix}{text}{suffix}")
         end_line = m.line
-        for number, text in m.after:
+        for number, text in after:
             if number in match_lines:
                 break
             group.append(ctx_line(number, text))

@@ -127,10 +127,9 @@ def _lines(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dic
 def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
     skip, limit, context = a["skip"], a["max_matches"], a["context"]
     pattern, icase, fixed = a["pattern"], a["ignore_case"], a["fixed_strings"]
-    res = tb.search(("grep", entry.id, pattern, icase, fixed, context, skip + limit),
-                    lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed, before=context,
-                                            after=context, max_matches=skip + limit, line_window=tb.line_chars + 1,
-                                            timeout=t))
+    res = tb.search(("grep", entry.id, pattern, icase, fixed, skip + limit),  # context: read by grep_lines
+                    lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed,
+                                            max_matches=skip + limit, line_window=tb.line_chars + 1, timeout=t))
     matches = res.matches[skip:]
     id_args = {"scratchpad_id": entry.id}
     lines, shown = grep_lines(tb, entry, matches, context, budget, id_args)
