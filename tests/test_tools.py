@@ -436,6 +436,21 @@ def test_grep_pages_with_wide_context_hold_only_what_they_show(store):
         assert lines[int(number) - 1].startswith(text.split(" [... line")[0])
 
 
+def test_lines_of_binary_content_keep_every_notice(store):
+    """Each notice of a lines read is kept: the binary one beside where the entry ends or
+    where the output was capped (it used to be replaced by them)."""
+    e = store.put(b"\xff\xfeabc\nline2\n" + b"\xfe" * 30 + b"x" * 3000 + b"\n" * 400, session="s")
+    tb = Toolbox(store, session="s", scope="session")
+    r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "lines", "start_line": 1, "end_line": 1000})
+    assert r["ok"] and "U+FFFD" in r["notice"]
+    assert ("Output capped" in r["notice"]) if r["truncated"] else ("The entry ends at line 402." in r["notice"])
+    r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "lines", "start_line": 1, "end_line": 2})
+    assert r["ok"] and r["notice"] == "Binary content: lines are decoded as UTF-8, invalid bytes shown as U+FFFD."
+    text = store.put("a\nb\n", session="s")
+    r = tb.call("scratchpad_read", {"scratchpad_id": text.id, "mode": "lines", "start_line": 1, "end_line": 5})
+    assert r["notice"] == "The entry ends at line 2."
+
+
 def test_seed003_list_and_delete(store_factory):
     now = [1_700_000_000.0]
     store = store_factory(clock=lambda: now[0])

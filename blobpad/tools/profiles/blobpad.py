@@ -110,17 +110,20 @@ def _lines(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dic
                               "end_line": n - 1 if out else first - 1, "total_lines": total}
     if column:
         result["column"] = column
-    if entry.kind != "text":
-        result["notice"] = "Binary content: lines are decoded as UTF-8, invalid bytes shown as U+FFFD."
     result["content"] = "\n".join(out)
     result["truncated"] = truncated
+    notices = []
     if truncated:
         nxt = {"scratchpad_id": entry.id, "mode": "lines", "start_line": n, "end_line": last}
         result["next"] = nxt
-        result["notice"] = (f"Output capped after line {n - 1}; lines {n}-{min(last, total)} not shown: call again "
-                            f"with {args_text(nxt)}.")
+        notices.append(f"Output capped after line {n - 1}; lines {n}-{min(last, total)} not shown: call again "
+                       f"with {args_text(nxt)}.")
     elif last > total and first <= total:
-        result["notice"] = f"The entry ends at line {total}."
+        notices.append(f"The entry ends at line {total}.")
+    if entry.kind != "text":
+        notices.append("Binary content: lines are decoded as UTF-8, invalid bytes shown as U+FFFD.")
+    if notices:
+        result["notice"] = " ".join(notices)
     return result
 
 
