@@ -142,6 +142,12 @@ def test_a_bad_target_is_a_clear_error(target, words):
 def test_engine_options_belong_to_their_engine(tmp_path):
     with pytest.raises(InvalidArgument, match="map_size is an option of the LMDB engine"):
         blobpad.open("memory://", map_size=1 << 20)
+    with pytest.raises(InvalidArgument, match=r"namespace is an option of the Redis engine; the memory engine"):
+        blobpad.open("memory://", namespace="x")
+    with pytest.raises(InvalidArgument, match=r"unknown option 'bogus'; the memory engine \(memory://\) takes none"):
+        blobpad.open("memory://", bogus=1)
+    with pytest.raises(InvalidArgument, match="namespace is an option of the Redis engine, not of the LMDB engine"):
+        blobpad.open(tmp_path / "db", namespace="x")
     with pytest.raises(InvalidArgument, match="unknown option 'colour' of the LMDB engine"):
         blobpad.open(tmp_path / "db", colour="blue")
     with pytest.raises(InvalidArgument, match="sync must be True or False"):

@@ -23,7 +23,7 @@ from ..errors import InvalidArgument
 from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
 from .lmdb import LMDB_OPTIONS, acquire_lmdb
 from .memory import acquire_memory
-from .redis import SCHEMES, acquire_redis  # the module imports redis-py only when a Redis store is opened
+from .redis import REDIS_OPTIONS, SCHEMES, acquire_redis  # the module imports redis-py only when a Redis store is opened
 
 __all__ = [
     "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
@@ -60,13 +60,16 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         raise InvalidArgument("a store path must be text, not bytes")
     scheme, sep, rest = text.partition("://")
     if not sep or os.sep in scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
+        _refuse_foreign("LMDB", text, options)
         return acquire_lmdb(text, **options)  # a plain path (a directory name may contain "://")
     scheme = scheme.lower()
     if scheme == "memory":
+        _refuse_foreign("memory", text, options)
         return acquire_memory("memory://" + rest, **options)
     if scheme in ("lmdb", "file"):
         if not rest.startswith("/"):
             raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
+        _refuse_foreign("LMDB", text, options)
         return acquire_lmdb(rest, **options)
     if scheme in SCHEMES:
         return acquire_redis(text, **options)
@@ -74,3 +77,20 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         f"unknown store URL scheme {scheme!r} in {text!r}: use a directory path, memory://, redis://host:port/db "
         "or redis+cluster://host:port"
     )
+
+
+def _refuse_foreign(engine: str, target: str, options: dict[str, Any]) -> None:
+    """InvalidArgument naming the engine an option belongs to, when it is another's
+    (``namespace`` given to a memory store); options no engine has are left to the
+    engine's own check."""
+    owners = {"LMDB": LMDB_OPTIONS, "Redis": REDIS_OPTIONS}
+    mine = owners.get(engine, {})
+    for name in sorted(options, key=str):
+        owner = next((other for other, known in owners.items() if name in known and other != engine), None)
+        if name in mine or owner is None:
+            continue
+        if engine == "memory":
+            raise InvalidArgument(f"{name} is an option of the {owner} engine; the memory engine ({target}) takes none")
+        raise InvalidArgument(
+            f"{name} is an option of the {owner} engine, not of the {engine} engine; its options are {', '.join(mine)}"
+        )

@@ -519,10 +519,10 @@ DURABILITY = {
 
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
     """The LMDB engine's options with defaults filled in; InvalidArgument on an unknown or bad one."""
-    unknown = sorted(set(options) - set(LMDB_OPTIONS))
+    unknown = sorted(set(options) - set(LMDB_OPTIONS), key=str)
     if unknown:
         raise InvalidArgument(
-            f"unknown option {unknown[0]!r} of the LMDB engine; its options are {', '.join(LMDB_OPTIONS)}"
+            f"unknown option {str(unknown[0])[:80]!r} of the LMDB engine; its options are {', '.join(LMDB_OPTIONS)}"
         )
     out = LMDB_OPTIONS | options
     for label in ("map_size", "max_map_size"):

@@ -315,10 +315,8 @@ def acquire_memory(target: str, **options: Any) -> MemoryEngine:
     The memory engine takes no options; any is refused with InvalidArgument.
     """
     if options:
-        name = sorted(options)[0]
-        raise InvalidArgument(
-            f"{name} is an option of the LMDB engine; the memory engine ({target}) takes none"
-        )
+        name = str(sorted(options, key=str)[0])
+        raise InvalidArgument(f"unknown option {name[:80]!r}; the memory engine ({target}) takes none")
     name = target[len("memory://"):]
     if "/" in name or "?" in name or "#" in name:
         raise InvalidArgument(f"{target!r} is not a memory store: use memory:// or memory://NAME (letters, digits, -_.)")
