@@ -649,7 +649,10 @@ class Source:
             return
         assert self.fh is not None
         while True:
-            block = self.fh.read(_BLOCK)
+            try:
+                block = self.fh.read(_BLOCK)
+            except (OSError, ValueError) as exc:  # closed meanwhile, an I/O error: the caller's object failed
+                raise InvalidArgument(f"reading the file object failed: {describe(str(exc), 300)}") from None
             if not block:
                 return
             if isinstance(block, str):
@@ -841,6 +844,8 @@ class Putter:
             st = os.fstat(fh.fileno())
             return Source(None, fh, st.st_size if stat.S_ISREG(st.st_mode) else None, owned=True)
         if callable(getattr(data, "read", None)):
+            if getattr(data, "closed", False) is True:
+                raise InvalidArgument("the file object is closed; pass an open one (opened with 'rb')")
             return Source(None, data)  # type: ignore[arg-type]
         raise InvalidArgument(
             f"put() takes str, bytes, a path (os.PathLike) or a binary file object, not {type(data).__name__}; "

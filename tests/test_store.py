@@ -178,6 +178,38 @@ class _LazyReader:
         return data
 
 
+class _FailingReader(io.RawIOBase):
+    """A binary file object whose read fails after ``good`` bytes, as a disk or a pipe can."""
+
+    def __init__(self, good: int, error: Exception) -> None:
+        self.left, self.error = good, error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.left <= 0:
+            raise self.error
+        n = min(len(buffer), self.left)
+        buffer[:n] = b"x" * n
+        self.left -= n
+        return n
+
+
+@pytest.mark.parametrize("error", [OSError(5, "Input/output error"), ValueError("I/O operation on closed file.")])
+def test_a_file_object_that_fails_is_a_clear_error_and_leaves_nothing(store, error):
+    closed = io.BytesIO(b"data\n")
+    closed.close()
+    with pytest.raises(InvalidArgument, match="the file object is closed"):
+        store.put(closed)
+    for good in (0, 10, 3 << 20):  # at once, in the first batch, after several batches
+        with pytest.raises(InvalidArgument, match="reading the file object failed: .*(Input/output|closed file)"):
+            store.put(io.BufferedReader(_FailingReader(good, error)), session="s")
+    stats = store.stats()
+    assert store.entries() == [] and (stats.entries, stats.chunks, stats.stored_bytes) == (0, 0, 0)
+    assert store.get(store.put(b"after\n", session="s").id) == "after\n"
+
+
 def test_put_binary_file_object_is_streamed(store, tmp_path):
     reader = _LazyReader(20 << 20, seed=5)
     e = store.put(reader)
