@@ -651,7 +651,9 @@ class Source:
         while True:
             try:
                 block = self.fh.read(_BLOCK)
-            except (OSError, ValueError) as exc:  # closed meanwhile, an I/O error: the caller's object failed
+            except ValueError as exc:  # closed meanwhile (an OSError, a disk's failure, goes up as it is)
+                if isinstance(exc, BlobpadError):
+                    raise
                 raise InvalidArgument(f"reading the file object failed: {describe(str(exc), 300)}") from None
             if not block:
                 return
