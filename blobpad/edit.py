@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import Conflict, Hint, InvalidArgument, NotFound, NoUniqueMatch, describe
+from .errors import Conflict, Hint, InvalidArgument, NotFound, NoUniqueMatch, check_bool, describe
 from .index import Entry
 from .put import Putter
 from .reads import EntryStream
@@ -199,8 +199,7 @@ def edit(reader: Reader, putter: Putter, entry_id: str, old: str, new: str, *, r
     new_bytes = _utf8("new", new)
     if not old_bytes:
         raise InvalidArgument("old is empty: give the text to replace")
-    if not isinstance(replace_all, bool):
-        raise InvalidArgument(f"replace_all must be True or False, not {describe(replace_all)}")
+    check_bool("replace_all", replace_all)
     entry = reader.stat(entry_id)
     if entry.kind != "text":
         raise InvalidArgument(f"entry {entry.id} is binary; only text entries can be edited")

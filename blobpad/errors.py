@@ -259,6 +259,13 @@ def check_int(
     return value
 
 
+def check_bool(label: str, value: object) -> bool:
+    """``value`` if it is True or False (not 1, "yes" or None); else InvalidArgument."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{label} must be True or False, not {typename(value)}")
+    return value
+
+
 def check_str(label: str, value: object, *, allow_none: bool = True) -> None:
     """Raise InvalidArgument unless ``value`` is a string of valid Unicode of at most
     :data:`MAX_STR_BYTES` bytes of UTF-8.

@@ -60,7 +60,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Literal, Protocol
 
-from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_int, check_str, check_ttl, describe
+from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_bool, check_int, check_str, check_ttl, describe
 from .index import Entry
 from .store import Store
 
@@ -293,9 +293,7 @@ class Offloader:
             raise InvalidArgument(f"content_field must be a string or None, not {type(content_field).__name__}")
         self.content_field = content_field
         self.note = note
-        if not isinstance(runtime_resolves_refs, bool):
-            raise InvalidArgument(f"runtime_resolves_refs must be True or False, not {type(runtime_resolves_refs).__name__}")
-        self.runtime_resolves_refs = runtime_resolves_refs
+        self.runtime_resolves_refs = check_bool("runtime_resolves_refs", runtime_resolves_refs)
 
     # -- the decision -------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from . import prefilter
 from .engine import prefix_end
-from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_int, check_str, typename
+from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_bool, check_int, check_str, typename
 from .index import name_key, name_of_key, parse_id, scope_key
 from .prefilter import Query
 from .search import (
@@ -854,6 +854,7 @@ class ReadsMixin:
         budget at most), plus reading the context lines of the matches found.
         """
         timeout = check_timeout(timeout)
+        ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
         regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
         before = _position("before", before, minimum=0)
         after = _position("after", after, minimum=0)
@@ -866,7 +867,7 @@ class ReadsMixin:
         truncated = False
         dl = None if timeout is None else Deadline(timeout)
         searched: int | None = None
-        with _searching(self._reader, entry_id, _query(pattern, bool(ignore_case), bool(fixed))) as v:
+        with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             try:
                 for _, build in _grep_lines(v, find, dl, line_window):
                     if len(matches) >= max_matches:
@@ -893,11 +894,12 @@ class ReadsMixin:
         is :meth:`grep`'s time budget (None: no limit).
         """
         timeout = check_timeout(timeout)
+        ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
         find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
         dl = None if timeout is None else Deadline(timeout)
         found = MatchingLines([], [])
         searched: int | None = None
-        with _searching(self._reader, entry_id, _query(pattern, bool(ignore_case), bool(fixed))) as v:
+        with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             try:
                 _whole_lines(v, find, dl, found.numbers, found.texts)
             except TimedOut as exc:
@@ -921,10 +923,11 @@ class ReadsMixin:
         ``searched_lines``.  The overrun is grep's, on each worker thread at once.
         """
         timeout = check_timeout(timeout)
+        ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
         counter = LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
         if timeout is not None:
             counter.deadline = Deadline(timeout)
-        with _searching(self._reader, entry_id, _query(pattern, bool(ignore_case), bool(fixed))) as v:
+        with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             result = _parallel_count(v, counter)
         return result
 
@@ -973,8 +976,8 @@ class ReadsMixin:
         """
         check_str("session", session, allow_none=False)
         timeout = check_timeout(timeout)
-        ignore_case = _check_flag("ignore_case", ignore_case)
-        fixed = _check_flag("fixed", fixed)
+        ignore_case = check_bool("ignore_case", ignore_case)
+        fixed = check_bool("fixed", fixed)
         regex = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
         before = _position("before", before, minimum=0)
         after = _position("after", after, minimum=0)
@@ -991,7 +994,7 @@ class ReadsMixin:
         pos = None if cursor is None else _decode_cursor(cursor, digest, ids is not None)
         targets = _session_targets(self._reader, session, glob, ids, pos)
         find = regex._regexp.Match
-        query = _query(pattern, bool(ignore_case), bool(fixed))
+        query = _query(pattern, ignore_case, fixed)
         dl = None if timeout is None else Deadline(timeout)
         matches: list[SessionMatch] = []
         truncated = timed_out = False
@@ -1725,12 +1728,6 @@ class _Target(NamedTuple):
     name: str | None
     done: int = 0
     count: int = 0
-
-
-def _check_flag(label: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"{label} must be true or false, not {typename(value)}")
-    return value
 
 
 def _check_glob(names: object) -> str | None:

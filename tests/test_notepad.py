@@ -342,7 +342,7 @@ def test_update_operations(store):
     ({"operation": "find_replace", "find": "x"}, "find_replace needs replace"),
     ({"operation": "find_replace", "find": "", "replace": "y"}, "find must not be empty"),
     ({"operation": "find_replace", "find": 3, "replace": "y"}, "find must be a string, not int"),
-    ({"operation": "find_replace", "find": "x", "replace": "y", "replace_all": "yes"}, "replace_all must be true or"),
+    ({"operation": "find_replace", "find": "x", "replace": "y", "replace_all": "yes"}, "replace_all must be True or"),
     ({"operation": "append"}, "append needs content: the text to add"),
     ({"operation": "prepend", "content": 5}, "content must be a string, not int"),
     ({"operation": "delete"}, "delete needs content: the text to remove"),
@@ -408,7 +408,7 @@ def test_spawn_fork_and_independence(store):
     assert copied.read() == "## Delegated\n- sub_abc: revenue\nchild finding"
     with pytest.raises(InvalidArgument, match="its own session id"):
         parent.spawn("parent")
-    with pytest.raises(InvalidArgument, match="copy_notepad must be true or false"):
+    with pytest.raises(InvalidArgument, match="copy_notepad must be True or False"):
         parent.spawn("x", copy_notepad="yes")
     # deleting the parent leaves the children's copies (shared content) intact
     store.delete_session("parent")

@@ -586,6 +586,22 @@ def test_a_pattern_with_any_byte_is_refused_everywhere(store, pattern):
     assert [m.line for m in store.grep(e.id, r"a\\C")] == [2]
 
 
+@pytest.mark.parametrize("flag", ["ignore_case", "fixed"])
+@pytest.mark.parametrize("bad", ["yes", 1, 0, None, [True]])
+def test_search_flags_are_true_or_false(store, flag, bad):
+    """grep, matching_lines, count and grep_session check their flags alike: 1, "yes" or
+    None is refused (grep and count took any value for its truth)."""
+    e = store.put("Alpha\nbeta\n", session="s")
+    calls = [
+        lambda kw: store.grep(e.id, "alpha", **kw), lambda kw: store.count(e.id, "alpha", **kw),
+        lambda kw: store.matching_lines(e.id, "alpha", **kw), lambda kw: store.grep_session("s", "alpha", **kw),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgument, match=rf"{flag} must be True or False, not"):
+            call({flag: bad})
+    assert store.count(e.id, "alpha", **{flag: True}) == (1 if flag == "ignore_case" else 0)
+
+
 @pytest.mark.parametrize("pattern", ["(", "a{2,1}", "(?<=a)b", "(a)\\1", "a**", "[z-a]"])
 def test_invalid_regex_is_invalid_argument_with_re2_reason(loaded, pattern):
     options = re2.Options()

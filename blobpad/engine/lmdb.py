@@ -90,6 +90,7 @@ from ..errors import (
     CorruptData,
     InvalidArgument,
     StoreFull,
+    check_bool,
     check_int,
 )
 from .base import (
@@ -528,8 +529,7 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     for label in ("map_size", "max_map_size"):
         check_int(label, out[label], minimum=0, maximum=_MAX_MAP)
     check_int("max_readers", out["max_readers"], minimum=1, maximum=1 << 16)
-    if not isinstance(out["sync"], bool):
-        raise InvalidArgument(f"sync must be True or False, not {type(out['sync']).__name__}")
+    check_bool("sync", out["sync"])
     out["map_size"] = max(out["map_size"], 1 << 20)
     return out
 

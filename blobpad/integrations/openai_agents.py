@@ -39,7 +39,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import BlobpadError, InvalidArgument, typename
+from ..errors import BlobpadError, InvalidArgument, check_bool, typename
 from ..offload import Offloader, text_summary
 from ..tools import Toolbox
 
@@ -71,8 +71,7 @@ def function_tools(toolbox: Toolbox, *, strict: bool = True) -> list[FunctionToo
     """
     if not isinstance(toolbox, Toolbox):
         raise InvalidArgument(f"function_tools takes a blobpad.Toolbox, not {typename(toolbox)}")
-    if not isinstance(strict, bool):
-        raise InvalidArgument(f"strict must be True or False, not {typename(strict)}")
+    check_bool("strict", strict)
     return [_function_tool(toolbox, name, strict) for name in toolbox.tools]
 
 

@@ -22,6 +22,7 @@ from ..errors import (
     CorruptData,
     InvalidArgument,
     NotFound,
+    check_bool,
     check_str,
     check_ttl,
     describe,
@@ -157,12 +158,6 @@ def _check_text(label: str, value: object) -> bytes:
             "and per space", hint=HINT_NOTEPAD_SIZE,
         )
     return raw
-
-
-def _check_bool(label: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"{label} must be true or false, not {typename(value)}")
-    return value
 
 
 def _check_action(action: object) -> None:
@@ -434,7 +429,7 @@ class Notepad:
         ops = ("find_replace", "append", "prepend", "delete")
         if not isinstance(operation, str) or operation not in ops:
             raise InvalidArgument(f"operation must be one of {', '.join(ops)}, not {describe(operation)}")
-        _check_bool("replace_all", replace_all)
+        check_bool("replace_all", replace_all)
         if operation == "find_replace":
             if find is None:
                 raise InvalidArgument("find_replace needs find: the exact text to replace")
@@ -553,7 +548,7 @@ class Notepad:
         Raises InvalidArgument if ``child`` is this session or already has a notepad.
         After this call the two notepads are independent.
         """
-        _check_bool("copy_notepad", copy_notepad)
+        check_bool("copy_notepad", copy_notepad)
         pad = Notepad(self.store, child, **self._options)
         if child == self.session:
             raise InvalidArgument("a sub-session needs its own session id, not its parent's")
@@ -782,7 +777,7 @@ class Notepad:
         if not find:
             raise InvalidArgument(f"{action}: {label} must not be empty; pass the exact text to {action}")
         _check_text("replace", replace)
-        _check_bool("replace_all", replace_all)
+        check_bool("replace_all", replace_all)
 
         def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
             assert isinstance(current, str)
