@@ -424,10 +424,10 @@ def _cmd_grep(args: argparse.Namespace) -> int:
             line_window=args.max_columns or _WHOLE_LINES, timeout=args.timeout,
         )
         total = store.stat(args.id).lines if result.timed_out else 0
-    if args.json:
-        _println(_json_line(result.to_dict()))
-    else:
-        _print_grep(result, args, context=bool(before or after))
+        if args.json:
+            _println(_json_line(result.to_dict()))
+        else:
+            _print_grep(result, args, context=bool(before or after), exact=_Exact(store, args))
     if result.truncated and not args.json:  # --json says it in "truncated"
         shown_lines = len(result.matches)
         _note(f"stopped after {shown_lines} matching line{'s' if shown_lines != 1 else ''}; more exist (raise -m)")
@@ -444,6 +444,9 @@ def _print_every_line(store: Any, args: argparse.Namespace) -> int:
                                  timeout=args.timeout)
     total = store.stat(args.id).lines if found.timed_out else 0
     numbers, texts = found.numbers, found.texts
+    exact = _Exact(store, args)
+    if exact.binary(args.id):
+        texts = [exact.line(args.id, number, text) for number, text in zip(numbers, texts, strict=True)]
     for at in range(0, len(texts), 4096):
         part = zip(numbers[at : at + 4096], texts[at : at + 4096], strict=True)
         _write("".join([f"{number}:{text}\n" for number, text in part]))
@@ -461,7 +464,30 @@ def _timed_out(args: argparse.Namespace, searched: int | None, total: int, what:
     return TIMED_OUT
 
 
-def _print_grep(result: Any, args: argparse.Namespace, *, context: bool) -> None:
+class _Exact:
+    """Lines as ``rg`` prints them: the library shows the bytes of a binary entry that are
+    not UTF-8 as U+FFFD; the CLI prints the line's own bytes instead (read again by their
+    offsets, and written back as they were by :func:`_write`'s surrogateescape).  Lines
+    cut to a window (``--max-columns``) stay as the library shows them."""
+
+    def __init__(self, store: Any, args: argparse.Namespace) -> None:
+        self._store = store
+        self._whole = not getattr(args, "max_columns", None)
+        self._kinds: dict[str, bool] = {}
+
+    def binary(self, entry_id: str) -> bool:
+        if entry_id not in self._kinds:
+            self._kinds[entry_id] = self._whole and self._store.stat(entry_id).kind != "text"
+        return self._kinds[entry_id]
+
+    def line(self, entry_id: str, number: int, text: str) -> str:
+        if "\ufffd" not in text or not self.binary(entry_id):
+            return text
+        start, end = self._store.line_offsets(entry_id, number, number)
+        return self._store.byte_range(entry_id, start, end).removesuffix(b"\n").decode("utf-8", "surrogateescape")
+
+
+def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: _Exact) -> None:
     """Print like ``rg -n``: each line once, ``N:`` for matches, ``N-`` for context, ``--`` between groups."""
     rows: dict[int, tuple[bool, str]] = {}
     for m in result.matches:
@@ -481,6 +507,7 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool) -> None
     previous = None
     for number in sorted(rows):
         is_match, text = rows[number]
+        text = exact.line(args.id, number, text)
         if context and previous is not None and number > previous + 1:
             out.append("--\n")
         out.append(f"{number}{':' if is_match else '-'}{text}\n")
@@ -521,7 +548,7 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
             if args.json:
                 found.extend(m.to_dict() for m in page.matches)
             else:
-                _print_session_grep(page.matches, context=bool(before or after))
+                _print_session_grep(page.matches, context=bool(before or after), exact=_Exact(store, args))
             shown += len(page.matches)
             searched += page.searched_entries
             cursor, truncated, timed_out = page.cursor, page.truncated, page.timed_out
@@ -542,7 +569,7 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
     return OK if shown else NOT_FOUND
 
 
-def _print_session_grep(matches: Sequence[Any], *, context: bool) -> None:
+def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact) -> None:
     """Print like ``rg -n`` over several files: ``NAME:N:TEXT`` for matches, ``NAME-N-TEXT``
     for context (NAME is the entry's name, or its id when it has none), ``--`` between groups."""
     out: list[str] = []
@@ -564,6 +591,7 @@ def _print_session_grep(matches: Sequence[Any], *, context: bool) -> None:
                 rows.setdefault(number, (False, text))
         for number in sorted(rows):
             is_match, text = rows[number]
+            text = exact.line(entry_id, number, text)
             if context and previous is not None and (previous[0] != entry_id or number > previous[1] + 1):
                 out.append("--\n")
             sep = ":" if is_match else "-"

@@ -115,6 +115,11 @@ def _contents() -> dict[str, bytes]:
         "mb": sample.multibyte_text(300_000, seed=3).encode(),
         "crlf": b"alpha\r\nbeta b\r\n\r\ngamma b\r\nlast\r",
         "bin": sample.binary_blob(300_000, seed=5),
+        # not UTF-8, but no NUL either: rg prints its lines' bytes as they are
+        "latin1": b"".join(
+            (f"{i} caf\xe9 ERROR na\xefve \xff\xfe".encode("latin-1") if i % 3 else f"{i} plain ERROR ok".encode())
+            + (b"\r\n" if i % 5 == 0 else b"\n") for i in range(200)
+        ),
     }
 
 
@@ -142,7 +147,7 @@ def test_put_prints_the_entry_with_its_summary(loaded):
         put = loaded["puts"][key]
         assert set(put) == {"id", "size_bytes", "kind", "lines", "chars", "expires_at", "summary"}
         assert ID_RE.fullmatch(put["id"])
-        is_text = key != "bin"
+        is_text = key not in ("bin", "latin1")
         assert put["kind"] == ("text" if is_text else "binary")
         assert put["size_bytes"] == len(data)
         assert put["lines"] == oracle_lines(data)
@@ -343,6 +348,9 @@ def test_grep_matches_rg(loaded, rg):
         ("mb", ["."]),
         ("crlf", ["b$"]),  # rg: $ does not match before \r
         ("crlf", ["b"]),
+        ("latin1", ["ERROR"]),  # each line's own bytes, as rg prints them (not U+FFFD)
+        ("latin1", ["-C", "1", "-m", "1000", "plain"]),
+        ("latin1", ["-A", "2", "-m", "20", "ERROR na"]),
     ]
     procs = bp_many([["grep", ids[key], *args] for key, args in cases], db=db)
     for (key, args), mine in zip(cases, procs, strict=True):
@@ -352,6 +360,23 @@ def test_grep_matches_rg(loaded, rg):
         assert b"Traceback" not in mine.stderr
     # the oracle is not vacuous: these cases print matches, contexts and separators
     assert b"\n--\n" in bp("grep", ids["log"], "-C", "2", "-m", "1000", "crashed", db=db).stdout
+
+
+def test_grep_session_prints_the_bytes_of_lines_that_are_not_utf8_as_rg_does(tmp_path, rg):
+    """grep-session prints NAME:N:TEXT like rg -n over files: the entries named as rg names
+    the files, the output is rg's byte for byte, invalid UTF-8 included."""
+    data = _contents()["latin1"]
+    (tmp_path / "f.log").write_bytes(data)
+    (tmp_path / "g.log").write_bytes(b"ok ERROR \xe9t\xe9\nnone\n")
+    db = tmp_path / "db"
+    for name in ("f.log", "g.log"):
+        ok(bp("put", str(tmp_path / name), "--session", "s", "--name", name, db=db))
+    for args in (["ERROR"], ["-C", "1", "plain"]):
+        mine = bp("grep-session", "s", *args, db=db)
+        ref = subprocess.run([rg, "-n", "--sort", "path", *args, "f.log", "g.log"], capture_output=True, cwd=tmp_path)
+        assert mine.returncode == ref.returncode == 0
+        assert mine.stdout == ref.stdout, args
+        assert b"\xe9" in mine.stdout
 
 
 def test_grep_json_count_and_limits_against_re(loaded):
