@@ -113,6 +113,8 @@ def _note(message: str) -> None:
 
 
 def _out() -> IO[bytes]:
+    if sys.stdout is None:  # started with stdout closed (>&-)
+        raise UsageError("standard output is closed; redirect it to a file or /dev/null")
     return sys.stdout.buffer
 
 
@@ -320,6 +322,8 @@ def _cmd_put(args: argparse.Namespace) -> int:
     else:
         # The library reads a path itself: it knows the size, and an identical content
         # already stored is recognised without cutting anything.
+        if not args.file:
+            raise UsageError("the file name is empty; pass a file, or - for stdin")
         source = pathlib.Path(args.file)
         try:
             st = os.stat(source)
@@ -412,7 +416,7 @@ def _cmd_grep(args: argparse.Namespace) -> int:
             shown: dict[str, Any] = {"count": n}
             if counted.timed_out:
                 shown.update(timed_out=True, searched_lines=counted.searched_lines)
-            _println(_json_line(shown) if args.json else str(n))
+            _println(_json_line(shown) if args.json else str(n))  # 0 too, as grep -c prints it (rg -c prints nothing)
             if counted.timed_out:
                 return _timed_out(args, counted.searched_lines, store.stat(args.id).lines, "count is that of")
             return OK if n else NOT_FOUND
@@ -778,7 +782,7 @@ def _note_result(result: Any) -> int:
 
 
 def _cmd_notes(args: argparse.Namespace) -> int:
-    if not args.session:
+    if args.session is None:  # "" is the default session, as everywhere: it has a notepad too
         raise UsageError("notes needs --session SESSION: a notepad belongs to one session")
     action = args.notes_command or "show"
     with _open(args) as store:
@@ -1073,7 +1077,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE
     try:
         rc = func(args)
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         return rc
     except BrokenPipeError:
         # The reader went away (blobpad read ID --full | head): stop quietly, like rg.

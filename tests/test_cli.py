@@ -379,6 +379,26 @@ def test_grep_session_prints_the_bytes_of_lines_that_are_not_utf8_as_rg_does(tmp
         assert b"\xe9" in mine.stdout
 
 
+def test_rough_edges_of_the_command_line(tmp_path):
+    """A closed stdout, an empty file name and the default session's notepad: each a clear
+    answer (they were an internal error, a directory, and a refusal)."""
+    db = tmp_path / "db"
+    eid = json.loads(ok(bp("put", "-", db=db, input=b"hello\n")))["id"]
+    closed = subprocess.run([BLOBPAD, "--db", str(db), "read", eid, "--full"], capture_output=False,
+                            stdout=None, stderr=subprocess.PIPE, env=_env(), timeout=120,
+                            preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2 and b"standard output is closed" in closed.stderr
+    assert b"internal error" not in closed.stderr
+    empty = bp("put", "", db=db)
+    assert empty.returncode == 2 and b"the file name is empty" in empty.stderr
+    ok(bp("notes", "--session", "", "set", "the default session's notes", db=db))
+    shown = ok(bp("notes", "--session", "", "show", "--json", db=db))
+    assert json.loads(shown)["notes"] == "the default session's notes"
+    with blobpad.open(db) as store:
+        assert store.notepad("").read("notes") == "the default session's notes"
+    assert bp("notes", "show", db=db).returncode == 2  # no --session at all: still required
+
+
 def test_grep_json_count_and_limits_against_re(loaded):
     db, eid = loaded["db"], loaded["ids"]["log"]
     lines = _contents()["log"].decode().split("\n")
