@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -626,6 +627,97 @@ class Cluster:
         except BaseException:
             self.close()
             raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ReplyDropper:
+    """A TCP proxy on 127.0.0.1 in front of one server that can lose a reply, as a network does.
+
+    ``arm(n)``: the ``n``-th ``EVALSHA`` a client sends from now on reaches the server, which
+    runs it, but its reply never comes back: the proxy drops it and closes that connection.
+    Everything else passes through.  Used as a context manager; its threads are daemons,
+    each loop bounded by socket timeouts, and ``close()`` waits a bounded time for them.
+    """
+
+    def __init__(self, port: int) -> None:
+        self._target = ("127.0.0.1", port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._left: int | None = None  # EVALSHAs to let through before the one whose reply is lost
+        self.dropped = 0
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        self._spawn(self._accept)
+
+    def arm(self, nth: int) -> None:
+        with self._lock:
+            self._left = nth
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._left = None
+
+    def _spawn(self, fn: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=fn, args=args, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            upstream = socket.create_connection(self._target, timeout=5)
+            for sock in (client, upstream):
+                sock.settimeout(0.2)
+            lose = threading.Event()  # set: the next reply on this connection is lost
+            self._spawn(self._pump, client, upstream, lose, True)
+            self._spawn(self._pump, upstream, client, lose, False)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, lose: threading.Event, requests: bool) -> None:
+        try:
+            while not self._closed:
+                try:
+                    data = src.recv(1 << 16)
+                except TimeoutError:
+                    continue
+                if not data:
+                    break
+                if requests:
+                    with self._lock:
+                        if self._left is not None:
+                            self._left -= data.upper().count(b"\r\nEVALSHA\r\n")
+                            if self._left <= 0:
+                                self._left = None
+                                lose.set()
+                elif lose.is_set():  # the server ran it; its reply is lost with the connection
+                    with self._lock:
+                        self.dropped += 1
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    def __enter__(self) -> ReplyDropper:
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

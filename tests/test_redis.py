@@ -19,6 +19,7 @@ import time
 import uuid
 
 import pytest
+import servers
 from redis.crc import key_slot
 
 import blobpad
@@ -299,6 +300,39 @@ _WRITER = """
         print(store.notepad("shared").read(), flush=True)
         store.notepad("shared").write("written by host b", space="plan")
 """
+
+
+def test_a_write_whose_reply_is_lost_is_applied_once(server):
+    """Every step is safe to retry after a lost reply: a proxy lets the server run one script
+    call and loses its reply (the connection drops).  A lost read is read again; a lost commit
+    is looked up by its token, which the server kept: the put succeeds, once.  The token is
+    kept twice the time a client may take to ask (timeout + retry_seconds), not ten minutes."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    client = server.client()
+
+    def calls(command: str) -> int:
+        return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+    with servers.ReplyDropper(server.port) as proxy:
+        url = f"redis://127.0.0.1:{proxy.port}/0?namespace={ns}&timeout=30&retry_seconds=20"
+        with blobpad.open(url) as store:
+            store.put("warm up\n", session="s")
+            looked_up = 0
+            for i, n in enumerate([1, 2, 3, 1, 2, 3]):  # the n-th script call of a put: reads first, then the commit
+                before = calls("exists")
+                proxy.arm(n)
+                e = store.put(_text(i), session="s", name=f"entry-{i}")
+                proxy.disarm()
+                assert store.get(e.id) == _text(i)
+                looked_up += calls("exists") > before
+            assert proxy.dropped >= 4 and looked_up >= 2  # lost replies of reads and of commits
+            named = sorted(x.name for x in store.entries(session="s") if x.name)
+            assert named == [f"entry-{i}" for i in range(6)] and store.stats().entries == 7
+            store.verify()
+    tokens = list(client.scan_iter(match=f"bp:{{{ns}}}:tok:*", count=1000))
+    assert tokens
+    for key in tokens:
+        assert 60_000 < client.pttl(key) <= 2 * (30 + 20) * 1000
 
 
 def test_two_processes_share_one_store_like_two_hosts(server):

@@ -721,8 +721,10 @@ class LmdbEngine:
             self._pid = os.getpid()
             self._psize = env.stat()["psize"]
             self._check_keyspaces(env, data)
+            fresh = env.stat()["entries"] == 0  # no keyspace yet: a new store
             self._dbs = self._retry_resized(env, lambda: self._open_keyspaces(env))
-            self._flush(env)  # the keyspaces of a new store are on disk before anything is put in them
+            if fresh:
+                self._flush(env)  # the keyspaces of a new store are on disk before anything is put in them
             with env.begin() as txn:  # a damaged tree record could make LMDB treat a keyspace as another kind
                 if any(any(db.flags(txn).values()) for db in self._dbs.values()):
                     raise CorruptData(f"the keyspace records of {data} are damaged", hint=HINT_VERIFY)

@@ -42,7 +42,9 @@ How the contract is kept on a server that has no transactions of its own:
   writes aside (it reads them back), then one script checks that nothing it read changed
   since the snapshot and applies every write at a new version, atomically.  On a
   conflict, ``fn`` runs again (the contract allows it).  Each commit carries a token, so
-  a commit retried after a lost reply is applied once.
+  a commit whose reply was lost is found applied and not applied again; the server keeps
+  the token twice as long as a client may take to ask (its ``timeout`` plus
+  ``retry_seconds``), at least a minute.
 * **Snapshots.**  A commit that replaces or deletes a value keeps the old one for
   ``snapshot_seconds`` (by the server's clock), so an open reader still reads the
   state it started from.  A reader that stays open longer while others write gets a clear
@@ -104,7 +106,10 @@ REDIS_OPTIONS: dict[str, Any] = {
 _NAMESPACE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 _BATCH = 256  # keys a scan resolves per script call
 _FIRST_PAGE = 16  # keys the first call of a scan resolves (then 64, then _BATCH)
-_TOKEN_MS = 600_000  # how long a commit's token is kept (a retried commit within it is applied once)
+#: the least time a commit's token is kept: a client that lost the reply of a commit asks
+#: for its token within its socket timeout plus retry_seconds; the token is kept twice that
+#: (RedisEngine._token_ms), and at least this long
+_TOKEN_MIN_MS = 60_000
 _CLOCK_SECONDS = 60.0  # how often the offset of the server's clock is measured again
 _OPEN_SECONDS = 3.0  # how long opening retries a server that does not answer
 _TRIM = 512  # old values dropped per commit at most
@@ -386,7 +391,7 @@ redis.call('SET', token, W, 'PX', %(token_ms)d)
 local due = '(' .. (now - %(settle_ms)d)
 out[2] = redis.call('ZCOUNT', P .. 'pp', '-inf', due) + redis.call('ZCOUNT', P .. 'px', '-inf', due)
 return out
-""".replace("%(token_ms)d", str(_TOKEN_MS)).replace("%(settle_ms)d", str(_SETTLE_MS))
+""".replace("%(settle_ms)d", str(_SETTLE_MS))  # %(token_ms)d: each engine's own (RedisEngine._token_ms)
 
 # A commit that may need memory is refused before it starts when the server is full; one
 # that frees space runs anyway (it moves values rather than adding them).
@@ -426,7 +431,8 @@ class RedisEngine:
     """The Redis / Valkey engine (see the module docstring).  Open it with :func:`acquire_redis`."""
 
     def __init__(self, target: str, client: Any, *, cluster: bool, namespace: str, snapshot_seconds: float,
-                 retry_seconds: float, shown: str, wait_replicas: int = 0, wait_timeout: float = 5.0) -> None:
+                 retry_seconds: float, shown: str, wait_replicas: int = 0, wait_timeout: float = 5.0,
+                 timeout: float = 10.0) -> None:
         self.target = target
         self._shown = shown  # the server as errors name it (no password)
         self._client = client
@@ -451,7 +457,11 @@ class RedisEngine:
         self._closed = False
         self._transient, self._oom, self._redis_error = _errors()
         self._read_script = client.register_script(_READ_LUA)
-        self._write_script = client.register_script(_WRITE_LUA)
+        # a commit's token answers "was it applied?" after a lost reply: asked within the socket
+        # timeout (wait_timeout's too, for WAIT) plus retry_seconds, so kept twice that, at least a minute
+        waited = max(timeout, wait_timeout + 1 if wait_replicas else 0) + retry_seconds
+        self._token_ms = max(_TOKEN_MIN_MS, int(2 * waited * 1000))
+        self._write_script = client.register_script(_WRITE_LUA.replace("%(token_ms)d", str(self._token_ms)))
         self._freeing_script = client.register_script(_FREEING_LUA)
         self._trim_script = client.register_script(_TRIM_LUA)
         self._maxmemory = 0
@@ -793,7 +803,7 @@ class RedisEngine:
             if self._wait_replicas:  # a write on one connection, then WAIT: the replicas have the commit too
                 def confirm() -> int:
                     pipe = self._pipeline()
-                    pipe.pexpire(tok, _TOKEN_MS)
+                    pipe.pexpire(tok, self._token_ms)
                     pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
                     return int(pipe.execute()[1])
 
@@ -1154,7 +1164,7 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
         return RedisEngine(
             shown_target, client, cluster=cluster, namespace=settings["namespace"],
             snapshot_seconds=settings["snapshot_seconds"], retry_seconds=settings["retry_seconds"], shown=shown,
-            wait_replicas=settings["wait_replicas"], wait_timeout=settings["wait_timeout"],
+            wait_replicas=settings["wait_replicas"], wait_timeout=settings["wait_timeout"], timeout=settings["timeout"],
         )
     except BaseException:
         client.close()
