@@ -328,6 +328,17 @@ def test_a_write_whose_reply_is_lost_is_applied_once(server):
             assert proxy.dropped >= 4 and looked_up >= 2  # lost replies of reads and of commits
             named = sorted(x.name for x in store.entries(session="s") if x.name)
             assert named == [f"entry-{i}" for i in range(6)] and store.stats().entries == 7
+            doomed = [store.put(f"to delete {n}\n" * 20, session="d").id for n in range(20)]
+            freed_looked_up = 0
+            for n, entry_id in enumerate(doomed, 1):  # a delete reads more first: its commit is a later call
+                before = calls("exists")
+                proxy.arm(n)
+                store.delete(entry_id)
+                proxy.disarm()
+                freed_looked_up += calls("exists") > before
+            assert freed_looked_up >= 1 and store.entries(session="d") == []
+            named = sorted(x.name for x in store.entries(session="s") if x.name)
+            assert named == [f"entry-{i}" for i in range(6)] and store.stats().entries == 7
             store.verify()
     tokens = list(client.scan_iter(match=f"bp:{{{ns}}}:tok:*", count=1000))
     assert tokens

@@ -462,7 +462,7 @@ class RedisEngine:
         waited = max(timeout, wait_timeout + 1 if wait_replicas else 0) + retry_seconds
         self._token_ms = max(_TOKEN_MIN_MS, int(2 * waited * 1000))
         self._write_script = client.register_script(_WRITE_LUA.replace("%(token_ms)d", str(self._token_ms)))
-        self._freeing_script = client.register_script(_FREEING_LUA)
+        self._freeing_script = client.register_script(_FREEING_LUA.replace("%(token_ms)d", str(self._token_ms)))
         self._trim_script = client.register_script(_TRIM_LUA)
         self._maxmemory = 0
         self._check_server()
