@@ -211,6 +211,25 @@ def test_grep_random_contents_match(pair, files, pattern):
     assert _grep(ours) == _grep(theirs)
 
 
+def test_grep_with_max_count_gives_the_matches_storebackend_gives_first(pair):
+    """Files are searched in the order they were first written, as StoreBackend finds them
+    in its store (an edit keeps a file's place): with max_count, which matches come back
+    is the same, not only how many (deepagents' middleware always passes max_count)."""
+    long_dir = "/deep/" + "d" * 230
+    paths = ["/b.txt", "/a.txt", f"{long_dir}/z.txt", "/c/x.txt", f"{long_dir}/a.txt", "/0.txt"]
+    for i, path in enumerate(paths):
+        write_both(pair, path, f"x {i}\nnone\nx again {i}\n")
+    both(pair, "edit", "/a.txt", "none", "x edited")
+    for cap in [None, 0, 1, 2, 3, 5, 8, 13, 100]:
+        for path, glob in [(None, None), ("/", "*.txt"), ("/deep", None)]:
+            ours, theirs = both(pair, "grep", "x", path, glob, max_count=cap)
+            assert ours.error is None and theirs.error is None
+            assert ours.matches == theirs.matches, (cap, path, glob)  # in order, not sorted
+            assert ours.truncated == theirs.truncated
+    ours, theirs = both(pair, "grep", "", None)  # every line: the same order too
+    assert ours.matches == theirs.matches
+
+
 def test_grep_empty_pattern_matches_every_line(pair):
     write_both(pair, "/e.txt", "one\ntwo\n")
     write_both(pair, "/f.txt", "")

@@ -551,7 +551,10 @@ class BlobpadBackend(BackendProtocol):
             except ValueError as exc:
                 return GrepResult(error=str(exc))
             files = {p: e for p, e in files.items() if matcher(_relative(p, root))}
-        files = {p: e for p, e in files.items() if e.is_text}
+        # in the order the files were first written, as StoreBackend finds them (a store keeps a key's place
+        # when it is written again): with max_count, the same matches come first
+        text_files = sorted(((p, e) for p, e in files.items() if e.is_text), key=lambda pe: (pe[1].created_at, pe[1].seq))
+        files = dict(text_files)
         cap = self.max_grep_matches if max_count is None else min(max_count, self.max_grep_matches)
         if not files:
             return GrepResult(matches=[])
@@ -571,8 +574,7 @@ class BlobpadBackend(BackendProtocol):
     def _grep_everything(self, files: dict[str, Entry], cap: int) -> GrepResult:
         """An empty pattern: every line of ``content.split("\\n")`` matches, a final empty one included."""
         matches: list[dict[str, Any]] = []
-        for path in sorted(files):
-            entry = files[path]
+        for path, entry in files.items():  # in grep's order
             lines = entry.lines
             trailing = entry.chars == 0 or self.store.tail(entry.id, 1) == "\n"
             numbers = range(1, lines + (2 if trailing else 1))
