@@ -354,6 +354,46 @@ def test_ordering_filters_skip_missing_and_non_numeric_fields(store):
         lg.search(("f",), filter={"n": {"$gt": "x"}})
 
 
+def test_ordering_filters_compare_booleans_as_numbers_like_inmemorystore(store):
+    """InMemoryStore compares with float(): True is 1 and False 0, as item values and as operands."""
+    ours, theirs = BlobpadStore(store), InMemoryStore()
+    for lg in (ours, theirs):
+        for key, value in [("t", True), ("f", False), ("one", 1), ("half", 0.5), ("two", "2")]:
+            lg.put(("f",), key, {"n": value})
+    for op in ("$gt", "$gte", "$lt", "$lte"):
+        for operand in (0, 1, True, False, 0.5):
+            flt = {"n": {op: operand}}
+            assert sorted(i.key for i in ours.search(("f",), filter=flt)) == \
+                sorted(i.key for i in theirs.search(("f",), filter=flt)), flt
+
+
+@pytest.mark.parametrize("value", [
+    {"m": {1: "a", "1": "b"}}, {"n": {None: 1}}, {"l": [{"ok": 1}, {True: 2}]}, {"deep": {"x": {"y": {2.5: 0}}}},
+])
+def test_a_value_with_a_key_that_is_not_a_string_at_any_depth_is_refused(store, value):
+    """JSON would turn the key 1 into "1" (and {1: "a", "1": "b"} into one key) without a word."""
+    lg = BlobpadStore(store)
+    with pytest.raises(InvalidArgument, match="keys must be strings at every depth"):
+        lg.put(("ns",), "k", value)
+    assert lg.get(("ns",), "k") is None and store.entries() == []
+
+
+def test_what_cannot_be_stored_is_never_found(store):
+    """A key or namespace with lone surrogates cannot be stored (a clear error on put); a
+    get finds nothing and a delete does nothing, as InMemoryStore answers for an absent key."""
+    lg = BlobpadStore(store)
+    lg.put(("a",), "k", {"v": 1})
+    assert lg.get(("a\ud800",), "k") is None and lg.get(("a",), "k\ud800") is None
+    lg.delete(("a",), "k\ud800")
+    lg.delete(("a\ud800",), "k")
+    assert lg.search(("a\ud800",)) == [] and lg.get(("a",), "k").value == {"v": 1}
+    with pytest.raises(InvalidArgument, match="the key contains lone surrogates"):
+        lg.put(("a",), "k\ud800", {"v": 2})
+    with pytest.raises(InvalidArgument, match="a namespace label contains lone surrogates"):
+        lg.put(("a\ud800",), "k", {"v": 2})
+    assert [e.name for e in store.entries()] == ["k"]
+
+
 def test_a_batch_with_a_bad_put_writes_nothing(store):
     from langgraph.store.base import PutOp
 

@@ -121,8 +121,18 @@ def _session(namespace: tuple[str, ...]) -> str:
     return SESSION_PREFIX + ".".join(namespace)
 
 
+def _valid(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _fits(session: str) -> bool:
-    return len(session.encode("utf-8", "surrogatepass")) <= MAX_STR_BYTES
+    """Whether a session (or a key) can be stored at all: short enough, valid Unicode (what
+    cannot be stored is never found: reads find nothing, deletes do nothing)."""
+    return _valid(session) and len(session.encode("utf-8")) <= MAX_STR_BYTES
 
 
 def _namespace(session: str) -> tuple[str, ...]:
@@ -146,20 +156,37 @@ def _value_text(value: object) -> str:
     """The JSON text of an item's value; raise InvalidArgument unless it is a JSON object."""
     if not isinstance(value, Mapping):
         raise InvalidArgument(f"a LangGraph value must be a dict (a JSON object), not {typename(value)}")
-    for k in value:
-        if not isinstance(k, str):
-            raise InvalidArgument(f"a value's keys must be strings, not {typename(k)} ({k!r:.80})")
     try:
         text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except RecursionError:
         raise InvalidArgument("the value is nested too deeply to store as JSON") from None
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"a LangGraph value must be JSON-serialisable: {exc}") from None
+    _check_keys(value)  # after dumps, which refuses a value that contains itself
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidArgument("the value contains lone surrogates; pass valid Unicode text") from None
     return text
+
+
+def _check_keys(value: object) -> None:
+    """Refuse a dict key that is not a string, at any depth: JSON would turn 1 into "1" and
+    None into "null" without a word (and {1: "a", "1": "b"} into one key)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    raise InvalidArgument(f"a value's keys must be strings at every depth, not {typename(k)} "
+                                          f"({k!r:.80})")
+                if isinstance(v, (Mapping, list, tuple)):
+                    stack.append(v)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(v for v in node if isinstance(v, (Mapping, list, tuple)))
+
+
 
 
 def _ttl_seconds(ttl: object) -> float | None:
@@ -223,7 +250,8 @@ def _compare(item_value: Any, wanted: Any) -> bool:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    """``float(value)``, as InMemoryStore compares (True is 1, "2.5" is 2.5), or None."""
+    if not isinstance(value, (int, float, str)):
         return None
     try:
         return float(value)
@@ -412,9 +440,12 @@ class BlobpadStore(BaseStore):
             if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
                 raise InvalidArgument(f"unknown LangGraph operation {typename(op)}")
             validate_op_namespace(op)
-            if isinstance(op, (GetOp, PutOp)):
-                _name(op.key)
+            if isinstance(op, (GetOp, PutOp)) and not isinstance(op.key, str):
+                raise InvalidArgument(f"a LangGraph key must be a string, not {typename(op.key)}")
             if isinstance(op, PutOp) and op.value is not None:
+                _name(op.key)  # a key that cannot be stored is refused; reads and deletes of it find nothing
+                if any(not _valid(label) for label in op.namespace):
+                    raise InvalidArgument("a namespace label contains lone surrogates; pass valid Unicode text")
                 _value_text(op.value)
                 _ttl_seconds(op.ttl)
                 if op.index not in (None, False) and (isinstance(op.index, str) or
@@ -527,7 +558,7 @@ class BlobpadStore(BaseStore):
 
     def _get(self, op: GetOp) -> Item | None:
         session = _session(op.namespace)
-        if not _fits(session):
+        if not _fits(session) or not _valid(op.key):
             return None
         try:
             entry = self.store.find(_name(op.key), session=session)
@@ -625,7 +656,7 @@ class BlobpadStore(BaseStore):
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
         session = _session(namespace)
-        if not _fits(session):
+        if not _fits(session) or not _valid(key):
             return
         try:
             entry = self.store.find(_name(key), session=session)
