@@ -55,7 +55,8 @@ store sees the same items):
 Search order: namespaces in sorted order, then a namespace's items in the order of their
 last put; with a query, by score.  Filters are those of ``InMemoryStore``: equality
 (nested dicts and lists compared as JSON) and the operators ``$eq``, ``$ne``, ``$gt``,
-``$gte``, ``$lt``, ``$lte`` (the ordering ones compare numbers).  A batch runs its reads
+``$gte``, ``$lt``, ``$lte`` (the ordering ones compare as ``float()`` does: ``True`` is 1,
+``"2.5"`` is 2.5; a field that is none of these matches no ordering).  A batch runs its reads
 first, then its writes (the last write of a key wins), as ``InMemoryStore`` does.
 """
 
