@@ -451,6 +451,42 @@ def test_lines_of_binary_content_keep_every_notice(store):
     assert r["notice"] == "The entry ends at line 2."
 
 
+def _hinted_calls(text: str) -> list[dict]:
+    """The calls a result's text tells the model to make ("read on with k=v, ...")."""
+    calls = []
+    for hint in re.findall(r"read on with ([^\]]*)\]", text):
+        args = {}
+        for k, v in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|-?\d+|true|false)', hint):
+            args[k] = json.loads(v)
+        calls.append(args)
+    return calls
+
+
+@pytest.mark.parametrize("profile", ["blobpad", "seed003"])
+def test_every_read_on_hint_of_a_grep_is_a_call_the_profile_accepts(store, profile):
+    """A matching line cut to the width says how to read the rest: with the profile's own
+    arguments (seed 003's read has no mode: it said mode="lines", which its tool refused)."""
+    content = "ERR " + "x" * 5000 + "\n" + "y" * 2500 + " ERR deep " + "z" * 3000 + "\nok\n"
+    tb = Toolbox(store, session="s", profile=profile, scope="session") if profile == "blobpad" else \
+        Toolbox(store, session="s", profile=profile)
+    if profile == "seed003":
+        assert tb.call("scratchpad_write", {"name": "long", "content": content})["ok"]
+        r = tb.call("scratchpad_read", {"name": "long", "regex": "ERR"})
+    else:
+        e = store.put(content, session="s")
+        r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": "ERR", "context": 1})
+    assert r["ok"] and "continues" in r["content"]
+    hints = _hinted_calls(r["content"])
+    if profile == "seed003":
+        assert hints == [] and "mode" not in r["content"]
+    else:
+        assert len(hints) >= 2
+    for args in hints:
+        follow = tb.call("scratchpad_read", args)
+        assert follow["ok"], (args, follow)
+        assert follow["content"] and ("x" in follow["content"] or "z" in follow["content"])
+
+
 def test_seed003_list_and_delete(store_factory):
     now = [1_700_000_000.0]
     store = store_factory(clock=lambda: now[0])

@@ -115,7 +115,7 @@ def read_range(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int, mo
 
 def grep_lines(
     tb: ToolContext, entry: Entry, res_matches: list[Any], context: int, budget: int, id_args: dict[str, Any],
-    separator: bool = True,
+    separator: bool = True, read_on: bool = True,
 ) -> tuple[list[str], int]:
     """Format grep matches as ``N:text`` (context ``N-text``, groups split by ``--``).
 
@@ -123,6 +123,10 @@ def grep_lines(
     before and after each match are read here, for the matches shown only, each cut to
     what can be shown (``Store.line_windows``): the search itself is asked for none, so
     a page of many matches with wide context never holds more than it shows.
+
+    A line cut to the width says how to read on with ``mode="lines"`` and a column; a
+    profile whose read tool has no such mode (``read_on=False``, seed 003) says only
+    how much of the line is left.
     """
     cap = min(tb.line_chars, max(80, budget - 400))
     match_lines = {m.line for m in res_matches}
@@ -133,6 +137,8 @@ def grep_lines(
 
     def ctx_line(number: int, text: str) -> str:
         if len(text) > cap:
+            if not read_on:
+                return f"{number}-{text[:cap]} [... line {number} continues]"
             nxt = args_text({**id_args, "mode": "lines", "start_line": number, "end_line": number, "column": cap})
             return f"{number}-{text[:cap]} [... line {number} continues; read on with {nxt}]"
         return f"{number}-{text}"
@@ -159,7 +165,9 @@ def grep_lines(
         prefix = f"[... {m.offset} characters ...]" if m.offset else ""
         after_chars = m.line_chars - m.offset - len(text)
         suffix = ""
-        if after_chars > 0:
+        if after_chars > 0 and not read_on:
+            suffix = f" [... line {m.line} continues for {after_chars} more characters]"
+        elif after_chars > 0:
             nxt = args_text({**id_args, "mode": "lines", "start_line": m.line, "end_line": m.line,
                               "column": m.offset + len(text)})
             suffix = f" [... line {m.line} continues for {after_chars} more characters; read on with {nxt}]"

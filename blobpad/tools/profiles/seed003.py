@@ -34,7 +34,7 @@ def _read_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
         res = tb.search(("grep", entry.id, a["regex"]),
                         lambda t: tb.store.grep(entry.id, a["regex"], max_matches=100, line_window=tb.line_chars + 1,
                                                 timeout=t))
-        lines, shown = grep_lines(tb, entry, res.matches, 0, budget, {"name": name})
+        lines, shown = grep_lines(tb, entry, res.matches, 0, budget, {"name": name}, read_on=False)  # no lines mode
         result: dict[str, Any] = {"ok": True, "name": name, "regex": a["regex"], "matches": shown,
                                   "content": "\n".join(lines), "truncated": res.truncated or shown < len(res)}
         if res.timed_out:
