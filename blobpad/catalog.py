@@ -339,6 +339,10 @@ _EVICT_BATCH = 64
 _EVICT_MAX = 10_000
 
 
+#: ``replaces`` of a put whose name must be free (``Store.put(..., exclusive=True)``)
+NAME_FREE = b""
+
+
 class Catalog:
     """Writes to the catalog: an entry made visible, an entry deleted, entries evicted for ``max_bytes``.
 
@@ -366,11 +370,13 @@ class Catalog:
         created), written with the entry's in one update of the counters.
         ``replaces``: the id the name must still name (an edit of that entry); when
         another writer put the name again or deleted the entry since, raise Conflict.
+        :data:`NAME_FREE` instead: the name must name no live entry (``Store.put(...,
+        exclusive=True)``), else Conflict.
         """
         first_created = created
         if name is not None:
             old = txn.get("names", name_key(session, name))
-            if replaces is not None and old != replaces:
+            if replaces is not None and replaces != NAME_FREE and old != replaces:
                 raise Conflict(
                     f"the entry named {name[:200]!r} was replaced or deleted by another writer while entry "
                     f"{replaces.hex()} was being edited; nothing was changed: read it again and retry"
@@ -379,6 +385,11 @@ class Catalog:
                 replaced = get_or_damaged(txn, "entries", old)[1]
                 previous = None if replaced is None else decode_entry(replaced)
                 if previous is not None and (previous.expires_at is None or previous.expires_at > created):
+                    if replaces == NAME_FREE:
+                        raise Conflict(
+                            f"the session already has an entry named {name[:200]!r} (entry {old.hex()}); nothing "
+                            "was stored: choose another name, or put without exclusive=True to replace it"
+                        )
                     first_created = previous.created_at  # the name lives on: so does its creation time
                 self.delete_in(txn, old)
         seq = self._sequencer.next(created)

@@ -56,11 +56,22 @@ import base64
 import json
 import os
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Literal, Protocol
 
-from .errors import MAX_STR_BYTES, InvalidArgument, NotFound, check_bool, check_int, check_str, check_ttl, describe
+from .errors import (
+    MAX_STR_BYTES,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    check_bool,
+    check_int,
+    check_str,
+    check_ttl,
+    describe,
+)
 from .index import Entry
 from .store import Store
 
@@ -234,6 +245,20 @@ def _check_name(name: object) -> None:
     assert isinstance(name, str)
     if not name.strip():
         raise InvalidArgument(f"the scratchpad name must not be empty or blank, not {describe(name, 60)}")
+
+
+#: names ``<tool>_<n>`` being put by this process, per (store, session): see Offloader._auto_name
+_RESERVED: dict[tuple[int, str], set[str]] = {}
+_RESERVED_LOCK = threading.Lock()
+#: how many numbers an automatic name tries when other writers take them first
+_NAME_ATTEMPTS = 64
+
+
+def _seekable(fh: Any) -> bool:
+    try:
+        return bool(fh.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 class Offloader:
@@ -441,6 +466,9 @@ class Offloader:
             raise InvalidArgument(f"the observation cannot be stored as JSON: {exc}") from None
 
     def _auto_name(self, session: str, tool: str | None) -> str:
+        """The next ``<tool>_<n>`` of the session, reserved in this process until released
+        (:meth:`_release_name`): threads offloading at once get different numbers, and the
+        put commits it only if no other process took it meanwhile (``exclusive``)."""
         check_str("tool", tool)
         prefix = (tool or "tool_output") + "_"
         room = MAX_STR_BYTES - 20  # a name fits the store's limit whatever the tool's: its number takes <= 19 digits
@@ -453,7 +481,42 @@ class Offloader:
                 m = pattern.fullmatch(e.name)
                 if m:
                     highest = max(highest, int(m.group(1)))
-        return f"{prefix}{highest + 1}"
+        with _RESERVED_LOCK:
+            taken = _RESERVED.setdefault((id(self.store), session), set())
+            n = highest + 1
+            while f"{prefix}{n}" in taken:
+                n += 1
+            name = f"{prefix}{n}"
+            taken.add(name)
+        return name
+
+    def _release_name(self, session: str, name: str) -> None:
+        with _RESERVED_LOCK:
+            taken = _RESERVED.get((id(self.store), session))
+            if taken is not None:
+                taken.discard(name)
+                if not taken:
+                    del _RESERVED[(id(self.store), session)]
+
+    def _put_auto_named(self, content: Any, session: str, tool: str | None, **fields: Any) -> tuple[Entry, str]:
+        """Put ``content`` under the session's next automatic name (seed 003): a name another
+        writer took first makes the put fail with Conflict and store nothing, and the next
+        number is tried; content that cannot be read again (a stream that cannot seek back)
+        is not tried twice."""
+        start = content.tell() if hasattr(content, "read") and _seekable(content) else None
+        for attempt in range(_NAME_ATTEMPTS):
+            name = self._auto_name(session, tool)
+            try:
+                return self.store.put(content, session=session, tool=tool, name=name, exclusive=True, **fields), name
+            except Conflict:
+                rewind = not hasattr(content, "read") or start is not None
+                if not rewind or attempt == _NAME_ATTEMPTS - 1:
+                    raise
+                if start is not None:
+                    content.seek(start)
+            finally:
+                self._release_name(session, name)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _park(
         self,
@@ -470,15 +533,18 @@ class Offloader:
         name: str | None = None,
     ) -> dict[str, Any]:
         explicit = name is not None  # the tool call's scratchpad argument named it
-        if name is None and self._rules.auto_names:
-            name = self._auto_name(session or "", tool)
         meta = {"field": field, "encoding": encoding}
         kind = "binary" if encoding in ("bytes", "base64") else None
         if not isinstance(content, (str, bytes, bytearray, memoryview, os.PathLike)) and not hasattr(content, "read"):
             raise InvalidArgument(f"cannot offload content of type {type(content).__name__}")
-        entry = self.store.put(
-            content, session=session, turn=turn, step=step, tool=tool, name=name, meta=meta, ttl=self.ttl, kind=kind,
-        )
+        if name is None and self._rules.auto_names:
+            entry, name = self._put_auto_named(content, session or "", tool, turn=turn, step=step, meta=meta,
+                                               ttl=self.ttl, kind=kind)
+        else:
+            entry = self.store.put(
+                content, session=session, turn=turn, step=step, tool=tool, name=name, meta=meta, ttl=self.ttl,
+                kind=kind,
+            )
         text = content if isinstance(content, str) else None
         note_args = {"id": entry.id, "name": name or "", "field": field or "", "step": "" if step is None else step}
         if self._rules.shows == "summary":

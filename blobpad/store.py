@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from . import maintenance, notes, prefilter
-from .catalog import Catalog, counters, due, get_or_damaged, prefetch_deletes
+from .catalog import NAME_FREE, Catalog, counters, due, get_or_damaged, prefetch_deletes
 from .chunking import ChunkParams
 from .codec import Codec
 from .edit import Edit, edit, occurrences
@@ -58,6 +58,7 @@ from .errors import (
     CorruptData,
     InvalidArgument,
     NotFound,
+    check_bool,
     check_int,
     check_str,
     check_ttl,
@@ -407,6 +408,7 @@ class Store(ReadsMixin):
         tool: str | None = None,
         meta: dict[str, Any] | None = None,
         kind: str | None = None,
+        exclusive: bool = False,
     ) -> Entry:
         """Store an observation and return its :class:`Entry`.
 
@@ -422,10 +424,14 @@ class Store(ReadsMixin):
             step, tool: where the observation came from (kept in the index).
             meta: JSON-serialisable caller metadata.
             kind: "text" or "binary"; by default text when the content is valid UTF-8.
+            exclusive: with ``name``, never replace: if the session has a live entry of
+                that name when the put commits, raise Conflict and store nothing (two
+                writers choosing the same new name cannot both think they have it).
 
         Raises:
             InvalidArgument: a bad argument (the store is unchanged).
             StoreFull: the store cannot hold the content even after evicting.
+            Conflict: ``exclusive`` and the name is taken (the store is unchanged).
         """
         check_str("session", session)
         check_str("name", name)
@@ -437,8 +443,10 @@ class Store(ReadsMixin):
         check_ttl(ttl)
         if kind not in (None, "text", "binary"):
             raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {describe(kind)}")
+        if check_bool("exclusive", exclusive) and name is None:
+            raise InvalidArgument("exclusive=True needs a name: it refuses to replace an entry of that name")
         entry = self._putter.put(data, kind=kind, session=session, turn=turn, ttl=ttl, name=name, step=step,
-                                 tool=tool, meta=check_meta(meta))
+                                 tool=tool, meta=check_meta(meta), replaces=NAME_FREE if exclusive else None)
         self._sweep()
         return entry
 

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -263,6 +264,56 @@ def test_seed003_names_count_per_session_and_never_expire(store):
     # a new Offloader (a restarted runtime) continues the count
     again = Offloader(store, policy="seed003").offload(big[0], session="A", turn=3, tool="execute_command")
     assert again["name"] == "execute_command_3"
+
+
+def test_seed003_automatic_names_never_collide(store_factory):
+    """Parallel tool calls offloading at once (threads, and two handles of one store standing
+    for two processes): each output gets its own <tool>_<n> and stays; they all got shell_1,
+    and each put replaced the one before (seven of eight outputs lost)."""
+    handles = [store_factory("shared"), store_factory("shared")]
+    offloaders = [Offloader(h, policy="seed003") for h in handles]
+    n = 8
+    barrier = threading.Barrier(n)
+    out: list = [None] * n
+    failed: list = []
+
+    def run(k: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            out[k] = offloaders[k % 2].offload(f"output of call {k}\n" * 3000, session="s", turn=1, tool="shell")
+        except Exception as exc:  # reported below
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not failed and all(not t.is_alive() for t in threads)
+    assert sorted(o["name"] for o in out) == sorted(f"shell_{i}" for i in range(1, n + 1))
+    store = handles[0]
+    for k, o in enumerate(out):
+        e = store.find(o["name"], session="s")
+        assert e.id == o["scratchpad_id"] and store.get(e.id) == f"output of call {k}\n" * 3000
+    assert len(store.entries(session="s")) == n
+
+
+def test_an_exclusive_put_never_replaces_a_live_name(store_factory):
+    clock = [1.8e9]
+    store = store_factory(clock=lambda: clock[0])
+    first = store.put("first\n", session="s", name="n", ttl=10)
+    before = store.stats()
+    with pytest.raises(blobpad.Conflict, match="already has an entry named 'n'"):
+        store.put("second\n" * 1000, session="s", name="n", exclusive=True)
+    assert store.stats() == before and store.get(store.find("n", session="s").id) == "first\n"
+    assert store.put("other\n", session="t", name="n", exclusive=True).name == "n"  # names are per session
+    clock[0] += 10  # the first has expired: its name is free
+    again = store.put("third\n", session="s", name="n", exclusive=True)
+    assert again.id != first.id and store.get(store.find("n", session="s").id) == "third\n"
+    with pytest.raises(InvalidArgument, match="exclusive=True needs a name"):
+        store.put("x", session="s", exclusive=True)
+    with pytest.raises(InvalidArgument, match="exclusive must be True or False"):
+        store.put("x", session="s", name="m", exclusive="yes")
 
 
 def test_seed003_preview(store):
