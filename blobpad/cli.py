@@ -310,6 +310,7 @@ def _progress_bar(size: int | None) -> Any:
 def _cmd_put(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(
         session=args.session, turn=args.turn, name=args.name, tool=args.tool, meta=dict(args.meta or []),
+        exclusive=args.exclusive,
     )
     if args.ttl is not _DEFAULT_TTL:
         options["ttl"] = args.ttl
@@ -888,6 +889,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ttl", type=parse_ttl, default=_DEFAULT_TTL,
                    help="time to live: seconds, or 90s, 30m, 2h, 7d, or 'never' (default: 1h)")
     p.add_argument("--name", help="name the entry; a put with the same name in the session replaces it")
+    p.add_argument("--exclusive", action="store_true",
+                   help="with --name, never replace: fail (exit 2, nothing stored) if the session has a live entry "
+                   "of that name")
     p.add_argument("--tool", help="tool that produced the content")
     p.add_argument("--meta", type=parse_meta, action="append", metavar="KEY=VALUE",
                    help="metadata (repeatable; values are strings)")

@@ -397,6 +397,11 @@ def test_rough_edges_of_the_command_line(tmp_path):
     with blobpad.open(db) as store:
         assert store.notepad("").read("notes") == "the default session's notes"
     assert bp("notes", "show", db=db).returncode == 2  # no --session at all: still required
+    ok(bp("put", "-", "--session", "s", "--name", "n", db=db, input=b"first\n"))
+    taken = bp("put", "-", "--session", "s", "--name", "n", "--exclusive", db=db, input=b"second\n")
+    assert taken.returncode == 2 and b"already has an entry named 'n'" in taken.stderr
+    with blobpad.open(db) as store:
+        assert store.get(store.find("n", session="s").id) == "first\n"
 
 
 def test_grep_json_count_and_limits_against_re(loaded):
