@@ -531,8 +531,15 @@ def rows(out: str) -> list[str]:
 
 
 def cli_lines(model: Model, triples_: list[tuple[str, int, str]]) -> list[str]:
-    """What grep-session prints for these matches (no context): NAME:LINE:TEXT."""
-    return [f"{model.live[i].name or i}:{n}:{t}" for i, n, t in triples_]
+    """What grep-session prints for these matches (no context): NAME:LINE:TEXT, the text of a
+    binary entry as its line's own bytes, as rg prints them (read back with surrogateescape)."""
+    out = []
+    for i, n, t in triples_:
+        content = model.live[i].content
+        if isinstance(content, bytes):
+            t = content.split(b"\n")[n - 1].decode("utf-8", "surrogateescape")
+        out.append(f"{model.live[i].name or i}:{n}:{t}")
+    return out
 
 
 def test_cli_prints_every_match_like_rg(cli_model, capsysbinary):
