@@ -215,7 +215,18 @@ def _measure_default(value: Any) -> Any:
 
 
 def _json_len(value: Any, *, ensure_ascii: bool = True, limit: int | None = None) -> int:
-    """len(json.dumps(value)), short-circuited above ``limit`` for big strings and bytes."""
+    """len(json.dumps(value)), short-circuited above ``limit`` for big strings and bytes;
+    InvalidArgument for a value JSON cannot hold (a key that is not a string, a value that
+    contains itself, nesting deeper than Python's recursion allows)."""
+    try:
+        return _json_len_of(value, ensure_ascii=ensure_ascii, limit=limit)
+    except RecursionError:
+        raise InvalidArgument("the value is nested too deeply to measure as JSON") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"the value cannot be stored as JSON: {describe(str(exc), 200)}") from None
+
+
+def _json_len_of(value: Any, *, ensure_ascii: bool, limit: int | None) -> int:
     if limit is not None:
         if isinstance(value, str) and len(value) > limit:
             return len(value) + 2  # a lower bound, already over the limit
@@ -223,7 +234,7 @@ def _json_len(value: Any, *, ensure_ascii: bool = True, limit: int | None = None
             return _b64_len(len(value)) + 2
         if isinstance(value, Mapping):
             for v in value.values():
-                if _json_len(v, ensure_ascii=ensure_ascii, limit=limit) > limit:
+                if _json_len_of(v, ensure_ascii=ensure_ascii, limit=limit) > limit:
                     return limit + 1
     return len(json.dumps(value, ensure_ascii=ensure_ascii, default=_measure_default))
 
@@ -369,6 +380,7 @@ class Offloader:
         return self._park(
             content, field=field, encoding=encoding, metadata=metadata, ok=ok,
             session=session, turn=turn, step=step, tool=tool, name=scratchpad,
+            had_ok=isinstance(observation, dict) and "ok" in observation,
         )
 
     def offload_content(
@@ -531,9 +543,12 @@ class Offloader:
         step: int | None,
         tool: str | None,
         name: str | None = None,
+        had_ok: bool = False,
     ) -> dict[str, Any]:
         explicit = name is not None  # the tool call's scratchpad argument named it
-        meta = {"field": field, "encoding": encoding}
+        meta: dict[str, Any] = {"field": field, "encoding": encoding}
+        if had_ok and field is not None:
+            meta["ok"] = ok  # {{stepN}} gives the observation back whole, its ok included
         kind = "binary" if encoding in ("bytes", "base64") else None
         if not isinstance(content, (str, bytes, bytearray, memoryview, os.PathLike)) and not hasattr(content, "read"):
             raise InvalidArgument(f"cannot offload content of type {type(content).__name__}")
@@ -686,6 +701,8 @@ def _resolve_field(
             if field is None:
                 return full()
             whole = dict(metadata)
+            if isinstance(meta.get("ok"), bool):  # the observation had an ok field (older entries: not kept)
+                whole["ok"] = meta["ok"]
             whole[field] = full()
             return whole
         head, rest = path[0], path[1:]

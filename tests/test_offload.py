@@ -298,6 +298,44 @@ def test_seed003_automatic_names_never_collide(store_factory):
     assert len(store.entries(session="s")) == n
 
 
+def test_the_whole_observation_keeps_its_ok(store):
+    """{{stepN}} is the whole observation: an offloaded dict's ok comes back with the rest
+    (False is what a later step most needs to see); one without ok gets none."""
+    off = Offloader(store)
+    failed = {"ok": False, "stdout": "x" * 5000, "exit_code": 2}
+    plain = {"stdout": "y" * 5000, "exit_code": 0}
+    steps = {1: off.offload(failed, session="s", turn=1, step=1), 2: off.offload(plain, session="s", turn=1, step=2)}
+    assert all("scratchpad_id" in o for o in steps.values())
+    assert resolve_refs("{{step1}}", steps, store) == failed
+    assert resolve_refs("{{step2}}", steps, store) == plain
+    assert resolve_refs("{{step1.ok}}", steps, store) is False
+
+
+def _nested(depth: int) -> list:
+    top = cur = []
+    for _ in range(depth):
+        nxt: list = []
+        cur.append(nxt)
+        cur = nxt
+    return top
+
+
+@pytest.mark.parametrize("policy", ["seed000", "seed003"])
+def test_an_observation_json_cannot_hold_is_invalid_argument(store, policy):
+    """A key that is not a string, a value that contains itself, nesting deeper than Python
+    recurses: a clear InvalidArgument from the Offloader and from resolve_refs (they raised
+    TypeError, ValueError and RecursionError), nothing stored."""
+    loop: list = []
+    loop.append(loop)
+    off = Offloader(store, policy=policy)
+    for obs in ({(1, 2): "x"}, {"a": loop}, {"a": _nested(100_000)}):
+        with pytest.raises(InvalidArgument, match="JSON"):
+            off.offload(obs, session="s", turn=1)
+    with pytest.raises(InvalidArgument, match="JSON"):
+        resolve_refs("{{step9.a}}", {9: {"a": loop}}, store)
+    assert store.entries() == []
+
+
 def test_an_exclusive_put_never_replaces_a_live_name(store_factory):
     clock = [1.8e9]
     store = store_factory(clock=lambda: clock[0])
