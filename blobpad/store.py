@@ -523,14 +523,15 @@ class Store(ReadsMixin):
         """Return the live entry called ``name`` in ``session``; raise NotFound otherwise."""
         check_str("name", name, allow_none=False)
         check_str("session", session)
+        unknown = NotFound(f"no entry named {name[:200]!r} in this session", hint=HINT_UNKNOWN_NAME)
         with self._backend.read() as txn:
             raw_id = txn.get("names", name_key(session or "", name))
             if raw_id is None:
-                raise NotFound(f"no entry named {name[:200]!r} in this session", hint=HINT_UNKNOWN_NAME)
+                raise unknown
             try:
                 return self._reader.load(txn, raw_id.hex())[1]
             except NotFound:
-                raise NotFound(f"the entry named {name[:200]!r} has expired") from None
+                raise unknown from None  # expired: read exactly like a name never put
 
     def named(self, *, session: str | None = None, prefix: str | None = None) -> list[Entry]:
         """The live named entries of ``session`` whose names start with ``prefix``, sorted by name.

@@ -304,6 +304,26 @@ def test_a_replace_all_over_the_size_limit_is_refused_before_it_is_built(store):
         pad.update_notepad("find_replace", find="x", replace="é")
 
 
+def test_an_expired_notepad_has_no_versions_however_it_is_asked(store_factory):
+    clock = [1.8e9]
+    store = store_factory(clock=lambda: clock[0])
+    pad = store.notepad("p", ttl=5)
+    pad.write("v1")
+    clock[0] += 5
+    for ask in (lambda: pad.read(version=1), lambda: pad.revert(1)):
+        with pytest.raises(NotFound, match="notepad of this session has no versions"):
+            ask()
+    assert pad.read() == "" and pad.history() == []
+
+
+def test_nudges_take_one_space_by_name(store):
+    from blobpad import Nudges
+
+    pad = store.notepad("s")
+    assert Nudges(pad, spaces="plan", after_turns=1).spaces == ("plan",)
+    assert Nudges(pad, spaces=["plan", "notes"], after_turns=1).spaces == ("plan", "notes")
+
+
 def test_update_operations(store):
     pad = store.notepad("s")
     pad.write("- [ ] a\n- [ ] b\n- [ ] c")

@@ -178,6 +178,19 @@ class _LazyReader:
         return data
 
 
+def test_an_expired_name_reads_exactly_like_an_unknown_one(store_factory):
+    clock = [1.8e9]
+    store = store_factory(clock=lambda: clock[0])
+    store.put("hello\n", session="a", name="plan", ttl=10)
+    clock[0] += 10
+    with pytest.raises(NotFound) as expired:
+        store.find("plan", session="a")
+    with pytest.raises(NotFound) as unknown:
+        store.find("nope", session="a")
+    assert str(expired.value).replace("'plan'", "'nope'") == str(unknown.value)
+    assert expired.value.hint == unknown.value.hint is not None
+
+
 class _FailingReader(io.RawIOBase):
     """A binary file object whose read fails after ``good`` bytes, as a disk or a pipe can."""
 

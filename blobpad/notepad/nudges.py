@@ -84,7 +84,7 @@ class Nudges:
         for key, value in self.config.items():
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
                 raise InvalidArgument(f"{key} must be an integer from 0 (off) to 1000000, not {describe(value)}")
-        self.spaces = tuple(spaces)
+        self.spaces = (spaces,) if isinstance(spaces, str) else tuple(spaces)  # "plan" is one space, not four
         for space in self.spaces:
             notepad._budget(space)  # an unknown space is an InvalidArgument now, not at the first turn
         self._empty_turns = 0

@@ -697,7 +697,9 @@ class Notepad:
             if version is None:
                 return self._current(txn, space, budget, now)[1]
             _check_version(version)
-            raw = None if expired(txn, self.session, now) else txn.get(SPACE, log_key(self.session, space, version))
+            if expired(txn, self.session, now):  # its versions are gone with it, whatever gc() has not removed yet
+                raise NotFound(f"{space} of this session has no versions; nothing to read or revert")
+            raw = txn.get(SPACE, log_key(self.session, space, version))
             if raw is None:
                 raise self._no_version(txn, space, version)
             return self._decode(budget, blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
