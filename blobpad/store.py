@@ -640,7 +640,9 @@ class Store(ReadsMixin):
             raise not_found(entry_id)
 
     def delete_session(self, session: str) -> int:
-        """Delete every entry of a session and its notepad; return how many entries.
+        """Delete every entry of a session and its notepad; return how many entries were
+        removed: the live ones, and the expired ones no sweep had removed yet (as ``gc()``
+        counts what it removes; ``len(entries(session=...))`` counts the live ones only).
 
         The entries go :data:`SESSION_BATCH` at a time, each batch in a transaction of
         its own (each entry goes whole), so that deleting a session of a million entries
