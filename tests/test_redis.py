@@ -232,6 +232,21 @@ def test_gc_lets_expire_chunk_keys_left_permanent_that_nothing_names(cluster):
         assert store.gc().chunks == 0
 
 
+def test_gc_never_touches_the_chunks_of_a_namespace_that_extends_this_ones_name(cluster):
+    """Chunk keys carry no hash tag, so a namespace "X:c" has keys that start with "X"'s chunk
+    prefix (bp:X:c:c:...): gc() of "X" gave them an expiry of a day (its entries then lost)."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    with blobpad.open(_url(cluster, namespace=f"{ns}:c")) as other, blobpad.open(_url(cluster, namespace=ns)) as mine:
+        theirs = other.put(_text(1, 20_000), session="s")
+        mine.put(_text(2, 20_000), session="s")
+        before = {k: ttl for k, ttl in _chunk_keys(cluster, f"{ns}:c").items() if k.startswith(f"bp:{ns}:c:c:".encode())}
+        assert before and all(ttl == -1 for ttl in before.values())
+        assert mine.gc().chunks == 0
+        after = _chunk_keys(cluster, f"{ns}:c")
+        assert all(after[k] == -1 for k in before)
+        assert other.get(theirs.id) == _text(1, 20_000) and other.verify().ok
+
+
 def test_concurrent_writers_on_a_cluster_leave_one_permanent_key_per_chunk(cluster):
     """Writers that conflict run their transaction again; the chunk keys an attempt wrote and did not
     commit are dropped (or expire), never left permanent."""

@@ -104,6 +104,8 @@ REDIS_OPTIONS: dict[str, Any] = {
 }
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+#: what follows a store's chunk prefix in its chunk keys (see RedisEngine._chunk_key): the chunk, the copy
+_CHUNK_KEY_TAIL = re.compile(rb"[0-9a-f]+:[0-9a-f]{16}")
 _BATCH = 256  # keys a scan resolves per script call
 _FIRST_PAGE = 16  # keys the first call of a scan resolves (then 64, then _BATCH)
 #: the least time a commit's token is kept: a client that lost the reply of a commit asks
@@ -745,7 +747,10 @@ class RedisEngine:
             return 0
 
         def permanent() -> list[bytes]:
-            keys = list(self._client.scan_iter(match=self._chunk_prefix + b"*", count=1000))
+            # this store's chunk keys only: <prefix><chunk hex>:<copy hex>; another namespace can start with
+            # this one's prefix ("a:c" beside "a": bp:a:c:c:...), so the rest must be exactly that shape
+            found = self._client.scan_iter(match=self._chunk_prefix + b"*", count=1000)
+            keys = [k for k in found if _CHUNK_KEY_TAIL.fullmatch(k[len(self._chunk_prefix):])]
             pipe = self._client.pipeline()
             for key in keys:
                 pipe.pttl(key)
