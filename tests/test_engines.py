@@ -123,6 +123,12 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("redis://127.0.0.1:99999/0", "port is not a number"),
         ("redis+cluster://127.0.0.1:7000/3", "only database 0"),
         ("redis://127.0.0.1:7000/x", "database is a number"),
+        ("redis://127.0.0.1:7000/²", "database is a number"),  # a digit to isdigit(), not to int()
+        ("redis://127.0.0.1:7000/" + "9" * 5000, "database is a number"),
+        ("redis://127.0.0.1:0/0", "port is not a number"),  # not the default port
+        ("redis://u:pw@[::1/0", "not a valid Redis URL"),
+        ("redis://127.0.0.1:7000/0?namespace=a&namespace=b", "namespace is given twice"),
+        ("redis://127.0.0.1:7000/0?wait_replicas=1.5", "whole number"),
         ("redis://127.0.0.1:7000/0?namespace=a{b}", "namespace must be"),
         ("redis://127.0.0.1:7000/0?map_size=1", "option of the LMDB engine"),
         ("redis://127.0.0.1:7000/0?retry_seconds=-1", "more than 0"),
@@ -204,6 +210,26 @@ def test_with_sync_on_every_commit_is_on_disk_before_the_call_returns(tmp_path, 
             assert calls[-1] == "flush"  # the last commit was flushed before the call returned
             for before, after in itertools.pairwise(calls):
                 assert not (before == "commit" and after == "commit")  # each commit flushed before the next
+
+
+@pytest.mark.parametrize("target", [
+    "redis://u:SECRETPW@127.0.0.1:notaport/0", "redis://u:SECRETPW@127.0.0.1:99999/0", "redis://u:SECRETPW@127.0.0.1:1/x",
+    "redis+cluster://u:SECRETPW@127.0.0.1:1/3", "redis://u:SECRETPW@[::1/0", "redis2://u:SECRETPW@127.0.0.1:1/0",
+    "redis://:SECRETPW@127.0.0.1:1/0?colour=blue",
+])
+def test_an_error_about_a_url_never_shows_its_password(target):
+    with pytest.raises(InvalidArgument) as caught:
+        blobpad.open(target)
+    assert "SECRETPW" not in str(caught.value) and "SECRETPW" not in repr(caught.value)
+
+
+def test_options_given_as_keywords_are_checked_like_the_query_strings():
+    url = "redis://127.0.0.1:1/0"
+    for options, words in [({"timeout": 10**400}, "timeout must be a number"), ({"wait_replicas": 2.9}, "whole number"),
+                           ({"wait_replicas": True}, "whole number"), ({"retry_seconds": True}, "must be a number"),
+                           ({"namespace": "b"}, None)]:
+        with pytest.raises(InvalidArgument, match=words or "namespace is given twice"):
+            blobpad.open(url + ("?namespace=a" if words is None else ""), **options)
 
 
 def test_a_memory_store_is_shared_by_name_and_gone_at_close():

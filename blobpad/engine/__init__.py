@@ -23,7 +23,7 @@ from ..errors import InvalidArgument
 from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
 from .lmdb import LMDB_OPTIONS, acquire_lmdb
 from .memory import acquire_memory
-from .redis import REDIS_OPTIONS, SCHEMES, acquire_redis  # the module imports redis-py only when a Redis store is opened
+from .redis import REDIS_OPTIONS, SCHEMES, acquire_redis, without_password  # redis-py: imported at first use
 
 __all__ = [
     "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
@@ -74,8 +74,8 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
     if scheme in SCHEMES:
         return acquire_redis(text, **options)
     raise InvalidArgument(
-        f"unknown store URL scheme {scheme!r} in {text!r}: use a directory path, memory://, redis://host:port/db "
-        "or redis+cluster://host:port"
+        f"unknown store URL scheme {scheme!r} in {without_password(text)!r}: use a directory path, memory://, "
+        "redis://host:port/db or redis+cluster://host:port"
     )
 
 

@@ -83,7 +83,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull
 from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
 
-__all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES"]
+__all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES", "without_password"]
 
 T = TypeVar("T")
 
@@ -1079,6 +1079,11 @@ class _Txn:
 _LOCK = threading.Lock()
 
 
+def without_password(text: str) -> str:
+    """``text`` with the password of any URL in it replaced by ``***`` (errors quote targets)."""
+    return re.sub(r"(://[^/@\s:]*):[^/@\s]*@", r"\1:***@", text)
+
+
 def acquire_redis(target: str, **options: Any) -> RedisEngine:
     """The engine of a ``redis://`` / ``redis+cluster://`` target (see the module docstring).
 
@@ -1090,10 +1095,14 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
         from redis.cluster import RedisCluster
     except ImportError:  # pragma: no cover - redis is a dependency
         raise BlobpadError("the Redis engine needs the redis package: pip install redis") from None
-    parts = urlsplit(target)
+    said = without_password(target)  # the target as errors quote it: never its password
+    try:
+        parts = urlsplit(target)
+    except ValueError as exc:  # a malformed IPv6 host, mostly
+        raise InvalidArgument(f"{said!r} is not a valid Redis URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise InvalidArgument(f"{target!r} is not a Redis URL (redis://host:port/db or redis+cluster://host:port)")
+        raise InvalidArgument(f"{said!r} is not a Redis URL (redis://host:port/db or redis+cluster://host:port)")
     cluster = SCHEMES[scheme]
     settings = dict(REDIS_OPTIONS)
     query = parse_qsl(parts.query, keep_blank_values=True)
@@ -1104,9 +1113,12 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
 
             where = "an option of the LMDB engine" if name in LMDB_OPTIONS else "not an option"
             raise InvalidArgument(
-                f"{name} is {where}; the Redis engine takes {', '.join(sorted(REDIS_OPTIONS))} "
+                f"{str(name)[:80]} is {where}; the Redis engine takes {', '.join(sorted(REDIS_OPTIONS))} "
                 "(in the URL's query string or as keyword arguments)"
             )
+        if name in given:
+            raise InvalidArgument(f"{name} is given twice (in the URL's query string or as a keyword argument): "
+                                  "give it once")
         given[name] = value
     for name, value in given.items():
         if name == "namespace":
@@ -1117,6 +1129,8 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
             settings[name] = value
         elif name == "wait_replicas":
             try:
+                if isinstance(value, bool) or not isinstance(value, (int, str)):
+                    raise TypeError
                 count = int(value)
             except (TypeError, ValueError):
                 raise InvalidArgument(f"wait_replicas must be a whole number, not {str(value)[:80]!r}") from None
@@ -1125,22 +1139,28 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
             settings[name] = count
         else:
             try:
+                if isinstance(value, bool):
+                    raise TypeError
                 number = float(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise InvalidArgument(f"{name} must be a number of seconds, not {str(value)[:80]!r}") from None
             if not 0 < number <= 86_400 * 7:
-                raise InvalidArgument(f"{name} must be more than 0 and at most a week in seconds, not {value!r}")
+                raise InvalidArgument(f"{name} must be more than 0 and at most a week in seconds, not {str(value)[:80]}")
             settings[name] = number
     host = parts.hostname or "localhost"
     try:
-        port = parts.port or 6379
+        port = parts.port
     except ValueError:
-        raise InvalidArgument(f"{target!r}: the port is not a number from 1 to 65535") from None
+        port = 0
+    if port is None:
+        port = 6379
+    elif not 1 <= port <= 65535:
+        raise InvalidArgument(f"{said!r}: the port is not a number from 1 to 65535")
     path = parts.path.strip("/")
     if cluster and path not in ("", "0"):
-        raise InvalidArgument(f"{target!r}: a Redis Cluster has only database 0")
-    if path and not path.isdigit():
-        raise InvalidArgument(f"{target!r}: the database is a number, as in redis://host:6379/0")
+        raise InvalidArgument(f"{said!r}: a Redis Cluster has only database 0")
+    if path and not (path.isascii() and path.isdigit() and len(path) <= 5):
+        raise InvalidArgument(f"{said!r}: the database is a number, as in redis://host:6379/0")
     tls = scheme.split("+")[0] in ("rediss", "valkeys")
     base = urlunsplit(("rediss" if tls else "redis", parts.netloc, "/" + (path or "0"), "", ""))
     shown_netloc = f"{host}:{port}"
@@ -1164,7 +1184,7 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     except redis.RedisError as exc:
         raise BlobpadError(f"cannot reach the Redis server {shown}: {exc}") from None
     except ValueError as exc:
-        raise InvalidArgument(f"{target!r} is not a valid Redis URL: {exc}") from None
+        raise InvalidArgument(f"{said!r} is not a valid Redis URL: {without_password(str(exc))}") from None
     try:
         return RedisEngine(
             shown_target, client, cluster=cluster, namespace=settings["namespace"],
