@@ -1010,6 +1010,17 @@ def dirs(tmp_path):
     return allowed, outside
 
 
+@pytest.mark.parametrize("allow", [[""], ["", "/tmp"], "/tmp", b"/tmp"])
+def test_an_empty_or_unlisted_allowed_directory_is_refused(store, tmp_path, monkeypatch, allow):
+    """realpath("") is the working directory, and a str iterates as its letters ("/" among
+    them: every file): both used to open the offload tool to far more than was named."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secret.txt").write_text("secret\n")
+    with pytest.raises(blobpad.InvalidArgument, match="allowed directory is empty|a list of directories"):
+        Toolbox(store, session="s", scope="session", allow_dirs=allow)
+    assert "scratchpad_offload" not in Toolbox(store, session="s", scope="session").tool_names()
+
+
 def test_offload_tool_exists_only_with_allowed_dirs(store, dirs):
     assert "scratchpad_offload" not in Toolbox(store, session="s", turn=1, always_show=True).tool_names()
     tb = Toolbox(store, session="s", turn=1, allow_dirs=[dirs[0]])

@@ -137,7 +137,12 @@ class Toolbox:
         # per tool call, per thread (an MCP server runs calls in threads at once): the
         # searches already run and when the call's search budget started (see search)
         self._call = threading.local()
-        self.allow_dirs = [os.path.realpath(os.fspath(d)) for d in allow_dirs]
+        if isinstance(allow_dirs, (str, bytes, os.PathLike)):
+            raise InvalidArgument("allow_dirs is a list of directories, not one path")
+        given = [os.fspath(d) for d in allow_dirs]
+        if any(not d for d in given):  # realpath("") is the working directory: never allowed by accident
+            raise InvalidArgument("an allowed directory is empty; name it (use . for the working directory)")
+        self.allow_dirs = [os.path.realpath(d) for d in given]
         for d in self.allow_dirs:
             if not os.path.isdir(d):
                 raise InvalidArgument(f"allowed directory {describe(d, 300)} does not exist or is not a directory")
