@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .chunking import ChunkParams
 from .edit import Edit
-from .errors import BlobpadError, Conflict, CorruptData, InvalidArgument, NotFound, NoUniqueMatch, StoreFull
+from .errors import BlobpadError, Conflict, CorruptData, InvalidArgument, NotFound, NoUniqueMatch, StoreFull, Unavailable
 from .index import Entry
 from .notepad import Budget, Notepad, NoteResult, Nudges, Version
 from .offload import Offloader, resolve_refs
@@ -32,7 +32,7 @@ __all__ = [
     "open", "Store", "Entry", "Stats", "GcReport", "VerifyReport", "ChunkParams",
     "GrepMatch", "GrepResult", "MatchingLines", "SessionMatch", "SessionGrepResult", "CountResult", "LineWindow", "EntryStream",
     "Notepad", "NoteResult", "Version", "Budget", "Nudges",
-    "BlobpadError", "NotFound", "InvalidArgument", "NoUniqueMatch", "CorruptData", "StoreFull", "Conflict", "Edit",
+    "BlobpadError", "NotFound", "InvalidArgument", "NoUniqueMatch", "CorruptData", "StoreFull", "Conflict", "Unavailable", "Edit",
     "Offloader", "resolve_refs", "Toolbox", "PROFILES",
     "__version__",
 ]

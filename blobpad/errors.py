@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 __all__ = [
-    "BlobpadError", "NotFound", "InvalidArgument", "NoUniqueMatch", "CorruptData", "StoreFull", "Conflict", "Hint", "Face",
+    "BlobpadError", "NotFound", "InvalidArgument", "NoUniqueMatch", "CorruptData", "StoreFull", "Conflict", "Unavailable",
+    "Hint", "Face",
 ]
 
 #: The faces of blobpad an error is shown through: the Python library, the ``blobpad``
@@ -119,6 +120,12 @@ class CorruptData(BlobpadError):
 
 class StoreFull(BlobpadError):
     """The store reached its ``max_bytes`` cap or its map-size ceiling, or the disk is full."""
+
+
+class Unavailable(BlobpadError):
+    """The store's server did not answer within the engine's retry time (``retry_seconds``):
+    nothing is known about the data, and nothing was changed by a call that raised it
+    before its commit.  Retry once the server is back."""
 
 
 class Conflict(BlobpadError):

@@ -43,7 +43,7 @@ from .catalog import (
 from .chunking import KEY_SIZE, Manifest
 from .codec import Codec
 from .engine import SPACES, Checked, ReadTxn, WriteTxn
-from .errors import BlobpadError, CorruptData
+from .errors import BlobpadError, CorruptData, Unavailable
 from .index import decode_entry, expiry_key, name_key
 
 __all__ = ["GcReport", "VerifyReport", "gc", "sweep", "SWEEP_LIMIT", "verify", "repair_refs"]
@@ -99,10 +99,14 @@ class Verifier:
         for phase in (self._entries, self._chunks, self._counters):
             try:
                 phase(records)
+            except Unavailable:
+                raise  # no answer is not damage
             except BlobpadError as exc:  # damage that stops one phase must not hide the others
                 self.problems.append(f"verify stopped early in {phase.__name__.strip('_')}: {exc}")
         try:
             self.problems.extend(notes.verify_notepads(self.txn, records["notes"]))
+        except Unavailable:
+            raise
         except BlobpadError as exc:
                 self.problems.append(f"verify stopped early in the notepads: {exc}")
         return self.recount
@@ -120,6 +124,8 @@ class Verifier:
                     check(key, value)
                     value = b""
                 found[key] = value
+        except Unavailable:
+            raise  # the server did not answer: not damage (verify raises it, as every call does)
         except BlobpadError as exc:
             self.problems.append(f"the {space} keyspace cannot be read to its end: {exc}")
         for key in bad:
@@ -485,6 +491,8 @@ def verify(engine: Checked, codec: Codec) -> VerifyReport:
     try:
         with engine.read() as txn:
             recount = Verifier(codec, txn, problems, damaged, totals).run()
+    except Unavailable:
+        raise
     except BlobpadError as exc:  # the store file cannot even be read through
         problems.append(f"the store cannot be read: {exc}")
         recount = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -588,6 +589,25 @@ def test_a_full_server_says_store_full_and_deletes_still_work(program, server_fa
             store.delete(entry_id)
         time.sleep(0.6)  # what the deletes kept for readers is trimmed by the next write
         _fits_again(store)
+
+
+def test_a_server_that_does_not_answer_is_unavailable_never_damage(server_factory):
+    """verify() of a store whose server stopped answering raises Unavailable, as every other
+    call does, within its retry time per request; it used to report each keyspace as damaged
+    (and took retry_seconds + timeout for each, 14 of them), so blobpad verify said "damaged"."""
+    server = server_factory("valkey-server")
+    url = _url(server, retry_seconds="1", timeout="1")
+    with blobpad.open(url) as store:
+        store.put(_text(1), session="s")
+        assert store.verify().ok
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            for call in (store.verify, store.stats, lambda: store.put("x\n", session="s")):
+                with pytest.raises(blobpad.Unavailable, match="did not answer"):
+                    call()
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert store.verify().ok
 
 
 @pytest.mark.parametrize("program", PROGRAMS)

@@ -80,7 +80,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull
+from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull, Unavailable
 from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
 
 __all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES", "without_password"]
@@ -502,7 +502,7 @@ class RedisEngine:
                 ) from None
             except self._transient as exc:
                 if time.monotonic() + delay > deadline:
-                    raise BlobpadError(
+                    raise Unavailable(
                         f"the Redis server {self._shown} did not answer {what} within {seconds:g} s "
                         f"({type(exc).__name__}: {exc})"
                     ) from None
