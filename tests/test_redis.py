@@ -591,6 +591,20 @@ def test_a_full_server_says_store_full_and_deletes_still_work(program, server_fa
         _fits_again(store)
 
 
+def test_a_wrong_password_is_said_at_once_and_never_shown(server_factory):
+    server = server_factory("valkey-server")
+    server.client().config_set("requirepass", "right-one")
+    try:
+        url = server.url.replace("redis://", "redis://:WRONGPW@") + "?retry_seconds=20"
+        with pytest.raises(BlobpadError, match="refused the credentials") as caught:
+            blobpad.open(url)  # not retried for retry_seconds as if the server were down
+        assert "WRONGPW" not in str(caught.value) and not isinstance(caught.value, blobpad.Unavailable)
+        with blobpad.open(server.url.replace("redis://", "redis://:right-one@") + "?namespace=pw") as store:
+            assert store.get(store.put("in\n", session="s").id) == "in\n"
+    finally:
+        server.client(password="right-one").config_set("requirepass", "")  # the fixture stops it without one
+
+
 def test_a_server_that_does_not_answer_is_unavailable_never_damage(server_factory):
     """verify() of a store whose server stopped answering raises Unavailable, as every other
     call does, within its retry time per request; it used to report each keyspace as damaged

@@ -501,6 +501,11 @@ class RedisEngine:
                     hint=HINT_SERVER_FULL,
                 ) from None
             except self._transient as exc:
+                if type(exc).__name__ == "AuthenticationError":  # a ConnectionError to redis-py; retrying cannot help
+                    raise BlobpadError(
+                        f"the Redis server {self._shown} refused the credentials {what}: {exc}; check the "
+                        "user and password in the URL"
+                    ) from None
                 if time.monotonic() + delay > deadline:
                     raise Unavailable(
                         f"the Redis server {self._shown} did not answer {what} within {seconds:g} s "
