@@ -322,8 +322,8 @@ class LineCounter:
     the newline), lazily repeated to skip non-matching lines, then ``[^\\n]*?(?:P)``:
     the pattern inside the next line.  That regex puts the pattern in a group, so it
     is only built where the group cannot be escaped: for literals (escaped) and for
-    patterns without ``\\Q`` (whose quote, left open, would run past the group) or
-    ``\\C`` (which could match a newline).  A batch that fails (fewer matching lines
+    patterns without ``\\Q`` (whose quote, left open, would run past the group; a
+    caller's ``\\C`` is refused by :func:`compile_pattern`).  A batch that fails (fewer matching lines
     are left) only ends batching for the rest of the buffer.  Invalid UTF-8 stops
     ``[^\\n]``, so binary content is counted one matching line per call.
     """
@@ -352,7 +352,7 @@ class LineCounter:
         raw = encode_pattern(pattern)
         batch_find: _Find | None = None
         too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
-        if not too_big and (fixed or (b"\\Q" not in raw and b"\\C" not in raw)):
+        if not too_big and (fixed or b"\\Q" not in raw):  # compile_pattern above refused \C
             body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
             line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
             try:

@@ -123,6 +123,8 @@ def _session(namespace: tuple[str, ...]) -> str:
 
 
 def _valid(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogates): what is not is never stored,
+    so reads of it find nothing and deletes of it do nothing."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -131,9 +133,11 @@ def _valid(text: str) -> bool:
 
 
 def _fits(session: str) -> bool:
-    """Whether a session (or a key) can be stored at all: short enough, valid Unicode (what
-    cannot be stored is never found: reads find nothing, deletes do nothing)."""
-    return _valid(session) and len(session.encode("utf-8")) <= MAX_STR_BYTES
+    """Whether a session can be stored at all: valid Unicode, and short enough."""
+    try:
+        return len(session.encode("utf-8")) <= MAX_STR_BYTES
+    except UnicodeEncodeError:
+        return False
 
 
 def _namespace(session: str) -> tuple[str, ...]:
@@ -164,10 +168,8 @@ def _value_text(value: object) -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"a LangGraph value must be JSON-serialisable: {exc}") from None
     _check_keys(value)  # after dumps, which refuses a value that contains itself
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("the value contains lone surrogates; pass valid Unicode text") from None
+    if not _valid(text):
+        raise InvalidArgument("the value contains lone surrogates; pass valid Unicode text")
     return text
 
 
@@ -186,8 +188,6 @@ def _check_keys(value: object) -> None:
                     stack.append(v)
         elif isinstance(node, (list, tuple)):
             stack.extend(v for v in node if isinstance(v, (Mapping, list, tuple)))
-
-
 
 
 def _ttl_seconds(ttl: object) -> float | None:
