@@ -16,6 +16,7 @@ import builtins
 import os
 import socket
 import time
+from collections.abc import Callable
 
 from .catalog import release
 from .chunking import KEY_SIZE
@@ -47,9 +48,10 @@ def start_time(pid: int) -> str:
         return "?"
 
 
-#: A pending put of another host whose last batch is older than this (seconds, by the clock
-#: of the host that checks) is taken for dead: its process cannot be asked, and a live put
-#: commits a batch (a few MB) far more often than this.
+#: A pending put of another host whose head record is older than this (seconds, by the
+#: store's clock: the server's on a shared server) is taken for dead: its process cannot
+#: be asked, and a live put restamps it at every batch and at least every third of this
+#: while its source is slow (a put rolled back under it fails with Conflict at its end).
 STALE_SECONDS = 900
 
 
@@ -98,14 +100,14 @@ def rollback_pending(txn: WriteTxn, raw_id: bytes) -> None:
         txn.delete("pending", key)
 
 
-def recover(engine: Checked) -> int:
-    """Roll back the pending puts of processes that died; return how many."""
+def recover(engine: Checked, clock: Callable[[], float] | None = None) -> int:
+    """Roll back the pending puts of processes that died; return how many.  ``clock`` is
+    the store's (on a shared server, the server's: the one puts stamp their head records
+    with), read once if there is a pending put; None: this host's."""
     with engine.read() as txn:
-        dead = [
-            key[:8]
-            for key, value in txn.scan("pending")
-            if key[8:9] == b"H" and not token_alive(value.decode("utf-8", "replace"))
-        ]
+        heads = [(key[:8], value.decode("utf-8", "replace")) for key, value in txn.scan("pending") if key[8:9] == b"H"]
+    now = clock() if heads and clock is not None else None
+    dead = [raw_id for raw_id, record in heads if not token_alive(record, now)]
     for raw_id in dead:
         engine.write(lambda txn, r=raw_id: rollback_pending(txn, r), frees=True)
     return len(dead)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import codecs
 import hashlib
+import io
 import json
 import os
 import stat
@@ -26,18 +27,19 @@ from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
+from functools import partial
 from typing import IO, Any
 
 import xxhash
 import zstandard
 
-from . import prefilter
+from . import journal, prefilter
 from .catalog import BASE_KEY, REF, WHOLE_DEDUP, Catalog, bump, shard_key, unpack_ref
 from .chunking import ChunkParams, Manifest, cut_spans, span_stats
 from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
 from .engine import prefix_end as _prefix_end
-from .errors import HINT_MAX_BYTES, BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, describe
+from .errors import HINT_MAX_BYTES, BlobpadError, Conflict, CorruptData, InvalidArgument, NotFound, StoreFull, describe
 from .forks import reset_in_child
 from .index import Entry, name_key, new_id
 from .journal import head_record, process_token, rollback_pending
@@ -46,6 +48,9 @@ __all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_
 
 
 _BLOCK = 8 << 20          # bytes read from a file or stream at a time
+#: a block of a buffered stream (a pipe) is handed on once this many seconds passed since its
+#: first bytes, however few (see _gather)
+_GATHER_SECONDS = 1.0
 
 
 BATCH_BYTES = 16 << 20         # raw bytes per write transaction of a put
@@ -292,6 +297,7 @@ class PutWriter:
         self.ends_with_newline = False
         self._batch = 0
         self._written = False
+        self._stamped = 0.0  # time.monotonic() of the last head record written (see _keep_alive)
         self.new_stored = 0  # stored bytes of the chunks this put created so far
         self.sha256 = ""
         self.tail: list[tuple[memoryview, _Prepared]] = []  # the last batch, placed by the final transaction
@@ -327,6 +333,7 @@ class PutWriter:
         task_bytes = 0
         task_size = self._FIRST_TASK
         sha = None if self._known_sha is not None else Sha256(codec)
+        blocks = self._keep_alive(blocks)
         if sha is not None:
             blocks = sha.feed(blocks)
         last: bytes | None = None
@@ -558,8 +565,12 @@ class PutWriter:
         self._batch += 1
         token = process_token()
 
+        stamp = store.now()  # the store's clock: on a shared server, the server's, which every host reads alike
+
         def txn_fn(txn: WriteTxn) -> tuple[list[bytes], int]:
-            txn.put("pending", self.raw_id + b"H", head_record(token, time.time()))  # this put is alive
+            if batch_no:
+                self._check_journal(txn, batch_no)  # another host may have taken this put for dead
+            txn.put("pending", self.raw_id + b"H", head_record(token, stamp))  # this put is alive
             final_keys, counts = self._place_batch(txn, batch, store._cap(txn))
             txn.put("pending", self.raw_id + b"B" + batch_no.to_bytes(4, "big"), b"".join(final_keys))
             if counts:
@@ -567,6 +578,7 @@ class PutWriter:
             return final_keys, counts.get("stored_bytes", 0)
 
         final, added = store._backend.write(txn_fn)
+        self._stamped = time.monotonic()
         self.new_stored += added
         self._written = True
         self.keys.extend(final)
@@ -615,7 +627,47 @@ class PutWriter:
                     return k, False, 0
         raise StoreFull(f"chunk hash {base.hex()} has 256 different contents; the store is under attack or damaged")
 
+    def _keep_alive(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        """``blocks``, restamping the journal's head record when the source took more than
+        a third of :data:`~blobpad.journal.STALE_SECONDS` since the last one (a slow pipe
+        that fills no batch in that time), so that no other host takes the put for dead.
+        A source silent for longer than that still loses the put: its final transaction
+        then raises Conflict (:meth:`_check_journal`), and nothing is stored."""
+        for block in blocks:
+            if self._written and time.monotonic() - self._stamped > journal.STALE_SECONDS / 3:
+                self._restamp()
+            yield block
+
+    def _restamp(self) -> None:
+        """Write the journal's head record again, with the store's time (after checking that
+        the put was not rolled back meanwhile)."""
+        token, stamp, batches = process_token(), self.store.now(), self._batch
+
+        def txn_fn(txn: WriteTxn) -> None:
+            self._check_journal(txn, batches)
+            txn.put("pending", self.raw_id + b"H", head_record(token, stamp))
+
+        self.store._backend.write(txn_fn)
+        self._stamped = time.monotonic()
+
+    def _check_journal(self, txn: WriteTxn, batches: int) -> None:
+        """Raise Conflict unless the journal still holds this put's head record and the
+        records of its ``batches`` batches: a process of another host that found the put's
+        last batch :data:`~blobpad.journal.STALE_SECONDS` old (a source that gave less than
+        a batch in that time) took it for dead and rolled it back, releasing its chunks;
+        committing it now would make an entry whose chunks may be gone."""
+        prefix = self.raw_id
+        held = {k[len(prefix):] for k, _ in txn.scan("pending", prefix, _prefix_end(prefix))}
+        if b"H" not in held or any(b"B" + n.to_bytes(4, "big") not in held for n in range(batches)):
+            raise Conflict(
+                f"this put was rolled back by another process while it waited {journal.STALE_SECONDS} s or more for its "
+                "source to fill a batch (it was taken for dead); nothing was stored: put it again"
+            )
+
     def clear_pending(self, txn: WriteTxn) -> None:
+        """In the put's final transaction: check that the journal still holds every batch
+        (see :meth:`_check_journal`), then clear it."""
+        self._check_journal(txn, self._batch)
         prefix = self.raw_id
         for key in [k for k, _ in txn.scan("pending", prefix, _prefix_end(prefix))]:
             txn.delete("pending", key)
@@ -627,6 +679,24 @@ class PutWriter:
             self.store._backend.write(lambda txn: rollback_pending(txn, self.raw_id), frees=True)
         except BlobpadError:
             pass  # the next open or gc() rolls it back
+
+
+def _gather(fh: io.BufferedReader, size: int) -> bytes:
+    """Up to ``size`` bytes of ``fh``, b"" at its end: what a pipe gives within
+    :data:`_GATHER_SECONDS` of its first bytes, not a wait for all ``size`` (a slow
+    source's put then goes on between its bytes and keeps its journal alive, see
+    :meth:`PutWriter._keep_alive`); a regular file gives ``size`` at once."""
+    first = fh.read1(size)
+    if not first or len(first) >= size:
+        return first
+    parts, held, start = [first], len(first), time.monotonic()
+    while held < size and time.monotonic() - start < _GATHER_SECONDS:
+        piece = fh.read1(size - held)
+        if not piece:
+            break  # the end: the next call returns b""
+        parts.append(piece)
+        held += len(piece)
+    return b"".join(parts)
 
 
 class Source:
@@ -648,9 +718,11 @@ class Source:
                 yield self.data
             return
         assert self.fh is not None
+        fh = self.fh
+        read = partial(_gather, fh) if isinstance(fh, io.BufferedReader) else fh.read
         while True:
             try:
-                block = self.fh.read(_BLOCK)
+                block = read(_BLOCK)
             except ValueError as exc:  # closed meanwhile (an OSError, a disk's failure, goes up as it is)
                 if isinstance(exc, BlobpadError):
                     raise

@@ -241,7 +241,7 @@ class Store(ReadsMixin):
                 self._reader.keep_filters = self._keep_filters
             self._putter = Putter(self._backend, self._codec, self._catalog, self.chunk_params, self.now, self._cap,
                                   filters=self.filters)
-            recover(self._backend)
+            recover(self._backend, self.now)
             # time.monotonic() of the next sweep after a put (see _sweep): not before a store has been open
             # for SWEEP_SECONDS, so that a short-lived process (a CLI command) only does what it was asked
             self._next_sweep = self._next_recover = time.monotonic() + SWEEP_SECONDS
@@ -467,7 +467,7 @@ class Store(ReadsMixin):
         if t >= self._next_recover:
             self._next_recover = t + SWEEP_SECONDS
             with contextlib.suppress(BlobpadError):
-                recover(self._backend)  # the batches of puts whose process died (see blobpad.journal)
+                recover(self._backend, self.now)  # the batches of puts whose process died (see blobpad.journal)
         with contextlib.suppress(BlobpadError):
             if maintenance.sweep(self._backend, self._catalog, self.now()) >= maintenance.SWEEP_LIMIT:
                 # more are due: the next put sweeps again, so that removal keeps up with a
@@ -686,7 +686,7 @@ class Store(ReadsMixin):
         """Remove expired entries (through the expiry index), free unreferenced chunks,
         roll back puts whose process died, and remove expired notepads; report what was freed
         (see :func:`blobpad.maintenance.gc`)."""
-        aborted = recover(self._backend)
+        aborted = recover(self._backend, self.now)
         return maintenance.gc(self._backend, self._catalog, self.now(), aborted)
 
     def verify(self) -> VerifyReport:

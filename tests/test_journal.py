@@ -1,0 +1,118 @@
+"""The pending-put journal against a put that is still running, on every engine.
+
+A put of several batches records each batch in the journal; a process of another host
+cannot ask whether the put's process still runs, so it takes the put for dead once the
+journal's head record is ``STALE_SECONDS`` old by the store's clock, and rolls it back.
+Two promises follow, both checked here with a second "host" that rolls back from the
+same process (its host name patched for the call, its clock given):
+
+* a put whose journal was rolled back under it never acknowledges: it raises Conflict
+  and leaves nothing (no entry, no chunk, no counter), instead of committing an entry
+  whose chunks were released;
+* a put whose source is slow (no batch for a while) restamps its head record, so the
+  other host does not take it for dead while it still reads.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import blobpad
+import blobpad.journal as journal
+from blobpad import Conflict, NotFound
+from blobpad.put import BATCH_BYTES
+
+
+def _lines(count: int, start: int = 0) -> bytes:
+    return b"".join(b"line %d of a long build log %s\n" % (i, b"x" * (i % 57)) for i in range(start, start + count))
+
+
+def _other_host_recovers(store: blobpad.Store, clock: Callable[[], float], monkeypatch: pytest.MonkeyPatch) -> int:
+    """What another host's open or gc() does with the journal, at the time ``clock`` gives."""
+    with monkeypatch.context() as m:
+        m.setattr(socket, "gethostname", lambda: "another-host")
+        return journal.recover(store.engine, clock)
+
+
+class _Source(io.RawIOBase):
+    """``total`` bytes of log lines; ``hook(produced)`` runs before each read."""
+
+    def __init__(self, total: int, hook: Callable[[int], None], step: int = 1 << 30) -> None:
+        self.total, self.produced, self.hook, self.step = total, 0, hook, step
+        self.lines = self._generate()
+        self.pending = b""
+
+    def _generate(self) -> Iterator[bytes]:
+        n = 0
+        while True:
+            yield _lines(2000, n)
+            n += 2000
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+        self.hook(self.produced)
+        if self.produced >= self.total:
+            return 0
+        if not self.pending:
+            self.pending = next(self.lines)
+        step = self.step if self.produced > 2 * BATCH_BYTES else len(buf)
+        k = min(len(buf), len(self.pending), self.total - self.produced, step)
+        buf[:k] = self.pending[:k]
+        self.pending = self.pending[k:]
+        self.produced += k
+        return k
+
+
+def test_a_put_rolled_back_under_it_raises_conflict_and_leaves_nothing(store, monkeypatch):
+    kept = store.put("an earlier entry", session="s", ttl=None)
+    before = store.stats()
+    rolled: list[int] = []
+
+    def hook(produced: int) -> None:
+        # once a batch is committed (two batches in flight flush the first), the other host's
+        # clock runs past the staleness limit and it rolls the put back
+        if not rolled and produced > 2 * BATCH_BYTES + (BATCH_BYTES >> 1):
+            rolled.append(_other_host_recovers(store, lambda: time.time() + journal.STALE_SECONDS + 60, monkeypatch))
+
+    with pytest.raises(Conflict, match="rolled back"):
+        store.put(io.BufferedReader(_Source(3 * BATCH_BYTES, hook)), session="s", name="big", ttl=None)
+    assert rolled == [1]  # the put had committed a batch, and it was taken for dead
+    assert [e.id for e in store.entries(session="s")] == [kept.id]
+    with pytest.raises(NotFound):
+        store.find("big", session="s")
+    after = store.stats()
+    assert (after.entries, after.chunks, after.logical_bytes, after.stored_bytes) == (
+        before.entries, before.chunks, before.logical_bytes, before.stored_bytes)
+    assert store.verify().ok
+    assert store.get(kept.id) == "an earlier entry"
+
+
+def test_a_slow_source_keeps_its_put_alive_for_other_hosts(store, monkeypatch):
+    monkeypatch.setattr(journal, "STALE_SECONDS", 5)  # restamped once 5/3 s pass without one
+    seen: list[int] = []
+    total = 3 * BATCH_BYTES + 4096
+
+    def hook(produced: int) -> None:
+        # after the first batch is committed the source gives a little every 1.05 s for 6 reads
+        # (more than the limit in all), then another host looks at the journal by the store's clock
+        if produced > 2 * BATCH_BYTES + (BATCH_BYTES >> 1) and len(seen) < 7:
+            if len(seen) < 6:
+                time.sleep(1.05)
+                seen.append(0)
+            else:
+                seen.append(_other_host_recovers(store, store.now, monkeypatch))
+
+    entry = store.put(io.BufferedReader(_Source(total, hook, step=512)), session="s", name="slow", ttl=None)
+    assert seen == [0] * 7  # the other host found the put alive: it rolled nothing back
+    assert entry.size == total
+    assert store.find("slow", session="s").id == entry.id
+    assert store.verify().ok
+    assert store.byte_range(entry.id, 0, 9) == b"line 0 of"
+    assert store.stats().logical_bytes >= total
