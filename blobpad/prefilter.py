@@ -497,7 +497,9 @@ def _count_literals(f: _Formula) -> int:
 def _compile(pattern: str, ignore_case: bool, fixed: bool) -> _Formula:
     if fixed:
         return _fixed(pattern, ignore_case)
-    if re.search(r"\\[0-9]|\[[:=.]", pattern):  # octal/back-references and POSIX classes read differently
+    if re.search(r"\\[0-9]|\[[:=.]|\{,", pattern):
+        # read differently by Python's parser and RE2: octal escapes or back-references, POSIX
+        # classes, and "{,n}" (a repetition to Python, the text "{,n}" to RE2)
         raise _Unsupported("escape")
     from re import _constants as sre  # noqa: PLC0415 - the parser's private modules (Python 3.11+)
     from re import _parser as parser  # noqa: PLC0415

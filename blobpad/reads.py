@@ -832,6 +832,10 @@ class ReadsMixin:
     ) -> GrepResult:
         """Find the lines matching ``pattern`` (RE2 syntax; a literal with ``fixed``).
 
+        Each line is matched on its own, as ``rg`` does: ``^`` and ``\\A`` match at its
+        start, ``$`` and ``\\z`` at its end (``(?-m)`` changes nothing), and a match
+        never spans a newline.
+
         Returns at most ``max_matches`` matching lines with ``before``/``after``
         context lines each; ``truncated`` is true when more exist.  Stops reading as
         soon as it has them.  Lines longer than ``line_window`` characters come back

@@ -11,6 +11,7 @@ the pattern costs per byte.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ import re2
 
 from .errors import HINT_FIXED, InvalidArgument, describe
 
-__all__ = ["MAX_PATTERN", "SEARCH_TIMEOUT", "MAX_SPANS", "compile_pattern", "check_timeout", "Deadline", "TimedOut",
+__all__ = ["MAX_PATTERN", "SEARCH_TIMEOUT", "MAX_SPANS", "compile_pattern", "per_line", "check_timeout", "Deadline", "TimedOut",
            "LineCounter", "line_runs", "long_line", "bounded_find", "char_start", "next_char", "UNANCHORED"]
 
 _Bytes = bytes | bytearray
@@ -259,25 +260,79 @@ def encode_pattern(pattern: object) -> bytes:
         raise InvalidArgument("pattern contains lone surrogates; pass valid Unicode") from None
 
 
-def _any_byte(raw: bytes) -> bool:
-    """Whether the RE2 pattern ``raw`` uses ``\\C`` (outside ``\\Q...\\E`` quotes; inside a
-    character class RE2 refuses it anyway)."""
+_FLAG_GROUP = re.compile(rb"\(\?([imsU]*)(?:-([imsU]*))?([:)])")
+
+
+def per_line(raw: bytes) -> bytes:
+    """The RE2 pattern ``raw`` rewritten so that it means on a buffer of many lines what it
+    means on each line alone (what ``rg`` reports): ``\\A`` and ``\\z`` become ``^`` and ``$``
+    (the pattern runs in multi-line mode), and a flag group that turns multi-line mode
+    off (``(?-m)``, ``(?i-m:...)``) no longer does.  Without this, they would match at
+    the starts and ends of the buffers grep happens to search (chunks, pieces of long
+    lines), not of lines.  Quotes (``\\Q...\\E``) and character classes are left as they
+    are (RE2 refuses ``\\A`` and ``\\z`` in a class).  Raise InvalidArgument for ``\\C``."""
+    out = bytearray()
     i, n = 0, len(raw)
-    while i < n - 1:
-        if raw[i] != 0x5C:  # a backslash
-            i += 1
+    while i < n:
+        ch = raw[i]
+        if ch == 0x5C and i + 1 < n:  # a backslash and what it escapes
+            escaped = raw[i + 1]
+            if escaped == 0x43:  # C
+                raise InvalidArgument(
+                    "invalid pattern: \\C (any single byte) is not supported: it can match part of a "
+                    "character, or a line's newline, and grep reports characters within lines; use . for "
+                    "any character", hint=HINT_FIXED,
+                )
+            if escaped == 0x51:  # Q: quoted up to \E, or to the end
+                end = raw.find(b"\\E", i + 2)
+                stop = n if end < 0 else end + 2
+                out += raw[i:stop]
+                i = stop
+                continue
+            out += b"^" if escaped == 0x41 else b"$" if escaped == 0x7A else raw[i : i + 2]  # \A, \z
+            i += 2
             continue
-        escaped = raw[i + 1]
-        if escaped == 0x43:  # C
-            return True
-        if escaped == 0x51:  # Q: quoted up to \E, or to the end
-            end = raw.find(b"\\E", i + 2)
-            if end < 0:
-                return False
-            i = end + 2
+        if ch == 0x5B:  # [: a class, copied whole
+            stop = _class_end(raw, i)
+            out += raw[i:stop]
+            i = stop
             continue
-        i += 2
-    return False
+        if ch == 0x28:  # (: a flag group loses a "-m"
+            group = _FLAG_GROUP.match(raw, i)
+            if group is not None and group.group(2) is not None and b"m" in group.group(2):
+                on, off = group.group(1), group.group(2).replace(b"m", b"")
+                out += b"(?" + on + (b"-" + off if off else b"") + group.group(3)
+                i = group.end()
+                continue
+        out.append(ch)
+        i += 1
+    return bytes(out)
+
+
+def _class_end(raw: bytes, i: int) -> int:
+    """Where the character class that starts at ``raw[i]`` (a ``[``) ends, past its ``]``
+    (RE2's reading: a ``]`` right after ``[`` or ``[^`` is a member, ``[:name:]`` is one
+    item, a backslash escapes the next byte); the end of ``raw`` if it never closes."""
+    n = len(raw)
+    j = i + 1
+    if j < n and raw[j] == 0x5E:  # ^
+        j += 1
+    if j < n and raw[j] == 0x5D:  # ] as the first member
+        j += 1
+    while j < n:
+        c = raw[j]
+        if c == 0x5C:
+            j += 2
+            continue
+        if c == 0x5B and raw.startswith(b"[:", j):
+            close = raw.find(b":]", j + 2)
+            if close >= 0:
+                j = close + 2
+                continue
+        if c == 0x5D:
+            return j + 1
+        j += 1
+    return n
 
 
 def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
@@ -287,18 +342,12 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
     and not the ``(?m)`` put in front of it.
     """
     raw = encode_pattern(pattern)
-    if not fixed and _any_byte(raw):
-        raise InvalidArgument(
-            "invalid pattern: \\C (any single byte) is not supported: it can match part of a "
-            "character, or a line's newline, and grep reports characters within lines; use . for "
-            "any character", hint=HINT_FIXED,
-        )
     options = re2_options(ignore_case, bool(fixed))
     try:
         if fixed:
             return re2.compile(raw, options)
         re2.compile(raw, options)
-        return re2.compile(b"(?m)" + raw, options)
+        return re2.compile(b"(?m)" + per_line(raw), options)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
@@ -349,7 +398,7 @@ class LineCounter:
             return pair
         pattern, ignore_case, fixed = self._args
         single = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp
-        raw = encode_pattern(pattern)
+        raw = encode_pattern(pattern) if fixed else per_line(encode_pattern(pattern))
         batch_find: _Find | None = None
         too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
         if not too_big and (fixed or b"\\Q" not in raw):  # compile_pattern above refused \C

@@ -547,3 +547,59 @@ def test_filters_built_by_a_search_never_hide_a_match(store_factory, monkeypatch
         got = s.grep(entry.id, pattern, ignore_case=ignore_case, fixed=fixed, max_matches=10**6)
         assert [m.line for m in got] == expected, (pattern, ignore_case, fixed)
         assert s.count(entry.id, pattern, ignore_case=ignore_case, fixed=fixed) == len(expected)
+
+
+def _re2_lines(data: bytes, pattern: str) -> list[int]:
+    """The numbers of the lines RE2 matches when given each line alone (no newline)."""
+    import re2  # noqa: PLC0415
+
+    rx = re2.compile(pattern.encode())
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return [i for i, line in enumerate(lines, 1) if rx.search(line)]
+
+
+def _searched_lines(s: blobpad.Store, e: blobpad.Entry, pattern: str) -> dict[str, list[int] | int]:
+    return {
+        "grep": [m.line for m in s.grep(e.id, pattern, max_matches=10_000)],
+        "count": int(s.count(e.id, pattern)),
+        "matching_lines": list(s.matching_lines(e.id, pattern).numbers),
+        "grep_session": [m.line for m in s.grep_session("s", pattern, max_matches=10_000) if m.entry_id == e.id],
+    }
+
+
+@pytest.mark.parametrize("filters", [True, None], ids=["built-by-put", "built-by-search"])
+def test_patterns_that_pythons_parser_reads_otherwise_never_hide_a_match(store_factory, filters):
+    """The filters derive a pattern's literals with Python's parser; where it reads a pattern
+    otherwise than RE2 (``{,1}`` is a repetition to Python, text to RE2), no chunk may be
+    excluded for it: every search finds the line RE2 finds in it, before and after the
+    first search built the filters."""
+    s = store_factory(**({} if filters is None else {"filters": filters}))
+    filler = "".join(f"line {i} nothing to see here\n" for i in range(40_000))
+    data = (filler + "config: abcd{,1}efgh x{,2}yz set\n" + filler).encode()
+    e = s.put(data, session="s")
+    assert e.chunks > 10
+    for pattern in ["abcd{,1}efgh", "x{,2}yz", "d{,1}efgh x", "(?i)ABCD{,1}EFGH"]:
+        want = _re2_lines(data, pattern)
+        assert want == [40_001], pattern
+        for _ in range(2):  # the second time with the filters the first search built
+            assert _searched_lines(s, e, pattern) == {"grep": want, "count": 1, "matching_lines": want,
+                                                      "grep_session": want}, pattern
+    assert s.grep(e.id, "abcdefgh").chunks_read < e.chunks  # the filters are built, and exclude chunks
+
+
+@pytest.mark.skipif(RG is None, reason="rg (the oracle) is not installed")
+def test_anchors_of_the_whole_text_mean_each_lines_start_and_end(store_factory):
+    r"""``\A``, ``\z`` and multi-line mode turned off (``(?-m)``) mean what rg makes of them:
+    each line is searched alone, so they match at every line's start and end, never at the
+    starts and ends of the chunks or pieces blobpad happens to search."""
+    s = store_factory(chunk_params=SMALL)
+    data = "".join(f"ab line {i} ab{' x' * (i % 7)}\n" for i in range(400)).encode() + b"ab last ab"
+    e = s.put(data, session="s")
+    assert e.chunks > 10
+    for pattern in [r"\Aab", r"ab\z", r"\Aab line 1\b", r"(?-m)^ab line \d+ ab$", r"(?i-m:^AB LINE 3)", r"(?s)ab\z",
+                    r"[\\]?\Aab", r"x\z", r"\A\z"]:
+        want = _oracle_lines(data, pattern, False, False)
+        got = _searched_lines(s, e, pattern)
+        assert got == {"grep": want, "count": len(want), "matching_lines": want, "grep_session": want}, pattern
