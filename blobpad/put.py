@@ -820,7 +820,10 @@ class Putter:
                         return entry
             elif source.data is not None and len(source.data) <= Sha256._INLINE:
                 known_sha = hashlib.sha256(source.data).hexdigest()  # small: at once, without a Sha256 beside the cutting
-            writer = PutWriter(self, raw_id, known_sha)
+            # a file is read again to be stored, and may have changed since it was hashed: its
+            # entry records the hash of the bytes stored (computed beside the cutting), never
+            # the earlier one, or a later put of that earlier content would share these chunks
+            writer = PutWriter(self, raw_id, known_sha if source.fh is None else None)
             try:
                 writer.run(source.blocks())
                 entry = self._finish_put(writer, raw_id, kind=kind, **fields)

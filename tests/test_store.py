@@ -330,6 +330,34 @@ def test_identical_content_is_stored_once(store_factory):
     assert s.stats().chunks == once.chunks
 
 
+def test_a_file_that_changes_after_it_was_hashed_records_what_was_stored(store, tmp_path, monkeypatch):
+    """put(Path) hashes a file first when something of its size is stored (to share a whole
+    identical entry), then reads it again to store it: when the file changed in between (a
+    log still being written), the entry's hash is that of the bytes stored, so that a later
+    put of the earlier content neither shares these chunks nor reads back other bytes."""
+    n = 1 << 20
+    a, b = b"A" * (n - 1) + b"\n", b"B" * (n - 1) + b"\n"
+    path = tmp_path / "growing.log"
+    path.write_bytes(a)
+    store.put(b"C" * (n - 1) + b"\n", session="s")  # something of this size: put(Path) hashes first
+    first_pass = put_module.Source.sha256
+
+    def hashed_then_rewritten(self):
+        digest = first_pass(self)
+        path.write_bytes(b)  # another process rewrites the file between the two reads
+        return digest
+
+    monkeypatch.setattr(put_module.Source, "sha256", hashed_then_rewritten)
+    e = store.put(path, session="s")
+    monkeypatch.undo()
+    assert store.get(e.id).encode() == b and e.sha256 == hashlib.sha256(b).hexdigest() == store.stat(e.id).sha256
+    other = store.put(a, session="t")
+    assert store.get(other.id).encode() == a and other.sha256 == hashlib.sha256(a).hexdigest()
+    again = store.put(b, session="t")  # the same bytes as the file's entry: shared whole, and right
+    assert store.get(again.id).encode() == b
+    assert store.verify().ok
+
+
 def test_dedup_across_store_sessions(tmp_path):
     path = tmp_path / "reopened"
     log = _log(40_000, 6)
