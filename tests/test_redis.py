@@ -305,6 +305,52 @@ def test_an_eviction_policy_is_refused_at_open_with_the_reason(program, server_f
         blobpad.open(_url(server))
 
 
+def test_an_eviction_policy_on_any_primary_of_a_cluster_is_refused_and_its_limit_counts(cluster):
+    """Every primary of a cluster holds chunks: a policy that evicts on any one of them would
+    lose parts of entries, so open refuses it whichever node the client asks first; and a
+    memory limit on any one of them is the store's size ceiling."""
+    for primary in cluster.primaries:
+        client = primary.client()
+        client.config_set("maxmemory-policy", "allkeys-lru")
+        try:
+            with pytest.raises(InvalidArgument, match="maxmemory-policy allkeys-lru.*noeviction"):
+                blobpad.open(_url(cluster))
+        finally:
+            client.config_set("maxmemory-policy", "noeviction")
+    limited = cluster.primaries[-1].client()
+    limited.config_set("maxmemory", str(1 << 30))
+    try:
+        with blobpad.open(_url(cluster)) as store:
+            assert store.engine.capabilities.size_ceiling and store.stats().map_size == 1 << 30
+    finally:
+        limited.config_set("maxmemory", "0")
+
+
+def test_a_cluster_url_that_reaches_no_cluster_is_a_clear_error(server):
+    began = time.monotonic()
+    with pytest.raises(blobpad.Unavailable, match="did not answer at open"):
+        blobpad.open(f"redis+cluster://127.0.0.1:{servers.free_port()}?retry_seconds=1")
+    assert time.monotonic() - began < 10
+    with pytest.raises(InvalidArgument, match="not a Redis Cluster.*redis://"):
+        blobpad.open(server.url.replace("redis://", "redis+cluster://").rsplit("/", 1)[0])
+
+
+def test_a_password_holding_an_at_sign_is_never_shown(server_factory):
+    server = server_factory("valkey-server")
+    server.client().config_set("requirepass", "pa@ss@word")
+    try:
+        with blobpad.open(server.url.replace("redis://", "redis://:pa@ss@word@") + "?namespace=at") as store:
+            assert store.get(store.put("in\n", session="s").id) == "in\n"
+        for url in [server.url.replace("redis://", "redis://:pa@ss@word@").rsplit(":", 1)[0] + ":0/0",
+                    server.url.replace("redis://", "redis://:pa@ss@word@") + "x",
+                    server.url.replace("redis://", "redis+clustr://:pa@ss@word@")]:
+            with pytest.raises(InvalidArgument) as caught:
+                blobpad.open(url)
+            assert "ss@" not in str(caught.value) and "word" not in str(caught.value) and "***" in str(caught.value)
+    finally:
+        server.client(password="pa@ss@word").config_set("requirepass", "")  # the fixture stops it without one
+
+
 # -- processes standing for hosts ---------------------------------------------------------------
 
 _WRITER = """

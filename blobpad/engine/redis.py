@@ -418,6 +418,7 @@ def _errors() -> tuple[Any, Any, Any]:
     transient = (
         e.ConnectionError, e.TimeoutError, e.BusyLoadingError, e.TryAgainError, e.ClusterDownError,
         e.MovedError, e.AskError, e.ReadOnlyError, e.MasterDownError, e.SlotNotCoveredError,
+        e.RedisClusterException,  # no node of a cluster reachable: not a RedisError to redis-py
     )
     return transient, e.OutOfMemoryError, e.RedisError
 
@@ -534,7 +535,12 @@ class RedisEngine:
                 f"the server {self._shown} is Redis {version}: blobpad needs Redis 7.0 or later, or Valkey"
             )
         try:
-            config = self._client.config_get("maxmemory*")
+            if self._cluster:  # every primary holds chunks: each one's policy and limit count
+                from redis.cluster import RedisCluster
+
+                config = self._client.config_get("maxmemory*", target_nodes=RedisCluster.PRIMARIES)
+            else:
+                config = self._client.config_get("maxmemory*")
         except self._redis_error:  # CONFIG is disabled on some managed servers: nothing to check
             return
         if self._cluster and config and all(isinstance(v, dict) for v in config.values()):
@@ -1086,7 +1092,38 @@ _LOCK = threading.Lock()
 
 def without_password(text: str) -> str:
     """``text`` with the password of any URL in it replaced by ``***`` (errors quote targets)."""
-    return re.sub(r"(://[^/@\s:]*):[^/@\s]*@", r"\1:***@", text)
+    return re.sub(r"(://[^/@\s:]*):\S*@", r"\1:***@", text)  # to the last @: a password may hold one
+
+
+def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: float) -> Any:
+    """A RedisCluster client of ``base`` (it asks a node for the cluster's slots at once),
+    retried with backoff for ``seconds``: Unavailable when no node answers by then,
+    InvalidArgument for a server that is not in cluster mode, BlobpadError for refused
+    credentials (retrying cannot help either)."""
+    from redis import exceptions as e
+    from redis.cluster import RedisCluster
+
+    deadline = time.monotonic() + seconds
+    delay = 0.02
+    while True:
+        try:
+            return RedisCluster.from_url(base, **common)
+        except e.AuthenticationError as exc:
+            raise BlobpadError(f"the Redis Cluster at {shown} refused the credentials at open: {exc}; check the "
+                               "user and password in the URL") from None
+        except (e.RedisClusterException, e.ConnectionError, e.TimeoutError) as exc:
+            said = without_password(str(exc))
+            if "cluster mode is not enabled" in said.lower() or "cluster support disabled" in said.lower():
+                raise InvalidArgument(f"the server at {shown} is not a Redis Cluster (cluster mode is off): open it "
+                                      "with redis:// instead of redis+cluster://") from None
+            if any(word in said for word in ("WRONGPASS", "NOAUTH", "invalid password", "Authentication")):
+                raise BlobpadError(f"the Redis Cluster at {shown} refused the credentials at open: {said}; check the "
+                                   "user and password in the URL") from None
+            if time.monotonic() + delay > deadline:
+                raise Unavailable(f"the Redis Cluster at {shown} did not answer at open within {seconds:g} s "
+                                  f"({type(exc).__name__}: {said})") from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
 
 
 def acquire_redis(target: str, **options: Any) -> RedisEngine:
@@ -1097,7 +1134,6 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     """
     try:
         import redis
-        from redis.cluster import RedisCluster
     except ImportError:  # pragma: no cover - redis is a dependency
         raise BlobpadError("the Redis engine needs the redis package: pip install redis") from None
     said = without_password(target)  # the target as errors quote it: never its password
@@ -1183,11 +1219,14 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     }
     try:
         if cluster:
-            client = RedisCluster.from_url(base, **common)
+            client = _connect_cluster(base, common, f"{scheme}://{shown_netloc}",
+                                      min(settings["retry_seconds"], _OPEN_SECONDS))
         else:
             client = redis.Redis.from_url(base, retry=Retry(NoBackoff(), 0), **common)
     except redis.RedisError as exc:
-        raise BlobpadError(f"cannot reach the Redis server {shown}: {exc}") from None
+        raise BlobpadError(f"cannot reach the Redis server {shown}: {without_password(str(exc))}") from None
+    except InvalidArgument:
+        raise
     except ValueError as exc:
         raise InvalidArgument(f"{said!r} is not a valid Redis URL: {without_password(str(exc))}") from None
     try:
