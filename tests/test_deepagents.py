@@ -230,6 +230,45 @@ def test_grep_with_max_count_gives_the_matches_storebackend_gives_first(pair):
     assert ours.matches == theirs.matches
 
 
+def test_grep_over_more_files_than_one_session_search_takes_is_storebackends(pair, monkeypatch):
+    """``Store.grep_session`` takes at most MAX_SESSION_ENTRIES entries per call (10,000; 2
+    here): a folder of more files is searched a batch at a time, with the same matches, in
+    the same order, and the same ``truncated`` as deepagents' StoreBackend."""
+    import blobpad.integrations.deepagents as module
+    import blobpad.reads as reads
+
+    monkeypatch.setattr(reads, "MAX_SESSION_ENTRIES", 2)
+    monkeypatch.setattr(module, "MAX_SESSION_ENTRIES", 2)
+    for i in range(7):
+        write_both(pair, f"/logs/f{i}.txt", "nothing\n" if i in (2, 3) else f"hit {i}\nnone\nhit again {i}\n")
+    for cap in [None, 0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 100]:
+        for path, glob in [("/logs", None), ("/", "f[1-5].txt")]:
+            ours, theirs = both(pair, "grep", "hit", path, glob, max_count=cap)
+            assert ours.error is None and theirs.error is None, ours.error
+            assert ours.matches == theirs.matches, (cap, path, glob)
+            assert ours.truncated == theirs.truncated, (cap, path, glob)
+
+
+def test_grep_skips_a_file_deleted_since_it_was_listed(store, monkeypatch):
+    backend = BlobpadBackend(store, session="agent")
+    for name in ("a", "b", "c"):
+        backend.write(f"/notes/{name}.txt", f"needle in {name}\n")
+    search = store.grep_session
+    gone: list[str] = []
+
+    def delete_one_first(session, pattern, **options):
+        if not gone:  # between the backend's listing and its search, one file is deleted (or expires)
+            gone.append(store.find(backend.entry_name("/notes/b.txt"), session=session).id)
+            store.delete(gone[0])
+        return search(session, pattern, **options)
+
+    monkeypatch.setattr(store, "grep_session", delete_one_first)
+    result = backend.grep("needle", "/notes")
+    assert result.error is None and gone
+    assert [(m["path"], m["text"]) for m in result.matches] == [("/notes/a.txt", "needle in a"),
+                                                                ("/notes/c.txt", "needle in c")]
+
+
 def test_grep_empty_pattern_matches_every_line(pair):
     write_both(pair, "/e.txt", "one\ntwo\n")
     write_both(pair, "/f.txt", "")

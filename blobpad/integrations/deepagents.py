@@ -56,6 +56,7 @@ import base64
 import codecs
 import hashlib
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -85,6 +86,7 @@ from deepagents.backends.utils import (
 
 from ..errors import BlobpadError, Conflict, InvalidArgument, NotFound, NoUniqueMatch, check_int, describe
 from ..index import Entry
+from ..reads import MAX_SESSION_ENTRIES
 from ..store import Store
 from ..store import open as open_store
 
@@ -562,14 +564,58 @@ class BlobpadBackend(BackendProtocol):
             return self._grep_everything(files, cap)
         by_id = {e.id: p for p, e in files.items()}
         try:
-            found = self.store.grep_session(session, pattern, entries=list(by_id), fixed=True, max_matches=max(cap, 1),
-                                            line_window=self.line_window, timeout=self.grep_timeout)
+            found, truncated = self._grep_files(session, root, pattern, list(by_id), cap)
         except BlobpadError as exc:
             return GrepResult(error=f"Error searching files: {exc}")
         if cap == 0:  # max_count=0: no match shown, truncated if one exists
-            return GrepResult(matches=[], truncated=bool(found.matches))
-        matches = [{"path": by_id[m.entry_id], "line": m.line, "text": m.text} for m in found.matches]
-        return GrepResult(matches=matches, truncated=found.truncated or found.timed_out)  # type: ignore[arg-type]
+            return GrepResult(matches=[], truncated=bool(found))
+        matches = [{"path": by_id[m.entry_id], "line": m.line, "text": m.text} for m in found]
+        return GrepResult(matches=matches, truncated=truncated)  # type: ignore[arg-type]
+
+    def _grep_files(self, session: str, root: str, pattern: str, ids: list[str], cap: int) -> tuple[list[Any], bool]:
+        """(the first ``cap`` matches (one for ``cap`` 0) of the literal ``pattern`` in the
+        entries ``ids``, in their order; whether more exist, or the time budget ran out):
+        ``Store.grep_session`` over :data:`~blobpad.reads.MAX_SESSION_ENTRIES` of them at a
+        time, within one time budget (``grep_timeout``); once ``cap`` are found, the files
+        left are searched for one more.  A file deleted or expired since it was listed is
+        skipped: its batch is searched again without the files no longer there."""
+        deadline = None if self.grep_timeout is None else time.monotonic() + self.grep_timeout
+        found: list[Any] = []
+        want = max(cap, 1)  # max_count=0 still asks whether one match exists
+        for start in range(0, len(ids), MAX_SESSION_ENTRIES):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return found, True
+            probing = len(found) >= want  # all wanted are found: is there one more?
+            result = self._grep_batch(session, root, pattern, ids[start : start + MAX_SESSION_ENTRIES],
+                                      1 if probing else want - len(found), left)
+            if result is None:
+                continue
+            if probing:
+                if result.matches or result.timed_out:
+                    return found, True
+                continue
+            found.extend(result.matches)
+            if result.truncated or result.timed_out:
+                return found, True
+        return found, False
+
+    def _grep_batch(self, session: str, root: str, pattern: str, batch: list[str], most: int,
+                    timeout: float | None) -> Any:
+        """``Store.grep_session`` of the entries ``batch``; a file gone since it was listed is
+        dropped and the batch searched again (None when none is left)."""
+        for attempt in range(3):
+            try:
+                return self.store.grep_session(session, pattern, entries=batch, fixed=True, max_matches=most,
+                                               line_window=self.line_window, timeout=timeout)
+            except NotFound:
+                if attempt == 2:
+                    raise
+                live = {e.id for e in self._files(session, root).values()}
+                batch = [i for i in batch if i in live]
+                if not batch:
+                    return None
+        return None
 
     def _grep_everything(self, files: dict[str, Entry], cap: int) -> GrepResult:
         """An empty pattern: every line of ``content.split("\\n")`` matches, a final empty one included."""
