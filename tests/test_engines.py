@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 import blobpad
-from blobpad import BlobpadError, InvalidArgument
+from blobpad import BlobpadError, InvalidArgument, StoreFull
 from blobpad.engine import open_engine
 from blobpad.engine.lmdb import acquire_lmdb
 from blobpad.engine.memory import acquire_memory
@@ -135,6 +135,10 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("redis://127.0.0.1:7000/0?colour=blue", "not an option"),
         ("ftp://x/y", "unknown store URL scheme 'ftp'"),
         ("lmdb://relative/path", "absolute path"),
+        ("lmdb:///tmp/blobpad-never?sync=false", "no query string"),
+        ("file:///tmp/blobpad-never#frag", "no query string"),
+        ("file://elsewhere/tmp/blobpad-never", "absolute path"),
+        ("", "store path is empty"),
         ("memory://a/b", "not a memory store"),
         (42, "path or a URL"),
         (b"/tmp/x", "path or a URL"),
@@ -143,6 +147,41 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
 def test_a_bad_target_is_a_clear_error(target, words):
     with pytest.raises(InvalidArgument, match=words):
         blobpad.open(target)
+
+
+def test_a_file_url_is_percent_decoded(tmp_path):
+    with blobpad.open(f"file://{tmp_path}/two%20words%3F") as s:
+        assert s.path == str(tmp_path / "two words?")
+    with blobpad.open(f"lmdb://localhost{tmp_path}/plain") as s:
+        assert s.path == str(tmp_path / "plain")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "two words?"]
+
+
+def test_the_map_ceiling_holds_from_the_first_write(tmp_path):
+    """A max_map_size below the default starting map brings the start down to it: the
+    ceiling holds from the first write, not only once the map grows (StoreFull, nothing
+    half-written); one below 1 MiB, or below an explicit map_size, is refused."""
+    with blobpad.open(tmp_path / "small", max_map_size=2 << 20) as s:
+        kept = s.put("kept\n", session="s")
+        with pytest.raises(StoreFull, match="max_map_size"):
+            for i in range(8):
+                s.put(os.urandom(1 << 20), session="s", name=f"big{i}")
+        assert s.get(kept.id) == "kept\n" and s.verify().ok
+    with pytest.raises(InvalidArgument, match="at least 1 MiB"):
+        blobpad.open(tmp_path / "tiny", max_map_size=1)
+    with pytest.raises(InvalidArgument, match="map_size .* is above max_map_size"):
+        blobpad.open(tmp_path / "above", map_size=1 << 30, max_map_size=1 << 20)
+
+
+def test_a_second_open_never_silently_gets_another_sync(tmp_path):
+    with blobpad.open(tmp_path / "db", sync=False) as first:
+        with pytest.raises(InvalidArgument, match="already open in this process with sync=False"):
+            blobpad.open(tmp_path / "db", sync=True)
+        with blobpad.open(tmp_path / "db", sync=False) as same, blobpad.open(tmp_path / "db") as unsaid:
+            assert "sync=False" in same.engine.capabilities.durability == unsaid.engine.capabilities.durability
+        first.put("still open\n")
+    with blobpad.open(tmp_path / "db", sync=True) as again:  # once closed, another sync is fine
+        assert "sync=False" not in again.engine.capabilities.durability
 
 
 def test_engine_options_belong_to_their_engine(tmp_path):

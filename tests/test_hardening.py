@@ -143,6 +143,17 @@ def test_a_new_store_is_private_whatever_the_umask(tmp_path, umask):
     assert _modes(db) == PRIVATE
 
 
+@pytest.mark.parametrize("umask", [0o000, 0o022], ids=lambda m: f"umask-{m:03o}")
+def test_the_missing_parents_of_a_new_store_are_private_too(tmp_path, umask):
+    """Whoever may write a parent of the store could swap the store for a link: the parents
+    blobpad creates are 0700 as well (an existing parent is left as it is)."""
+    db = tmp_path / "made" / "by" / "blobpad" / "db"
+    _cli(["--db", str(db), "put", "-", "--session", "s"], umask, stdin=SECRET.encode())
+    assert _modes(db) == PRIVATE
+    for parent in (tmp_path / "made", tmp_path / "made" / "by", tmp_path / "made" / "by" / "blobpad"):
+        assert stat.S_IMODE(parent.stat().st_mode) == 0o700, parent
+
+
 def test_the_default_store_is_private(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ..errors import InvalidArgument
 from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
@@ -67,16 +68,33 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         _refuse_foreign("memory", text, options)
         return acquire_memory("memory://" + rest, **options)
     if scheme in ("lmdb", "file"):
-        if not rest.startswith("/"):
-            raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
         _refuse_foreign("LMDB", text, options)
-        return acquire_lmdb(rest, **options)
+        return acquire_lmdb(_url_path(text, scheme), **options)
     if scheme in SCHEMES:
         return acquire_redis(text, **options)
     raise InvalidArgument(
         f"unknown store URL scheme {scheme!r} in {without_password(text)!r}: use a directory path, memory://, "
         "redis://host:port/db or redis+cluster://host:port"
     )
+
+
+def _url_path(text: str, scheme: str) -> str:
+    """The directory of a ``lmdb://`` or ``file://`` URL: its path, percent-decoded; a
+    host other than localhost, a relative path, a query or a fragment is InvalidArgument
+    (options are keyword arguments; a ``?`` or ``#`` of a directory name is written
+    ``%3F``, ``%23``)."""
+    parts = urlsplit(text)
+    if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+        raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
+    if parts.query or parts.fragment or text.endswith(("?", "#")):
+        raise InvalidArgument(
+            f"{text!r}: a {scheme}:// URL takes no query string or fragment; pass the LMDB engine's options as "
+            "keyword arguments (blobpad.open(path, sync=False)), and write a ? or # of a directory name as %3F or %23"
+        )
+    path = unquote(parts.path, errors="strict")
+    if "\0" in path:
+        raise InvalidArgument(f"{text!r}: the path holds a NUL character")
+    return path
 
 
 def _refuse_foreign(engine: str, target: str, options: dict[str, Any]) -> None:

@@ -468,8 +468,27 @@ def make_private(path: str) -> None:
 
 
 def _make_dir(path: str) -> None:
-    """Create the store directory (mode 0700), or raise a BlobpadError saying why it cannot be one."""
+    """Create the store directory and any missing parent (mode 0700 each, whatever the
+    umask: a parent others may write would let them swap the store for a link), or raise
+    a BlobpadError saying why it cannot be one."""
+    if not path:
+        raise InvalidArgument("the store path is empty; pass a directory path or a URL such as memory://")
     try:
+        missing: list[str] = []
+        at = os.path.abspath(path)
+        while not os.path.lexists(at):
+            missing.append(at)
+            parent = os.path.dirname(at)
+            if parent == at:
+                break
+            at = parent
+        for directory in reversed(missing):
+            try:
+                os.mkdir(directory, DIR_MODE)
+            except FileExistsError:
+                continue  # made by another process meanwhile (or a file: said below)
+            if directory != missing[0]:
+                os.chmod(directory, DIR_MODE)  # the store's own directory: make_private below
         os.makedirs(path, mode=DIR_MODE, exist_ok=True)
     except FileExistsError:
         raise InvalidArgument(
@@ -530,7 +549,16 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         check_int(label, out[label], minimum=0, maximum=_MAX_MAP)
     check_int("max_readers", out["max_readers"], minimum=1, maximum=1 << 16)
     check_bool("sync", out["sync"])
+    if out["max_map_size"] < 1 << 20:
+        raise InvalidArgument(f"max_map_size must be at least 1 MiB ({1 << 20} bytes), not {out['max_map_size']}")
     out["map_size"] = max(out["map_size"], 1 << 20)
+    if out["map_size"] > out["max_map_size"]:
+        if "map_size" in options:
+            raise InvalidArgument(
+                f"map_size ({out['map_size']}) is above max_map_size ({out['max_map_size']}): the map starts at "
+                "map_size and never grows past max_map_size; give a map_size at most the ceiling"
+            )
+        out["map_size"] = out["max_map_size"]  # the default start, brought down to the ceiling asked for
     return out
 
 
@@ -539,8 +567,11 @@ def acquire_lmdb(path: str | os.PathLike[str], **options: Any) -> LmdbEngine:
 
     LMDB allows one environment per file per process, so every Store on the same
     directory shares one engine (the first opener's map options apply); each
-    acquire must be paired with :meth:`LmdbEngine.close`.
+    acquire must be paired with :meth:`LmdbEngine.close`.  A ``sync`` given that
+    differs from the open engine's is refused (InvalidArgument): the durability a
+    caller asks for is never silently another.
     """
+    asked_sync = options.get("sync")
     options = check_options(options)
     path = os.fspath(path)
     _make_dir(path)
@@ -554,6 +585,12 @@ def acquire_lmdb(path: str | os.PathLike[str], **options: Any) -> LmdbEngine:
     with _REGISTRY_LOCK:
         held = _REGISTRY.get(key)
         if held is not None and not held[0]._closed:
+            if asked_sync is not None and asked_sync != held[0].sync:
+                raise InvalidArgument(
+                    f"the store {path} is already open in this process with sync={held[0].sync}; one process "
+                    f"shares one environment per store, so it cannot also have sync={asked_sync}: open it with "
+                    f"sync={held[0].sync}, or close the other stores on it first"
+                )
             _REGISTRY[key] = (held[0], held[1] + 1)
             return held[0]
         engine = LmdbEngine(os.path.realpath(path), **options)
@@ -572,7 +609,8 @@ class LmdbEngine:
         map_size: the initial map size in bytes.  The map doubles whenever a write
             needs more room, up to ``max_map_size``; other processes adopt the new
             size on their next transaction.
-        max_map_size: the ceiling of the map; a write that needs more raises
+        max_map_size: the ceiling of the map (at least 1 MiB; without a ``map_size``
+            the map starts at the smaller of the two); a write that needs more raises
             :class:`~blobpad.StoreFull`.  Transactions that free space (delete, gc,
             rollback) may grow the map a little past it (:meth:`reserve` bytes), so
             that a full store can always be emptied; the map is brought back to the
@@ -602,6 +640,7 @@ class LmdbEngine:
             durability=DURABILITY[sync],
         )
         self._options = dict(map_size=map_size, max_readers=max_readers, sync=sync)
+        self.sync = sync  # every commit is flushed before it is acknowledged
         self._lock = _SharedLock()
         self._env: lmdb.Environment | None = None
         self._dbs: dict[str, lmdb._Database] = {}
