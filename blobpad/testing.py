@@ -34,6 +34,7 @@ from __future__ import annotations
 import faulthandler
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -294,6 +295,59 @@ class EngineTests:
             assert _scan(txn, "chunks", reverse=True)[0] == (keys[-1], b"v1")
         with db.read() as txn:
             assert _scan(txn, "chunks") == [(k, b"v2") for k in keys[1::2]] + [(b"k9999", b"new")]
+
+    def test_a_key_made_after_a_snapshot_stays_absent_to_it_however_often_it_changes(self, db: Checked) -> None:
+        """A key deleted, then made again and changed after a reader's snapshot, reads as the
+        snapshot saw it (absent), by get and by scan, never as a value written after it."""
+        db.write(lambda txn: [txn.put("names", b"k", b"old"), txn.put("names", b"other", b"x")])
+        db.write(lambda txn: txn.delete("names", b"k"))
+        with db.read() as txn:
+            assert txn.get("names", b"other") == b"x"  # the snapshot is taken
+            for value in (b"made", b"changed", b"changed again"):
+                writer = _Thread(lambda v=value: db.write(lambda w: w.put("names", b"k", v)))
+                writer.start()
+                writer.finish()
+            assert txn.get("names", b"k") is None
+            assert _scan(txn, "names") == [(b"other", b"x")]
+            assert _scan(txn, "names", reverse=True) == [(b"other", b"x")]
+        with db.read() as txn:
+            assert txn.get("names", b"k") == b"changed again"
+
+    def test_a_commit_is_seen_whole_or_not_at_all(self, db: Checked) -> None:
+        """A reader running while commits land sees each one whole: every key a commit wrote
+        (in several keyspaces) holds that commit's value, or every key it deleted is gone;
+        never some keys of one commit beside keys of the one before."""
+        keys = [(space, b"atom/%d" % i) for i, space in enumerate(("meta", "names", "chunks", "entries") * 3)]
+        rounds = 120
+        done = threading.Event()
+
+        def writer() -> None:
+            try:
+                for v in range(1, rounds + 1):
+                    if v % 5 == 0:
+                        db.write(lambda txn: [txn.delete(space, key) for space, key in keys])
+                    else:
+                        db.write(lambda txn, v=v: [txn.put(space, key, b"%d" % v) for space, key in keys])
+            finally:
+                done.set()
+
+        def reader() -> int:
+            seen = 0
+            deadline = time.monotonic() + _WAIT
+            while not done.is_set() and time.monotonic() < deadline:
+                with db.read() as txn:
+                    values = {txn.get(space, key) for space, key in keys}
+                assert len(values) == 1, f"one read saw parts of several commits: {sorted(map(repr, values))}"
+                seen += 1
+            return seen
+
+        readers = [_Thread(reader) for _ in range(2)]
+        w = _Thread(writer)
+        for t in readers:
+            t.start()
+        w.start()
+        w.finish()
+        assert sum(t.finish() for t in readers) > 0
 
     def test_readers_of_several_versions_each_keep_theirs(self, db: Checked) -> None:
         db.write(lambda txn: txn.put("refs", b"x", b"0"))

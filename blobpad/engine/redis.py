@@ -246,8 +246,10 @@ local function at(s, k, S)
   if cur and tonumber(string.sub(cur, 1, 12)) <= S then return string.sub(cur, 13) end
   local w = after(P, s, k, S)
   if w then
+    -- the value the first change after S replaced; written after S itself, the key was made
+    -- after S (a creation keeps no old value): at S it was absent
     local prev = redis.call('HGET', P .. 'g:' .. s, k .. '@' .. w)
-    if not prev then return false end
+    if not prev or tonumber(string.sub(prev, 1, 12)) > S then return false end
     return string.sub(prev, 13)
   end
   return false
