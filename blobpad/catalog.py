@@ -24,7 +24,7 @@ from . import prefilter
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
 from .engine.base import SEAL_SIZE, prefix_end
-from .errors import HINT_MAX_BYTES, Conflict, CorruptData, StoreFull
+from .errors import HINT_MAX_BYTES, HINT_NAME_TAKEN, Conflict, CorruptData, StoreFull
 from .index import NEVER, Entry, Sequencer, decode_entry, expiry_key, name_key, scope_key, seq_key
 from .view import Reader, ahead
 
@@ -388,7 +388,7 @@ class Catalog:
                     if replaces == NAME_FREE:
                         raise Conflict(
                             f"the session already has an entry named {name[:200]!r} (entry {old.hex()}); nothing "
-                            "was stored: choose another name, or put without exclusive=True to replace it"
+                            "was stored", hint=HINT_NAME_TAKEN,
                         )
                     first_created = previous.created_at  # the name lives on: so does its creation time
                 self.delete_in(txn, old)

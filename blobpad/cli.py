@@ -862,7 +862,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="blobpad: park huge observations outside an agent's context, read them by slices.",
         epilog="examples:\n  blobpad demo\n  blobpad put big.log --session s1\n"
         "  blobpad read ID --lines 100:120\n  blobpad grep ID 'ERROR|WARN' -C 2\n\n"
-        "exit codes: 0 ok, 1 not found or no match, 2 usage or bad input, 3 grep timed out (partial output)",
+        "exit codes: 0 ok, 1 not found, no match or damage found (verify, gc), 2 usage, bad input or any other "
+        "failure, 3 grep timed out (partial output)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--db", metavar="STORE", default=None, help=db_help)

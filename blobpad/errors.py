@@ -186,6 +186,11 @@ HINT_COMPACT_ALONE = Hint(
     "close the other processes (agents, MCP servers) and run 'blobpad compact' again",
 )
 #: An invalid regular expression that may have been meant literally.
+HINT_NAME_TAKEN = Hint("choose another name, or put without exclusive=True to replace it",
+                       "choose another name, or put without --exclusive to replace it")
+
+HINT_EXCLUSIVE_NAME = Hint("pass a name with exclusive=True", "pass --name with --exclusive")
+
 HINT_FIXED = Hint("pass fixed=True for a literal", "pass -F for a literal",
                   "pass fixed_strings=true to search for the literal text")
 

@@ -53,6 +53,7 @@ from .engine import Checked, ReadTxn, WriteTxn, open_engine
 from .engine import prefix_end as _prefix_end
 from .engine.base import CLOSED
 from .errors import (
+    HINT_EXCLUSIVE_NAME,
     HINT_UNKNOWN_NAME,
     BlobpadError,
     CorruptData,
@@ -444,7 +445,8 @@ class Store(ReadsMixin):
         if kind not in (None, "text", "binary"):
             raise InvalidArgument(f"kind must be 'text', 'binary' or None, not {describe(kind)}")
         if check_bool("exclusive", exclusive) and name is None:
-            raise InvalidArgument("exclusive=True needs a name: it refuses to replace an entry of that name")
+            raise InvalidArgument("an exclusive put needs a name: it refuses to replace an entry of that name",
+                                  hint=HINT_EXCLUSIVE_NAME)
         entry = self._putter.put(data, kind=kind, session=session, turn=turn, ttl=ttl, name=name, step=step,
                                  tool=tool, meta=check_meta(meta), replaces=NAME_FREE if exclusive else None)
         self._sweep()
@@ -741,15 +743,20 @@ class _ClosedBackend:
         pass
 
 
-def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:  # noqa: A001 - the public name
-    """Open (creating if needed) the store ``path`` names: a directory, or a URL such as ``memory://``.
+def open(target: str | os.PathLike[str] | None = None, **options: Any) -> Store:  # noqa: A001 - the public name
+    """Open (creating if needed) the store ``target`` names: a directory, or a URL such as ``memory://``.
 
-    ``path`` defaults to ``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the
+    ``target`` defaults to ``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the
     platform's user data directory (``platformdirs.user_data_dir("blobpad")``); see
-    :mod:`blobpad.engine` for the URLs.  ``options`` are those of :class:`Store`,
-    the engine's own included (``map_size``, ``sync``, ... for LMDB).
+    :mod:`blobpad.engine` for the URLs (``path=`` is its older name).  ``options``
+    are those of :class:`Store`, the engine's own included (``map_size``, ``sync``,
+    ... for LMDB).
     """
-    return Store(path, **options)
+    if "path" in options:
+        if target is not None:
+            raise InvalidArgument("the store is given twice (target, and path, its older name): give it once")
+        target = options.pop("path")
+    return Store(target, **options)
 
 
 def _session_names_prefix(session: str) -> bytes:

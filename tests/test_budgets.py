@@ -216,6 +216,12 @@ def test_the_toolbox_gives_its_searches_a_budget_and_says_when_it_ran_out(slow_e
     assert c["ok"] and c["timed_out"] is True and "Timed out" in c["notice"]
     assert c["count"] == len([n for n in _hits(text, SLOW) if n <= c["searched_lines"]])
 
+    # a page found in time, but counting them all ran out: at least that many, and how far the count got
+    few = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": SLOW, "max_matches": 5})
+    assert few["ok"] and few["shown_matches"] == 5 and few["timed_out"] is True and few["total_matches_at_least"]
+    assert 0 <= few["searched_lines"] < len(_lines(text)) and f"at line {few['searched_lines'] + 1} of" in few["notice"]
+    assert few["total_matches"] >= len([n for n in _hits(text, SLOW) if n <= few["searched_lines"]])
+
     fine = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "count", "pattern": "ERROR"})
     assert fine["ok"] and "timed_out" not in fine and fine["count"] == len(_hits(text, "ERROR"))
     with pytest.raises(InvalidArgument):

@@ -400,6 +400,10 @@ def test_rough_edges_of_the_command_line(tmp_path):
     ok(bp("put", "-", "--session", "s", "--name", "n", db=db, input=b"first\n"))
     taken = bp("put", "-", "--session", "s", "--name", "n", "--exclusive", db=db, input=b"second\n")
     assert taken.returncode == 2 and b"already has an entry named 'n'" in taken.stderr
+    assert b"without --exclusive" in taken.stderr and b"exclusive=True" not in taken.stderr  # the shell's words
+    nameless = bp("put", "-", "--session", "s", "--exclusive", db=db, input=b"third\n")
+    assert nameless.returncode == 2 and b"pass --name with --exclusive" in nameless.stderr
+    assert b"exclusive=True" not in nameless.stderr
     with blobpad.open(db) as store:
         assert store.get(store.find("n", session="s").id) == "first\n"
 

@@ -149,6 +149,15 @@ def test_a_bad_target_is_a_clear_error(target, words):
         blobpad.open(target)
 
 
+def test_open_takes_the_target_by_position_or_keyword(tmp_path):
+    with blobpad.open(target="memory://kw") as a, blobpad.open("memory://kw") as b:
+        assert a.path == b.path == "memory://kw"
+    with blobpad.open(path=tmp_path / "older-name") as s:  # the older keyword still works
+        assert s.path == str(tmp_path / "older-name")
+    with pytest.raises(InvalidArgument, match="given twice"):
+        blobpad.open("memory://", path="memory://")
+
+
 def test_a_file_url_is_percent_decoded(tmp_path):
     with blobpad.open(f"file://{tmp_path}/two%20words%3F") as s:
         assert s.path == str(tmp_path / "two words?")

@@ -348,7 +348,7 @@ def test_an_exclusive_put_never_replaces_a_live_name(store_factory):
     clock[0] += 10  # the first has expired: its name is free
     again = store.put("third\n", session="s", name="n", exclusive=True)
     assert again.id != first.id and store.get(store.find("n", session="s").id) == "third\n"
-    with pytest.raises(InvalidArgument, match="exclusive=True needs a name"):
+    with pytest.raises(InvalidArgument, match="an exclusive put needs a name.*pass a name with exclusive=True"):
         store.put("x", session="s", exclusive=True)
     with pytest.raises(InvalidArgument, match="exclusive must be True or False"):
         store.put("x", session="s", name="m", exclusive="yes")

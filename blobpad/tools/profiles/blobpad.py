@@ -175,6 +175,7 @@ def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict
         if counted is not None and counted.timed_out:
             result["timed_out"] = True
             result["total_matches_at_least"] = True
+            result["searched_lines"] = counted.searched_lines or 0  # how far the count of them all got
             of = (f"of at least {total} (counting them all timed out after {tb.search_timeout:g} s at line "
                   f"{(counted.searched_lines or 0) + 1} of {entry.lines})")
         result["notice"] = f"Showing matches {skip + 1}-{skip + shown} {of} ({why}). {how}"
