@@ -149,6 +149,22 @@ class EngineTests:
             assert txn.get("entries", b"key1") is None
             assert txn.get("manifests", b"key1") == b"\x00"  # keyspaces are apart
 
+    def test_values_are_bytes_never_read_as_anything_else(self, db: Checked) -> None:
+        """An engine stores values; it does not interpret them: values shaped like an engine's
+        own markers (a pointer, a version, a tombstone) round-trip in every keyspace,
+        replaced and deleted, in commits that are all or nothing."""
+        shapes = [b"\0ptr", b"\0ptr0000000005somekey", b"\0ptr" + bytes(range(30)), b"000000000001x", b"\0", b""]
+        for space in SPACES:
+            db.write(lambda txn, sp=space: [txn.put(sp, b"shape/%d" % i, v) for i, v in enumerate(shapes)])
+            with db.read() as txn:
+                assert [txn.get(space, b"shape/%d" % i) for i in range(len(shapes))] == shapes, space
+            db.write(lambda txn, sp=space: [txn.put(sp, b"shape/%d" % i, v[::-1] + b"!") for i, v in enumerate(shapes)])
+            with db.read() as txn:
+                assert [txn.get(space, b"shape/%d" % i) for i in range(len(shapes))] == [v[::-1] + b"!" for v in shapes]
+            db.write(lambda txn, sp=space: [txn.delete(sp, b"shape/%d" % i) for i in range(len(shapes))])
+            with db.read() as txn:
+                assert _scan(txn, space, b"shape/", b"shape0") == [], space
+
     def test_the_longest_key_and_binary_keys(self, db: Checked) -> None:
         keys = [b"\xff" * 511, b"\x00", b"\x00\x00", b"\xff", bytes(range(1, 256))]
         db.write(lambda txn: [txn.put("names", k, k[:8]) for k in keys])
@@ -312,6 +328,52 @@ class EngineTests:
             assert _scan(txn, "names", reverse=True) == [(b"other", b"x")]
         with db.read() as txn:
             assert txn.get("names", b"k") == b"changed again"
+
+    def test_a_failed_write_ends_while_other_threads_read_and_write(self, db: Checked) -> None:
+        """Readers that never pause, and another writer, do not hold up a write whose function
+        raises: it leaves nothing and returns while they still run (py-lmdb's abort waited
+        for every other thread's LMDB call to end: a failed write, and every writer behind
+        it, waited for as long as the readers read)."""
+        db.write(lambda txn: [txn.put("chunks", b"k%03d" % i, b"v" * 50) for i in range(200)])
+        stop = threading.Event()
+        deadline = time.monotonic() + _WAIT
+
+        def reader() -> int:
+            rounds = 0
+            while not stop.is_set() and time.monotonic() < deadline:
+                with db.read() as txn:
+                    txn.get("meta", b"absent")
+                    rounds += sum(1 for _ in txn.scan("chunks", b"k", b"l")) > 0
+            return rounds
+
+        def writer() -> int:
+            rounds = 0
+            while not stop.is_set() and time.monotonic() < deadline:
+                db.write(lambda txn, n=rounds: txn.put("meta", b"other", b"%d" % n))
+                rounds += 1
+            return rounds
+
+        class Refused(Exception):
+            pass
+
+        def failing(txn: WriteTxn) -> None:
+            txn.put("meta", b"partial", b"1")
+            raise Refused
+
+        threads = [_Thread(reader), _Thread(reader), _Thread(writer)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(3):
+                with pytest.raises(Refused):
+                    db.write(failing)
+            running = [t.is_alive() for t in threads]
+        finally:
+            stop.set()
+        assert all(t.finish() > 0 for t in threads)
+        assert running == [True, True, True], "the failed writes returned only once the others had stopped"
+        with db.read() as txn:
+            assert txn.get("meta", b"partial") is None
 
     def test_a_commit_is_seen_whole_or_not_at_all(self, db: Checked) -> None:
         """A reader running while commits land sees each one whole: every key a commit wrote

@@ -491,7 +491,14 @@ def test_a_snapshot_held_past_snapshot_seconds_while_others_write_is_a_clear_err
             other.delete(e.id)
             time.sleep(0.4)
             other.put("a later write trims what the deletion kept", session="s")
-            list(txn.scan("chunks"))
+            inside: list[BaseException] = []
+            try:
+                list(txn.scan("chunks"))
+            except Exception as exc:  # noqa: BLE001 - what a caller inside the block catches
+                inside.append(exc)
+            # inside the block as well, a clear error that code catching BlobpadError handles
+            assert len(inside) == 1 and isinstance(inside[0], BlobpadError) and "snapshot_seconds" in str(inside[0])
+            txn.get("meta", b"settings")  # and every later read too
 
 
 # -- the server's failures -------------------------------------------------------------------------------

@@ -123,6 +123,8 @@ class _SharedLock:
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._shared = 0
+        self._writers = 0  # holders of the shared side that are writers (see readers_drained)
+        self._draining = 0  # writers waiting for the readers to leave: new readers wait
         self._exclusive = False
         self._waiting = 0
         self._mine = threading.local()  # .held: whether this thread holds either side
@@ -134,19 +136,42 @@ class _SharedLock:
                 "which would hang at the next map growth; please report this blobpad bug"
             )
 
-    def acquire_shared(self) -> None:
+    def acquire_shared(self, writer: bool = False) -> None:
         self._check_free()
         with self._cond:
-            while self._exclusive or self._waiting:
+            while self._exclusive or self._waiting or (self._draining and not writer):
                 self._cond.wait()
             self._shared += 1
+            self._writers += writer
         self._mine.held = True
 
-    def release_shared(self) -> None:
+    def release_shared(self, writer: bool = False) -> None:
         self._mine.held = False
         with self._cond:
             self._shared -= 1
-            if not self._shared:
+            self._writers -= writer
+            if not self._shared or self._draining:
+                self._cond.notify_all()
+
+    @contextmanager
+    def readers_drained(self) -> Iterator[None]:
+        """For a writer holding the shared side: new readers wait, and the body runs once
+        no reader holds it (writers still may: they wait for LMDB's writer lock, or for
+        :attr:`LmdbEngine._write_mutex`, and do nothing in LMDB meanwhile)."""
+        with self._cond:
+            self._draining += 1
+            try:
+                while self._shared > self._writers:
+                    self._cond.wait()
+            except BaseException:
+                self._draining -= 1
+                self._cond.notify_all()
+                raise
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._draining -= 1
                 self._cond.notify_all()
 
     def held(self) -> bool:
@@ -642,6 +667,9 @@ class LmdbEngine:
         self._options = dict(map_size=map_size, max_readers=max_readers, sync=sync)
         self.sync = sync  # every commit is flushed before it is acknowledged
         self._lock = _SharedLock()
+        # one thread of the process in a write transaction at a time: the others wait here, not inside
+        # py-lmdb (where one waiting for LMDB's writer lock would stall, or with py-lmdb 2.x deadlock, an abort)
+        self._write_mutex = threading.Lock()
         self._env: lmdb.Environment | None = None
         self._dbs: dict[str, lmdb._Database] = {}
         self._pid = -1
@@ -1018,15 +1046,21 @@ class LmdbEngine:
         past_ceiling = False
         try:
             while True:
-                self._lock.acquire_shared()
+                self._lock.acquire_shared(writer=True)
                 seen = -1
                 committed = False
                 try:
-                    seen = env.info()["map_size"]
-                    with env.begin(write=True, buffers=True) as txn:
-                        if self._file_behind:  # the map grew: back it with the file (see _check_file_size)
-                            self._extend_file()
-                        result = fn(_LmdbTxn(txn, self._dbs, self.path, seen))  # values written now: up to the map
+                    with self._write_mutex:
+                        seen = env.info()["map_size"]
+                        txn = env.begin(write=True, buffers=True)
+                        try:
+                            if self._file_behind:  # the map grew: back it with the file (see _check_file_size)
+                                self._extend_file()
+                            result = fn(_LmdbTxn(txn, self._dbs, self.path, seen))  # values written now: up to the map
+                        except BaseException:
+                            self._abort(txn)
+                            raise
+                        txn.commit()
                     committed = True
                     self._flush(env)
                     short_of_slack = self._short_of_slack(env)
@@ -1037,7 +1071,7 @@ class LmdbEngine:
                 except lmdb.Error as exc:
                     raise translate(exc, self.path) from None
                 finally:
-                    self._lock.release_shared()
+                    self._lock.release_shared(writer=True)
                 if committed:
                     if short_of_slack:
                         with contextlib.suppress(StoreFull):
@@ -1050,6 +1084,17 @@ class LmdbEngine:
         finally:
             if past_ceiling:
                 self._back_to_ceiling()
+
+    def _abort(self, txn: lmdb.Transaction) -> None:
+        """Abort a write transaction once no reader of this process is inside LMDB.
+
+        py-lmdb (from 2.0) waits, in an abort, until no other thread of the process has
+        an LMDB call in flight, holding LMDB's writer lock all the while: threads reading
+        without a pause kept a failed write (and every writer behind it, in every
+        process) waiting for as long as they read.  New readers wait here instead, for
+        the abort alone, and those already reading finish their transactions first."""
+        with self._lock.readers_drained():
+            txn.abort()
 
     def _flush(self, env: lmdb.Environment) -> None:
         """With ``sync`` on, make the commit just made durable before write() returns.

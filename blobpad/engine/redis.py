@@ -351,7 +351,7 @@ local W12 = string.format('%012d', W)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('SET', KEYS[1], W)
-local PTR = '\0ptr'
+local PTR = %(ptr)s  -- a cluster's pointer to a chunk under its own key; false on one server: no value is one
 local out = {W, 0}
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
@@ -428,8 +428,9 @@ def _errors() -> tuple[Any, Any, Any]:
 _ABSENT: Any = object()
 
 
-class _Expired(Exception):
-    """A snapshot older than the old values the server still keeps."""
+class _Expired(BlobpadError):
+    """A snapshot older than the old values the server still keeps (a BlobpadError to code
+    reading inside the snapshot; a write runs again on one)."""
 
 
 class RedisEngine:
@@ -466,8 +467,11 @@ class RedisEngine:
         # timeout (wait_timeout's too, for WAIT) plus retry_seconds, so kept twice that, at least a minute
         waited = max(timeout, wait_timeout + 1 if wait_replicas else 0) + retry_seconds
         self._token_ms = max(_TOKEN_MIN_MS, int(2 * waited * 1000))
-        self._write_script = client.register_script(_WRITE_LUA.replace("%(token_ms)d", str(self._token_ms)))
-        self._freeing_script = client.register_script(_FREEING_LUA.replace("%(token_ms)d", str(self._token_ms)))
+        ptr = "'\\0ptr'" if cluster else "false"  # on one server chunks are values: none is read as a pointer
+        self._write_script = client.register_script(
+            _WRITE_LUA.replace("%(token_ms)d", str(self._token_ms)).replace("%(ptr)s", ptr))
+        self._freeing_script = client.register_script(
+            _FREEING_LUA.replace("%(token_ms)d", str(self._token_ms)).replace("%(ptr)s", ptr))
         self._trim_script = client.register_script(_TRIM_LUA)
         self._maxmemory = 0
         self._check_server()
@@ -579,7 +583,10 @@ class RedisEngine:
     def _read_call(self, args: list[Any]) -> list[Any]:
         res = self._call("a read", lambda: self._read_script(keys=[self._version_key], args=args))
         if res[0] == -1:
-            raise _Expired()
+            raise _Expired(
+                f"a read of the store {self.target} stayed open over snapshot_seconds "
+                f"({self._snapshot_seconds:g} s) while others wrote: its snapshot is gone; read again"
+            )
         return res
 
     # -- the contract ---------------------------------------------------------------------
