@@ -126,6 +126,21 @@ def test_small_puts_runs(tmp_path: Path) -> None:
     assert all(r["puts_per_s"] > 0 for r in rows)
 
 
+def test_scan_floor_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """python -m benchmarks.scan_floor, in miniature: every step runs, and the counts agree with re."""
+    import re
+
+    from . import scan_floor
+    from .config import COUNT_PATTERN
+    from .data import Dataset
+
+    scan_floor.main(["--size-mb", "1", "--rounds", "1"])
+    out = capsys.readouterr().out
+    lines = Dataset("log", 1).path.read_text().splitlines()
+    want = sum(1 for line in lines if re.search(COUNT_PATTERN, line, re.IGNORECASE))
+    assert f"({want:,})" in out and "zstd decompression" in out and "one RE2 call per matching line" in out
+
+
 def test_matching_pairs(tmp_path: Path) -> None:
     """Every matching line with its number, on text and on a mapped file, as a plain loop finds them."""
     import mmap
