@@ -249,6 +249,12 @@ def test_grep_over_more_files_than_one_session_search_takes_is_storebackends(pai
             assert ours.truncated == theirs.truncated, (cap, path, glob)
 
 
+@pytest.mark.parametrize("timeout", [0, -1, "30", True, float("nan")])
+def test_a_grep_timeout_the_store_refuses_is_refused_at_once(store, timeout):
+    with pytest.raises(blobpad.InvalidArgument, match="grep_timeout"):
+        BlobpadBackend(store, session="agent", grep_timeout=timeout)
+
+
 def test_grep_skips_a_file_deleted_since_it_was_listed(store, monkeypatch):
     backend = BlobpadBackend(store, session="agent")
     for name in ("a", "b", "c"):

@@ -139,6 +139,9 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("file:///tmp/blobpad-never#frag", "no query string"),
         ("file://elsewhere/tmp/blobpad-never", "absolute path"),
         ("", "store path is empty"),
+        ("lmdb:///tmp/blobpad-never/caf%E9", "not UTF-8"),
+        ("lmdb:///tmp/blobpad-never/a\tb", "tab or a line break"),
+        ("file:///tmp/blobpad-never/x\ny", "tab or a line break"),
         ("memory://a/b", "not a memory store"),
         (42, "path or a URL"),
         (b"/tmp/x", "path or a URL"),
@@ -164,6 +167,17 @@ def test_a_file_url_is_percent_decoded(tmp_path):
     with blobpad.open(f"lmdb://localhost{tmp_path}/plain") as s:
         assert s.path == str(tmp_path / "plain")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "two words?"]
+
+
+def test_a_path_through_a_link_and_dotdot_makes_only_the_store(tmp_path):
+    """The kernel follows a link before "..": so does the making of missing directories (a
+    textual reading of "link/.." made a stray directory beside the store)."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "sub")
+    with blobpad.open(f"{tmp_path}/link/../newstore") as s:
+        s.put("x\n")
+    assert (tmp_path / "real" / "newstore" / "data.mdb").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
 
 
 def test_the_map_ceiling_holds_from_the_first_write(tmp_path):

@@ -83,6 +83,8 @@ def _url_path(text: str, scheme: str) -> str:
     host other than localhost, a relative path, a query or a fragment is InvalidArgument
     (options are keyword arguments; a ``?`` or ``#`` of a directory name is written
     ``%3F``, ``%23``)."""
+    if any(ch in text for ch in "\t\r\n"):  # urlsplit would drop them: another directory
+        raise InvalidArgument(f"{text!r}: a {scheme}:// URL holds a tab or a line break; write them as %09, %0D, %0A")
     parts = urlsplit(text)
     if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
         raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
@@ -91,7 +93,10 @@ def _url_path(text: str, scheme: str) -> str:
             f"{text!r}: a {scheme}:// URL takes no query string or fragment; pass the LMDB engine's options as "
             "keyword arguments (blobpad.open(path, sync=False)), and write a ? or # of a directory name as %3F or %23"
         )
-    path = unquote(parts.path, errors="strict")
+    try:
+        path = unquote(parts.path, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{text!r}: a percent escape of the path is not UTF-8") from None
     if "\0" in path:
         raise InvalidArgument(f"{text!r}: the path holds a NUL character")
     return path

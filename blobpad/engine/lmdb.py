@@ -500,10 +500,10 @@ def _make_dir(path: str) -> None:
         raise InvalidArgument("the store path is empty; pass a directory path or a URL such as memory://")
     try:
         missing: list[str] = []
-        at = os.path.abspath(path)
-        while not os.path.lexists(at):
+        at = path  # as given, never normalised: the kernel follows a link before "..", os.path does not
+        while at and not os.path.lexists(at):
             missing.append(at)
-            parent = os.path.dirname(at)
+            parent = os.path.dirname(at.rstrip(os.sep))
             if parent == at:
                 break
             at = parent

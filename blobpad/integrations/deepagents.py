@@ -87,6 +87,7 @@ from deepagents.backends.utils import (
 from ..errors import BlobpadError, Conflict, InvalidArgument, NotFound, NoUniqueMatch, check_int, describe
 from ..index import Entry
 from ..reads import MAX_SESSION_ENTRIES
+from ..search import check_timeout
 from ..store import Store
 from ..store import open as open_store
 
@@ -187,7 +188,7 @@ class BlobpadBackend(BackendProtocol):
         self.max_read_bytes = max_read_bytes
         self.max_grep_matches = max_grep_matches
         self.line_window = line_window
-        self.grep_timeout = grep_timeout
+        self.grep_timeout = check_timeout(grep_timeout, "grep_timeout")
         # entry id -> None (only \n ends lines) or the number of str.splitlines lines
         self._line_ends: OrderedDict[str, int | None] = OrderedDict()
         self._blanks: OrderedDict[str, bool] = OrderedDict()  # whether each entry read is only whitespace
