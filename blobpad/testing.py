@@ -330,10 +330,10 @@ class EngineTests:
             assert txn.get("names", b"k") == b"changed again"
 
     def test_a_failed_write_ends_while_other_threads_read_and_write(self, db: Checked) -> None:
-        """Readers that never pause, and another writer, do not hold up a write whose function
-        raises: it leaves nothing and returns while they still run (py-lmdb's abort waited
-        for every other thread's LMDB call to end: a failed write, and every writer behind
-        it, waited for as long as the readers read)."""
+        """Readers that never pause, a read held open, and another writer, do not hold up a
+        write whose function raises: it leaves nothing and returns while they still run
+        (py-lmdb's abort waited for every other thread's LMDB call to end: a failed write,
+        and every writer behind it, waited for as long as the readers read)."""
         db.write(lambda txn: [txn.put("chunks", b"k%03d" % i, b"v" * 50) for i in range(200)])
         stop = threading.Event()
         deadline = time.monotonic() + _WAIT
@@ -360,18 +360,29 @@ class EngineTests:
             txn.put("meta", b"partial", b"1")
             raise Refused
 
-        threads = [_Thread(reader), _Thread(reader), _Thread(writer)]
+        inside, leave = threading.Event(), threading.Event()
+
+        def long_reader() -> int:  # a read that stays open (a long search) between two reads
+            with db.read() as txn:
+                txn.get("meta", b"absent")
+                inside.set()
+                leave.wait(_WAIT)
+                return sum(1 for _ in txn.scan("chunks", b"k", b"l"))
+
+        threads = [_Thread(reader), _Thread(reader), _Thread(writer), _Thread(long_reader)]
         for t in threads:
             t.start()
         try:
+            assert inside.wait(_WAIT)
             for _ in range(3):
                 with pytest.raises(Refused):
                     db.write(failing)
             running = [t.is_alive() for t in threads]
         finally:
             stop.set()
-        assert all(t.finish() > 0 for t in threads)
-        assert running == [True, True, True], "the failed writes returned only once the others had stopped"
+            leave.set()
+        assert [t.finish() > 0 for t in threads] == [True] * 4
+        assert running == [True] * 4, "the failed writes returned only once the others had stopped"
         with db.read() as txn:
             assert txn.get("meta", b"partial") is None
 

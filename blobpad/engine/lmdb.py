@@ -123,8 +123,7 @@ class _SharedLock:
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._shared = 0
-        self._writers = 0  # holders of the shared side that are writers (see readers_drained)
-        self._draining = 0  # writers waiting for the readers to leave: new readers wait
+        self.pausing = 0  # aborts in progress: reads wait before their next LMDB call (see ops_paused)
         self._exclusive = False
         self._waiting = 0
         self._mine = threading.local()  # .held: whether this thread holds either side
@@ -136,43 +135,39 @@ class _SharedLock:
                 "which would hang at the next map growth; please report this blobpad bug"
             )
 
-    def acquire_shared(self, writer: bool = False) -> None:
+    def acquire_shared(self) -> None:
         self._check_free()
         with self._cond:
-            while self._exclusive or self._waiting or (self._draining and not writer):
+            while self._exclusive or self._waiting:
                 self._cond.wait()
             self._shared += 1
-            self._writers += writer
         self._mine.held = True
 
-    def release_shared(self, writer: bool = False) -> None:
+    def release_shared(self) -> None:
         self._mine.held = False
         with self._cond:
             self._shared -= 1
-            self._writers -= writer
-            if not self._shared or self._draining:
+            if not self._shared:
                 self._cond.notify_all()
 
     @contextmanager
-    def readers_drained(self) -> Iterator[None]:
-        """For a writer holding the shared side: new readers wait, and the body runs once
-        no reader holds it (writers still may: they wait for LMDB's writer lock, or for
-        :attr:`LmdbEngine._write_mutex`, and do nothing in LMDB meanwhile)."""
+    def ops_paused(self) -> Iterator[None]:
+        """While the body runs, reads of this process make no new LMDB call: each waits in
+        :meth:`wait_for_ops` before its next one (the calls in flight end on their own)."""
         with self._cond:
-            self._draining += 1
-            try:
-                while self._shared > self._writers:
-                    self._cond.wait()
-            except BaseException:
-                self._draining -= 1
-                self._cond.notify_all()
-                raise
+            self.pausing += 1
         try:
             yield
         finally:
             with self._cond:
-                self._draining -= 1
+                self.pausing -= 1
                 self._cond.notify_all()
+
+    def wait_for_ops(self) -> None:
+        """Wait while an abort pauses reads (see :meth:`ops_paused`); callers check ``pausing`` first."""
+        with self._cond:
+            while self.pausing:
+                self._cond.wait()
 
     def held(self) -> bool:
         """Whether the calling thread holds either side."""
@@ -304,15 +299,19 @@ class _LmdbTxn:
     checked; every LMDB error is translated into a blobpad error here.
     """
 
-    __slots__ = ("_txn", "_dbs", "_path", "_limit")
+    __slots__ = ("_txn", "_dbs", "_path", "_limit", "_lock")
 
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, lmdb._Database], path: str, limit: int) -> None:
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, lmdb._Database], path: str, limit: int,
+                 lock: _SharedLock) -> None:
         self._txn = txn
         self._dbs = dbs
         self._path = path
         self._limit = limit  # no value can be longer than the pages in use (see LmdbEngine.read)
+        self._lock = lock  # every LMDB call waits first while an abort pauses them (see LmdbEngine._abort)
 
     def get(self, space: str, key: bytes) -> bytes | None:
+        if self._lock.pausing:
+            self._lock.wait_for_ops()
         try:
             view = self._txn.get(key, db=self._dbs[space])
             return None if view is None else _copy_value(space, key, view, self._limit)
@@ -321,6 +320,8 @@ class _LmdbTxn:
 
     def count(self, space: str) -> int | None:
         """How many records LMDB's own bookkeeping says ``space`` holds."""
+        if self._lock.pausing:
+            self._lock.wait_for_ops()
         try:
             return int(self._txn.stat(self._dbs[space])["entries"])
         except lmdb.Error as exc:
@@ -335,6 +336,9 @@ class _LmdbTxn:
     def _raw_scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
         # Views into the map (buffers=True) are copied only after their lengths are
         # checked (_copy_key, _copy_value), and before the caller can write.
+        lock = self._lock
+        if lock.pausing:
+            lock.wait_for_ops()
         with self._txn.cursor(self._dbs[space]) as cur:
             if not reverse:
                 found = cur.set_range(start)
@@ -343,6 +347,8 @@ class _LmdbTxn:
                     if stop is not None and key >= stop:
                         return
                     yield key, _copy_value(space, key, cur.value(), self._limit)
+                    if lock.pausing:
+                        lock.wait_for_ops()
                     found = cur.next()
             else:
                 if stop is None:
@@ -355,6 +361,8 @@ class _LmdbTxn:
                     if key < start:
                         return
                     yield key, _copy_value(space, key, cur.value(), self._limit)
+                    if lock.pausing:
+                        lock.wait_for_ops()
                     found = cur.prev()
 
     def put(self, space: str, key: bytes, stored: bytes) -> None:
@@ -1022,7 +1030,7 @@ class LmdbEngine:
         try:
             try:
                 info = env.info()  # a value lies inside the pages in use: a longer length is damage
-                view = _LmdbTxn(txn, self._dbs, self.path, (info["last_pgno"] + 1) * self._psize)
+                view = _LmdbTxn(txn, self._dbs, self.path, (info["last_pgno"] + 1) * self._psize, self._lock)
                 yield view
             except lmdb.Error as exc:
                 raise translate(exc, self.path) from None
@@ -1046,7 +1054,7 @@ class LmdbEngine:
         past_ceiling = False
         try:
             while True:
-                self._lock.acquire_shared(writer=True)
+                self._lock.acquire_shared()
                 seen = -1
                 committed = False
                 try:
@@ -1056,7 +1064,7 @@ class LmdbEngine:
                         try:
                             if self._file_behind:  # the map grew: back it with the file (see _check_file_size)
                                 self._extend_file()
-                            result = fn(_LmdbTxn(txn, self._dbs, self.path, seen))  # values written now: up to the map
+                            result = fn(_LmdbTxn(txn, self._dbs, self.path, seen, self._lock))  # values: up to the map
                         except BaseException:
                             self._abort(txn)
                             raise
@@ -1071,7 +1079,7 @@ class LmdbEngine:
                 except lmdb.Error as exc:
                     raise translate(exc, self.path) from None
                 finally:
-                    self._lock.release_shared(writer=True)
+                    self._lock.release_shared()
                 if committed:
                     if short_of_slack:
                         with contextlib.suppress(StoreFull):
@@ -1086,14 +1094,15 @@ class LmdbEngine:
                 self._back_to_ceiling()
 
     def _abort(self, txn: lmdb.Transaction) -> None:
-        """Abort a write transaction once no reader of this process is inside LMDB.
+        """Abort a write transaction while the reads of this process make no new LMDB call.
 
         py-lmdb (from 2.0) waits, in an abort, until no other thread of the process has
         an LMDB call in flight, holding LMDB's writer lock all the while: threads reading
         without a pause kept a failed write (and every writer behind it, in every
-        process) waiting for as long as they read.  New readers wait here instead, for
-        the abort alone, and those already reading finish their transactions first."""
-        with self._lock.readers_drained():
+        process) waiting for as long as they read.  Reads now wait before their next
+        call (a get, a step of a scan) for the abort alone, so it waits for the calls in
+        flight only: microseconds, not the length of a long read."""
+        with self._lock.ops_paused():
             txn.abort()
 
     def _flush(self, env: lmdb.Environment) -> None:
