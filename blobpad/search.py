@@ -48,8 +48,11 @@ _DENSE = 4096
 _MAX_BATCH_PROGRAM = 20_000
 
 
-#: bytes of lines each way of counting runs untimed in each thread before it is measured (see LineCounter._count)
+#: bytes of lines each way of counting runs untimed in each thread before it is measured (see
+#: LineCounter._count): from the first, doubling, up to the most, while under the probe's CPU time
 _PROBE = 8 << 10
+_PROBE_MOST = 512 << 10
+_PROBE_SECONDS = 0.005
 
 
 #: a way of counting this many times slower than the other is not tried again (see LineCounter._count)
@@ -447,8 +450,8 @@ class LineCounter:
         calls try each way once, and calls 4, 8, 16... try the slower way again (the
         content may change) unless it was more than ``_FAR_BEHIND`` times slower.  The
         measure is of this thread's CPU time (a wait for the GIL is not the regex's
-        cost), after one untimed run of each way on the first ``_PROBE`` bytes in each
-        thread (RE2 builds its DFA as it goes: a first run is many times slower)."""
+        cost), after each way ran untimed on this thread's first lines (:meth:`_warm_up`:
+        RE2 builds its DFA as it goes, so a first run is many times slower)."""
         if not self._has_batch or not utf8:
             return self._count_with(buf, pos, size, False)
         self._calls += 1
@@ -464,8 +467,22 @@ class LineCounter:
         warm: set[bool] = self._mine.__dict__.setdefault("warm", set())
         if batched not in warm:
             warm.add(batched)
-            self._count_with(buf, pos, buf.find(b"\n", min(pos + _PROBE, size) - 1, size) + 1 or size, batched)
+            self._warm_up(buf, pos, size, batched)
         return self._timed_count(buf, pos, size, batched)
+
+    def _warm_up(self, buf: _Bytes, pos: int, size: int, batched: bool) -> None:
+        """Run one way of counting untimed on this thread's first lines, so that RE2 has
+        built the states of its DFA those lines need before the way is measured (the batch
+        regex's first 100 KB took 15 times as long as the next ones, and one call per line
+        was then chosen for a whole count, 1.5 times slower): ``_PROBE`` bytes, then twice
+        as many, up to ``_PROBE_MOST``, stopping once ``_PROBE_SECONDS`` of CPU time are
+        spent (a pattern that defeats the DFA costs little here)."""
+        t0 = time.thread_time()
+        at, step = pos, _PROBE
+        while at < size and at - pos < _PROBE_MOST and time.thread_time() - t0 < _PROBE_SECONDS:
+            end = buf.find(b"\n", min(at + step, size) - 1, size) + 1 or size
+            self._count_with(buf, at, end, batched)
+            at, step = end, step * 2
 
     def _timed_count(self, buf: _Bytes, pos: int, size: int, batched: bool) -> int:
         t0 = time.thread_time()  # this thread's CPU time: a wait for the GIL is not the regex's cost
