@@ -673,7 +673,6 @@ class LmdbEngine:
             durability=DURABILITY[sync],
         )
         self._options = dict(map_size=map_size, max_readers=max_readers, sync=sync)
-        self.sync = sync  # every commit is flushed before it is acknowledged
         self._lock = _SharedLock()
         # one thread of the process in a write transaction at a time: the others wait here, not inside
         # py-lmdb (where one waiting for LMDB's writer lock would stall, or with py-lmdb 2.x deadlock, an abort)
@@ -1092,6 +1091,11 @@ class LmdbEngine:
         finally:
             if past_ceiling:
                 self._back_to_ceiling()
+
+    @property
+    def sync(self) -> bool:
+        """Whether every commit is flushed before it is acknowledged (the ``sync`` it was opened with)."""
+        return bool(self._options["sync"])
 
     def _abort(self, txn: lmdb.Transaction) -> None:
         """Abort a write transaction while the reads of this process make no new LMDB call.
