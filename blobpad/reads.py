@@ -41,7 +41,7 @@ from functools import lru_cache, partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from . import prefilter
+from . import prefilter, rgscan
 from .engine import prefix_end
 from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_bool, check_int, check_str, typename
 from .index import name_key, name_of_key, parse_id, scope_key
@@ -89,6 +89,8 @@ SEGMENT_OVERLAP = 64 << 10
 _TASK_BYTES = 1 << 20
 #: the same for the chunks grep decompresses ahead of its search
 _GREP_TASK_BYTES = 256 << 10
+_RG_DEPTH = 8
+_RG_TASK_BYTES = 1 << 20
 
 #: line_windows() reads lines totalling at most this many bytes at once, longer ones by their windows
 BULK_LINE_BYTES = 1 << 20
@@ -904,10 +906,14 @@ class ReadsMixin:
         found = MatchingLines([], [])
         searched: int | None = None
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
-            try:
-                _whole_lines(v, find, dl, found.numbers, found.texts)
-            except TimedOut as exc:
-                searched = _searched_before(exc)
+            scanned = _rg_scan(v, pattern, ignore_case, fixed, dl, numbered=True)
+            if scanned is not None:
+                found, searched = MatchingLines(scanned.numbers, scanned.texts), scanned.searched_lines
+            else:
+                try:
+                    _whole_lines(v, find, dl, found.numbers, found.texts)
+                except TimedOut as exc:
+                    searched = _searched_before(exc)
         return dataclasses.replace(found, **_how_far(v, searched))
 
     def count(
@@ -932,6 +938,11 @@ class ReadsMixin:
         if timeout is not None:
             counter.deadline = Deadline(timeout)
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
+            scanned = _rg_scan(v, pattern, ignore_case, fixed, counter.deadline, numbered=False)
+            if scanned is not None:
+                return CountResult(scanned.count, timed_out=scanned.searched_lines is not None,
+                                   searched_lines=scanned.searched_lines, chunks_read=v.chunks_read,
+                                   chunks_total=len(v.m))
             result = _parallel_count(v, counter)
         return result
 
@@ -1277,6 +1288,39 @@ def _chunks_ahead(v: _View, depth: int, first: int = 0) -> Iterator[bytes | None
 
 def _identity(raw: bytes) -> bytes:
     return raw
+
+
+def _rg_scan(
+    v: _View, pattern: str, ignore_case: bool, fixed: bool, dl: Deadline | None, *, numbered: bool
+) -> rgscan.Scanned | None:
+    """Count (or list, ``numbered``) the matching lines with ``rg`` (:mod:`blobpad.rgscan`)
+    where it gives this process's answer and is worth starting: a text entry whose every
+    chunk but the last holds a newline, :data:`blobpad.rgscan.MIN_BYTES` or more to read,
+    a pattern that is a set of literals.  None: search in this process (nothing was
+    read, or ``rg`` failed and what it read is read again)."""
+    m = v.m
+    n = len(m)
+    if not v.text or n < 2:
+        return None
+    lines_at, bytes_at = m.lines_at, m.bytes_at
+    if any(lines_at[i + 1] == lines_at[i] for i in range(n - 1)):
+        return None  # a line longer than a chunk: searched in bounded pieces here
+    wanted = v.wanted
+    size = bytes_at[n] if wanted is None else sum(bytes_at[i + 1] - bytes_at[i] for i in range(n) if wanted[i])
+    if size < rgscan.MIN_BYTES:
+        return None
+    found = rgscan.literals(pattern, ignore_case=ignore_case, fixed=fixed)
+    if found is None:
+        return None
+    rg = rgscan.executable()
+    if rg is None:
+        return None
+    chunks = ((raw, lines_at[i] + 1, lines_at[i + 1] - lines_at[i])
+              for i, raw in enumerate(_map_chunks(v, _identity, _RG_DEPTH, _RG_TASK_BYTES)))
+    scanned = rgscan.scan(rg, found, ignore_case=ignore_case, numbered=numbered, chunks=chunks, deadline=dl)
+    if scanned is None:
+        v.chunks_read = 0  # read again in this process
+    return scanned
 
 
 def _count_chunk(counter: LineCounter, utf8: bool, raw: bytes) -> tuple[bytes, int, bytes]:

@@ -1,0 +1,368 @@
+"""Counting and listing matching lines with ripgrep, in a child process fed decompressed chunks.
+
+A count, or a listing of every matching line, must read every chunk its filters do
+not exclude.  In this process the matching costs more than the decompression: RE2's
+Python binding is called once or more per matching line, and two threads making such
+short calls hand the GIL to each other more than they match (``benchmarks/scan_floor.py``).
+``rg`` matches a set of literals with SIMD, counts lines without a call per line, and
+runs beside this process: here the store's worker threads decompress the chunks and
+this thread writes them into ``rg``'s standard input, while ``rg`` matches what it has.
+
+It is used only where its answer is the in-process answer, byte for byte
+(:func:`literals`): a pattern that is a finite set of literals (``error|fail(ed|ure)``,
+``timeout``, a ``fixed`` string), each non-empty, without a newline, and ASCII when
+the search ignores case; on text entries (valid UTF-8), whose every chunk but the
+last holds a newline (so no line is longer than two chunks, which bounds ``rg``'s
+memory); and above :data:`MIN_BYTES` of chunks to read (starting ``rg`` costs a few
+milliseconds).  ``rg`` is given the literals with ``-F`` (no regex syntax of its own
+is involved), ``--no-config`` (no user configuration), ``-a`` (a NUL is text) and
+``-E none`` (no byte-order-mark sniffing).
+
+Where to find ``rg`` (:func:`executable`): the environment variable ``BLOBPAD_RG``
+(a path, or ``off`` to never use it), then the ``rg`` the ``ripgrep`` package puts
+beside this interpreter's scripts, then ``PATH``.  It must say it is ripgrep 13 or
+later.  When ``rg`` is missing, fails (exit status 2, a signal, output it should not
+write) or does not finish in time, the caller searches in this process instead
+(:func:`scan` returns None): a result never depends on whether ``rg`` ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sysconfig
+import threading
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .search import Deadline
+
+__all__ = ["MIN_BYTES", "MAX_LITERALS", "literals", "executable", "scan", "Scanned"]
+
+#: the least bytes of chunks to read for which a search goes to ``rg``
+MIN_BYTES = 4 << 20
+#: most literals a pattern may stand for
+MAX_LITERALS = 64
+#: longest literal (bytes)
+MAX_LITERAL = 1024
+#: how long ``rg`` may take, past the search's own budget, to finish what it was given
+#: (it reads at hundreds of MB/s: this is only a bound against a hang)
+GRACE_SECONDS = 30.0
+
+_META = frozenset("\\.+*?()|[]{}^$")
+#: characters a backslash may quote to stand for themselves (RE2 reads each so)
+_QUOTABLE = frozenset("\\.+*?()|[]{}^$-/#&~ ,:;<=>@!%'\"`")
+_VERSION = re.compile(rb"^ripgrep (\d+)\.")
+
+
+class _NotLiterals(Exception):
+    pass
+
+
+def literals(pattern: str, *, ignore_case: bool, fixed: bool) -> tuple[str, ...] | None:
+    """The literals a line must contain one of to match ``pattern``, when that is exactly
+    what the pattern means (a finite set of strings, see the module docstring); None otherwise.
+
+    Understood: characters standing for themselves, a backslash before punctuation,
+    concatenation, ``|``, groups ``(...)`` and ``(?:...)``, and ``?`` after a character
+    or a group.  Anything else (classes, ``.``, repetition, anchors, flags, escapes
+    such as ``\\d`` or ``\\x41``) gives None.
+    """
+    try:
+        found = [pattern] if fixed else _Parser(pattern).parse()
+    except _NotLiterals:
+        return None
+    out: dict[str, None] = {}
+    for lit in found:
+        if not lit or "\n" in lit or "\0" in lit or len(lit.encode("utf-8", "surrogatepass")) > MAX_LITERAL:
+            return None
+        if any(0xD800 <= ord(ch) < 0xE000 for ch in lit):
+            return None
+        if ignore_case and not lit.isascii():
+            return None
+        out[lit] = None
+    if not out or len(out) > MAX_LITERALS:
+        return None
+    return tuple(out)
+
+
+class _Parser:
+    """A recursive-descent reader of the literal-set subset of RE2's syntax."""
+
+    def __init__(self, pattern: str) -> None:
+        self.s = pattern
+        self.i = 0
+
+    def parse(self) -> list[str]:
+        out = self.alternation()
+        if self.i != len(self.s):
+            raise _NotLiterals
+        return out
+
+    def alternation(self) -> list[str]:
+        out = self.concatenation()
+        while self.i < len(self.s) and self.s[self.i] == "|":
+            self.i += 1
+            out = _union(out, self.concatenation())
+        return out
+
+    def concatenation(self) -> list[str]:
+        out = [""]
+        while self.i < len(self.s) and self.s[self.i] not in "|)":
+            atom = self.atom()
+            if self.i < len(self.s) and self.s[self.i] == "?":
+                self.i += 1
+                if self.i < len(self.s) and self.s[self.i] in "?+*{":  # lazy or stacked: not ours
+                    raise _NotLiterals
+                atom = _union([""], atom)
+            if self.i < len(self.s) and self.s[self.i] in "+*{":
+                raise _NotLiterals
+            if len(out) * len(atom) > MAX_LITERALS:
+                raise _NotLiterals
+            out = [a + b for a in out for b in atom]
+        return out
+
+    def atom(self) -> list[str]:
+        ch = self.s[self.i]
+        if ch == "(":
+            self.i += 1
+            if self.s.startswith("?:", self.i):
+                self.i += 2
+            elif self.s.startswith("?", self.i):  # flags, names, look-around: not ours
+                raise _NotLiterals
+            inner = self.alternation()
+            if self.i >= len(self.s) or self.s[self.i] != ")":
+                raise _NotLiterals
+            self.i += 1
+            return inner
+        if ch == "\\":
+            if self.i + 1 >= len(self.s) or self.s[self.i + 1] not in _QUOTABLE:
+                raise _NotLiterals
+            self.i += 2
+            return [self.s[self.i - 1]]
+        if ch in _META or ch == "\n":
+            raise _NotLiterals
+        self.i += 1
+        return [ch]
+
+
+def _union(a: list[str], b: list[str]) -> list[str]:
+    out = list(dict.fromkeys(a + b))
+    if len(out) > MAX_LITERALS:
+        raise _NotLiterals
+    return out
+
+
+@lru_cache(maxsize=8)
+def _checked(path: str) -> str | None:
+    """``path`` if it runs and says it is ripgrep 13 or later."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, timeout=10, check=False,
+                             stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _VERSION.match(out)
+    return path if m and int(m.group(1)) >= 13 else None
+
+
+def executable() -> str | None:
+    """The ``rg`` to use, or None (see the module docstring)."""
+    chosen = os.environ.get("BLOBPAD_RG", "").strip()
+    if chosen.lower() in ("off", "0", "no", "false", "none"):
+        return None
+    if chosen:
+        return _checked(chosen)
+    name = "rg.exe" if os.name == "nt" else "rg"
+    beside = os.path.join(sysconfig.get_path("scripts"), name)
+    for candidate in (beside if os.path.isfile(beside) else None, shutil.which("rg")):
+        if candidate and _checked(candidate):
+            return candidate
+    return None
+
+
+@dataclass
+class Scanned:
+    """What :func:`scan` found: the count, or every matching line (``numbers``, ``texts``);
+    ``searched_lines`` is set when the budget ran out (the lines searched are 1 to it)."""
+
+    count: int = 0
+    numbers: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    searched_lines: int | None = None
+
+
+class _Lines:
+    """Maps the lines of the stream given to ``rg`` to the entry's lines: a run of chunks
+    after skipped ones starts a line whose number the manifest gives."""
+
+    def __init__(self) -> None:
+        self.starts = [1]  # the stream line where each run starts
+        self.shift = [0]  # entry line minus stream line, in that run
+        self.newlines = 0  # newlines fed so far
+
+    def run(self, entry_line: int) -> None:
+        stream_line = self.newlines + 1
+        if entry_line - stream_line == self.shift[-1]:
+            return
+        if self.starts[-1] == stream_line:
+            self.shift[-1] = entry_line - stream_line
+        else:
+            self.starts.append(stream_line)
+            self.shift.append(entry_line - stream_line)
+
+    def entry(self, stream_line: int) -> int:
+        return stream_line + self.shift[bisect_right(self.starts, stream_line) - 1]
+
+
+class _Output(threading.Thread):
+    """Reads ``rg``'s output as it comes; with ``numbered``, parses ``N:text`` lines."""
+
+    def __init__(self, stream: object, numbered: bool) -> None:
+        super().__init__(daemon=True, name="blobpad-rg-output")
+        self.stream = stream
+        self.numbered = numbered
+        self.numbers: list[int] = []
+        self.texts: list[str] = []
+        self.rest = b""
+        self.raw = bytearray()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        read = self.stream.read  # type: ignore[attr-defined]
+        try:
+            while True:
+                block = read(1 << 20)
+                if not block:
+                    break
+                if not self.numbered:
+                    if len(self.raw) < 64:
+                        self.raw += block
+                    else:  # a count is a few digits: this is not rg's answer
+                        raise ValueError("unexpected output")
+                    continue
+                block = self.rest + block
+                cut = block.rfind(b"\n") + 1
+                self.rest = block[cut:]
+                if cut:
+                    self._parse(block[:cut].decode("utf-8"))
+        except BaseException as exc:  # noqa: BLE001 - handed to the thread that waits
+            self.error = exc
+
+    def _parse(self, text: str) -> None:
+        lines = text.split("\n")
+        lines.pop()
+        colons = [line.index(":") for line in lines]
+        self.numbers += [int(line[:c]) for line, c in zip(lines, colons, strict=True)]
+        self.texts += [line[c + 1:] for line, c in zip(lines, colons, strict=True)]
+
+
+def scan(
+    rg: str, found: tuple[str, ...], *, ignore_case: bool, numbered: bool,
+    chunks: Iterable[tuple[bytes | None, int, int]], deadline: Deadline | None,
+) -> Scanned | None:
+    """Count (or, ``numbered``, list) the lines holding one of the literals ``found``, in
+    the chunks ``chunks`` yields in order: ``(raw chunk or None when skipped, entry line
+    number of its first byte, newlines in it)``.  A chunk after skipped ones must start
+    a line (the one before the skipped ones ended in a newline), as grep's skipping ensures.
+
+    When ``deadline`` passes, the chunks are fed up to the next newline and no further,
+    and the result says how far it searched.  Returns None when ``rg`` failed: the caller
+    searches in this process.  Errors reading the chunks (damage) propagate, ``rg`` killed.
+    """
+    cmd = [rg, "--no-config", "--no-messages", "-a", "-E", "none", "-F", "--color", "never",
+           "-i" if ignore_case else "-s", "-n" if numbered else "-c"]
+    for lit in found:
+        cmd += ["-e", lit]
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                bufsize=0)
+    except OSError:
+        return None
+    assert proc.stdin is not None and proc.stdout is not None
+    out = _Output(proc.stdout, numbered)
+    out.start()
+    lines = _Lines()
+    searched: int | None = None
+    ok = False
+    try:
+        try:
+            searched = _feed(proc.stdin, chunks, lines, deadline)
+        except BrokenPipeError:
+            return None
+        finally:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        left = GRACE_SECONDS + (max(0.0, deadline.left()) if deadline is not None else 0.0)
+        try:
+            status = proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            return None
+        out.join(left)
+        if out.is_alive() or out.error is not None or status not in (0, 1) or out.rest:
+            return None
+        ok = True
+    finally:
+        if not ok:
+            _stop(proc, out)
+    if not numbered:
+        text = bytes(out.raw).strip()
+        if status == 0 and not text.isdigit():
+            return None
+        return Scanned(count=int(text) if text else 0, searched_lines=searched)
+    if lines.starts != [1]:
+        out.numbers = [lines.entry(n) for n in out.numbers]
+    elif lines.shift[0]:
+        out.numbers = [n + lines.shift[0] for n in out.numbers]
+    return Scanned(count=len(out.numbers), numbers=out.numbers, texts=out.texts, searched_lines=searched)
+
+
+def _feed(
+    stdin: object, chunks: Iterable[tuple[bytes | None, int, int]], lines: _Lines, deadline: Deadline | None
+) -> int | None:
+    """Write the chunks; return None, or, when the deadline passed, the last line fed
+    whole (every line before it was fed or skipped)."""
+    write = stdin.write  # type: ignore[attr-defined]
+    at_line_end = True  # what was fed so far ends with a newline (or nothing was fed)
+    run = True  # the next chunk fed starts a run (the first one, or one after skipped chunks)
+    for raw, first_line, newlines in chunks:
+        if raw is None:
+            run = True
+            continue
+        if deadline is not None and deadline.left() <= 0:
+            deadline.expired = True
+            if at_line_end:
+                return first_line - 1
+            cut = raw.find(b"\n") + 1
+            if cut:  # end the line the chunks fed began: up to this chunk's first newline
+                _write_all(write, raw[:cut])
+                return first_line
+        if run:
+            lines.run(first_line)
+            run = False
+        _write_all(write, raw)
+        lines.newlines += newlines
+        at_line_end = raw.endswith(b"\n")
+    return None
+
+
+def _write_all(write: object, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = write(view)  # type: ignore[operator]
+        view = view[n:]
+
+
+def _stop(proc: subprocess.Popen[bytes], out: _Output) -> None:
+    with contextlib.suppress(OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.SubprocessError, OSError):
+        proc.wait(timeout=10)
+    with contextlib.suppress(OSError):
+        if proc.stdout is not None:
+            proc.stdout.close()
+    out.join(10)

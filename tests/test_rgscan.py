@@ -1,0 +1,252 @@
+"""Counts and every-matching-line listings made by ripgrep (``blobpad.rgscan``), on every engine.
+
+A search that must read every chunk of a large text entry, for a pattern that is a
+set of literals, is handed to ``rg`` in a child process.  Its answer must be the
+in-process answer, and Python's ``re`` over the lines: these tests lower
+``rgscan.MIN_BYTES`` to 0 so that small entries go to ``rg`` too, run it through a
+wrapper that logs every run (so a test knows ``rg`` did the search), and compare.
+Then ``rg`` missing, failing, writing nonsense or hanging: the search falls back to
+this process and still answers right.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import blobpad
+from blobpad import rgscan
+
+SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
+
+#: lines of a log, some rare, with what a literal search must get right: case, the
+#: Kelvin sign and the long s (case variants of k and s), CRLF, NUL, a colon (rg's
+#: separator), non-ASCII text, a byte-order mark
+LINES = [
+    "INFO request served in 3 ms",
+    "INFO request served in 3 ms",
+    "INFO request served in 3 ms",
+    "debug: cache hit key=a1",
+    "ERROR connection failed: timeout",
+    "Error: disk failure on /dev/sda",
+    "WARN retry 2 of 5",
+    "job FAILED with code 7",
+    "ok \u212a kelvin",
+    "long \u017f s",
+    "crlf line\r",
+    "nul \0 inside",
+    "caf\u00e9 r\u00e9sum\u00e9 na\u00efve",
+    "\ufeffbom inside",
+    "a:b:c error",
+    "",
+]
+PATTERNS = [
+    ("error|fail(ed|ure)", False), ("error|fail(ed|ure)", True), ("failed", False), ("FAILED", True),
+    ("k", True), ("s", True), ("K", False), ("r\u00e9sum\u00e9", False), (":", False), ("a:b", False),
+    ("colou?r|(?:cache|disk) (hit|failure)", True), ("\\.", False), ("\r", False), ("\0", False),
+    ("bom", True), ("never there", False), ("c", True),
+]
+
+
+def _wrapper(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+@pytest.fixture
+def via_rg(monkeypatch, rg, tmp_path):
+    """Every eligible search goes to ``rg``, through a wrapper that logs its arguments; the log's path."""
+    if sys.platform == "win32":
+        pytest.skip("the wrapper is a shell script")
+    log = tmp_path / "rg.log"
+    wrapper = _wrapper(tmp_path, "rg-logged", f'echo "$*" >> "{log}"\nexec "{rg}" "$@"\n')
+    monkeypatch.setattr(rgscan, "MIN_BYTES", 0)
+    monkeypatch.setenv("BLOBPAD_RG", wrapper)
+    return log
+
+
+def _searches(log) -> int:
+    if not log.exists():
+        return 0
+    return sum("--version" not in line for line in log.read_text().splitlines())
+
+
+def _oracle(text: str, pattern: str, ignore_case: bool, fixed: bool, upto: int | None = None) -> list[int]:
+    rx = re.compile(re.escape(pattern) if fixed else pattern, re.IGNORECASE if ignore_case else 0)
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return [k for k, line in enumerate(lines[:upto], 1) if rx.search(line)]
+
+
+def _lines_of(text: str) -> list[str]:
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+@st.composite
+def logs(draw) -> str:
+    body = draw(st.lists(st.sampled_from(LINES), min_size=60, max_size=400))
+    return "\n".join(body) + draw(st.sampled_from(["\n", "", "\ntail error"]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=logs(), case=st.sampled_from(PATTERNS), filters=st.booleans())
+def test_rg_counts_and_lists_what_re_finds(store_factory, via_rg, text, case, filters):
+    pattern, ignore_case = case
+    s = store_factory(f"s{filters}", chunk_params=SMALL, cache_bytes=0, filters=filters)
+    eid = s.put(text, session="rg").id
+    want = _oracle(text, pattern, ignore_case, False)
+    before = _searches(via_rg)
+    n = s.count(eid, pattern, ignore_case=ignore_case)
+    found = s.matching_lines(eid, pattern, ignore_case=ignore_case)
+    eligible = rgscan.literals(pattern, ignore_case=ignore_case, fixed=False) is not None  # not "\0": argv has no NUL
+    assert _searches(via_rg) == before + (2 if eligible else 0)  # both went to rg
+    assert n == len(want) and not n.timed_out
+    assert found.numbers == want
+    lines = _lines_of(text)
+    assert found.texts == [lines[k - 1] for k in want]
+    assert n.chunks_total >= 2
+
+
+@pytest.mark.parametrize("pattern", ["error", "ERROR connection", "a:b", "caf\u00e9", "(x|y)", "\u212a"])
+@pytest.mark.parametrize("ignore_case", [False, True])
+def test_fixed_strings_go_to_rg_where_they_mean_the_same(store_factory, via_rg, pattern, ignore_case):
+    text = "\n".join(LINES * 30) + "\n(x|y) literal\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    want = _oracle(text, pattern, ignore_case, True)
+    before = _searches(via_rg)
+    assert s.count(eid, pattern, ignore_case=ignore_case, fixed=True) == len(want)
+    assert s.matching_lines(eid, pattern, ignore_case=ignore_case, fixed=True).numbers == want
+    eligible = pattern.isascii() or not ignore_case
+    assert _searches(via_rg) == before + (2 if eligible else 0)
+
+
+@pytest.mark.parametrize("pattern", ["err.r", "^ERROR", "fail\\w+", "[Ee]rror", "(?i)error", "error$", "\\berror", "x*"])
+def test_patterns_that_are_not_literal_sets_stay_in_process(store_factory, via_rg, pattern):
+    text = "\n".join(LINES * 30) + "\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    want = _oracle(text, pattern, False, False)
+    assert s.count(eid, pattern) == len(want)
+    assert s.matching_lines(eid, pattern).numbers == want
+    assert _searches(via_rg) == 0
+
+
+def test_entries_that_rg_must_not_read(store_factory, via_rg):
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    binary = s.put(b"error\n" * 200 + b"\xff\xfe error\n" * 50, session="rg").id  # bytes: not text
+    long_line = s.put("x" * 2000 + " error\n" + "error\n" * 100, session="rg").id  # a line longer than a chunk
+    assert s.count(binary, "error") == 250
+    assert s.count(long_line, "error") == 101
+    assert s.matching_lines(long_line, "error").numbers == list(range(1, 102))
+    assert _searches(via_rg) == 0
+
+
+def test_skipped_chunks_keep_line_numbers(store_factory, via_rg):
+    # rare lines far apart: the filters exclude most chunks, the runs between them are mapped back
+    lines = [f"INFO request {k} served" for k in range(3000)]
+    for k in (5, 700, 701, 1999, 2999):
+        lines[k] = f"ERROR rare-needle-{k}"
+    text = "\n".join(lines) + "\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0, filters=True)
+    eid = s.put(text, session="rg").id
+    want = [6, 701, 702, 2000, 3000]
+    s.count(eid, "rare-needle")  # a store without filters at put builds them on a first search
+    n = s.count(eid, "rare-needle")
+    found = s.matching_lines(eid, "rare-needle")
+    assert n == 5 and found.numbers == want
+    assert found.texts == [lines[k - 1] for k in want]
+    assert n.chunks_read < n.chunks_total
+    assert _searches(via_rg) >= 2
+
+
+@pytest.mark.parametrize("timeout", [1e-9, 0.002])
+def test_a_budget_that_runs_out_says_how_far_it_searched(store_factory, via_rg, timeout):
+    text = "\n".join(LINES * 2000) + "\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    n = s.count(eid, "error|fail(ed|ure)", ignore_case=True, timeout=timeout)
+    found = s.matching_lines(eid, "error|fail(ed|ure)", ignore_case=True, timeout=timeout)
+    for result, got in ((n, None), (found, found.numbers)):
+        upto = result.searched_lines if result.timed_out else None
+        want = _oracle(text, "error|fail(ed|ure)", True, False, upto)
+        assert (int(result) if got is None else got) == (len(want) if got is None else want)
+    if timeout == 1e-9:
+        assert n.timed_out and n.searched_lines == 0 and n == 0
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param('echo "ripgrep 14.1.0"; exit 0', id="no-search"),  # version ok, searches print nothing
+    pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) cat >/dev/null; exit 2;; esac', id="fails"),
+    pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) cat >/dev/null; echo "x:y:z"; echo 12x;; esac',
+                 id="nonsense"),
+    pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) exec sleep 60;; esac', id="hangs"),
+    pytest.param('echo "grep 3.11"', id="not-ripgrep"),
+])
+def test_a_broken_rg_changes_nothing(store_factory, monkeypatch, tmp_path, body):
+    if sys.platform == "win32":
+        pytest.skip("the wrapper is a shell script")
+    monkeypatch.setattr(rgscan, "MIN_BYTES", 0)
+    monkeypatch.setattr(rgscan, "GRACE_SECONDS", 0.5)
+    monkeypatch.setenv("BLOBPAD_RG", _wrapper(tmp_path, "rg-broken", body + "\n"))
+    text = "\n".join(LINES * 200) + "\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    want = _oracle(text, "error|fail(ed|ure)", True, False)
+    n = s.count(eid, "error|fail(ed|ure)", ignore_case=True)
+    assert n == len(want) and n.chunks_read == n.chunks_total
+    assert s.matching_lines(eid, "error|fail(ed|ure)", ignore_case=True).numbers == want
+
+
+def test_rg_missing_or_turned_off(store_factory, monkeypatch, tmp_path):
+    monkeypatch.setattr(rgscan, "MIN_BYTES", 0)
+    text = "\n".join(LINES * 50) + "\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    want = _oracle(text, "failed", False, False)
+    for setting in (str(tmp_path / "no-such-rg"), "off"):
+        monkeypatch.setenv("BLOBPAD_RG", setting)
+        assert rgscan.executable() is None
+        assert s.matching_lines(eid, "failed").numbers == want
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("error|fail(ed|ure)", {"error", "failed", "failure"}),
+    ("colou?r", {"color", "colour"}),
+    ("(?:ab|cd)e", {"abe", "cde"}),
+    ("\\.x\\(", {".x("}),
+    ("a:b c", {"a:b c"}),
+    ("()x", {"x"}),
+    ("a.b", None), ("a\\d", None), ("(?i)x", None), ("a||b", None), ("x{2}", None), ("[ab]", None),
+    ("^a", None), ("a$", None), ("\\Qab\\E", None), ("ab)", None), ("(ab", None), ("a*", None), ("a+", None),
+    ("a??", None), ("a?", None), ("\\x41", None), ("\\bword", None), ("(?P<n>a)", None), ("(?=a)", None),
+    ("|".join(f"w{k}" for k in range(rgscan.MAX_LITERALS + 1)), None),
+    ("(a|b)(c|d)(e|f)(g|h)(i|j)(k|l)(m|n)", None),  # 128 literals
+])
+def test_which_patterns_are_literal_sets(pattern, expected):
+    got = rgscan.literals(pattern, ignore_case=False, fixed=False)
+    assert (None if got is None else set(got)) == expected
+    if expected is not None:  # what the set means is what the pattern means
+        rx = re.compile(pattern)
+        for probe in ["", "error", "xx failure", "color", "colour", "abe", "cde", ".x(", "a:b c", "x", "abc", "failed"]:
+            assert bool(rx.search(probe)) == any(lit in probe for lit in got)
+
+
+def test_literal_limits():
+    assert rgscan.literals("caf\u00e9", ignore_case=True, fixed=True) is None  # case folding beyond ASCII: in process
+    assert rgscan.literals("caf\u00e9", ignore_case=False, fixed=True) == ("caf\u00e9",)
+    assert rgscan.literals("a\nb", ignore_case=False, fixed=True) is None
+    assert rgscan.literals("", ignore_case=False, fixed=True) is None
+    assert rgscan.literals("x" * (rgscan.MAX_LITERAL + 1), ignore_case=False, fixed=True) is None
+    assert rgscan.literals("\ud800", ignore_case=False, fixed=True) is None
