@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sysconfig
 import threading
+import time
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -289,12 +290,14 @@ def scan(
     lines = _Lines()
     searched: int | None = None
     ok = False
+    writer = _Writer(proc, GRACE_SECONDS)
     try:
         try:
-            searched = _feed(proc.stdin, chunks, lines, deadline)
+            searched = _feed(writer, chunks, lines, deadline)
         except BrokenPipeError:
             return None
         finally:
+            writer.close()
             with contextlib.suppress(OSError):
                 proc.stdin.close()
         left = GRACE_SECONDS + (max(0.0, deadline.left()) if deadline is not None else 0.0)
@@ -322,11 +325,10 @@ def scan(
 
 
 def _feed(
-    stdin: object, chunks: Iterable[tuple[bytes | None, int, int]], lines: _Lines, deadline: Deadline | None
+    write: _Writer, chunks: Iterable[tuple[bytes | None, int, int]], lines: _Lines, deadline: Deadline | None
 ) -> int | None:
     """Write the chunks; return None, or, when the deadline passed, the last line fed
     whole (every line before it was fed or skipped)."""
-    write = stdin.write  # type: ignore[attr-defined]
     at_line_end = True  # what was fed so far ends with a newline (or nothing was fed)
     run = True  # the next chunk fed starts a run (the first one, or one after skipped chunks)
     for raw, first_line, newlines in chunks:
@@ -339,22 +341,53 @@ def _feed(
                 return first_line - 1
             cut = raw.find(b"\n") + 1
             if cut:  # end the line the chunks fed began: up to this chunk's first newline
-                _write_all(write, raw[:cut])
+                write(raw[:cut])
                 return first_line
         if run:
             lines.run(first_line)
             run = False
-        _write_all(write, raw)
+        write(raw)
         lines.newlines += newlines
         at_line_end = raw.endswith(b"\n")
     return None
 
 
-def _write_all(write: object, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = write(view)  # type: ignore[operator]
-        view = view[n:]
+class _Writer:
+    """Writes into ``rg``'s standard input; a watchdog thread kills ``rg`` when one write
+    has waited ``limit`` seconds (``rg`` stopped reading), which ends the write with
+    BrokenPipeError instead of a hang."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], limit: float) -> None:
+        assert proc.stdin is not None
+        self.proc = proc
+        self.raw_write = proc.stdin.write
+        self.limit = limit
+        self.since: float | None = None  # when the write in progress began
+        self.done = threading.Event()
+        self.dog = threading.Thread(target=self._watch, daemon=True, name="blobpad-rg-watchdog")
+        self.dog.start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(min(1.0, self.limit / 4)):
+            since = self.since
+            if since is not None and time.monotonic() - since > self.limit:
+                with contextlib.suppress(OSError):
+                    self.proc.kill()
+                return
+
+    def __call__(self, data: bytes) -> None:
+        view = memoryview(data)
+        self.since = time.monotonic()
+        try:
+            while view:
+                n = self.raw_write(view)
+                view = view[n:]
+        finally:
+            self.since = None
+
+    def close(self) -> None:
+        self.done.set()
+        self.dog.join()
 
 
 def _stop(proc: subprocess.Popen[bytes], out: _Output) -> None:

@@ -200,8 +200,8 @@ def test_a_broken_rg_changes_nothing(store_factory, monkeypatch, tmp_path, body)
     monkeypatch.setattr(rgscan, "MIN_BYTES", 0)
     monkeypatch.setattr(rgscan, "GRACE_SECONDS", 0.5)
     monkeypatch.setenv("BLOBPAD_RG", _wrapper(tmp_path, "rg-broken", body + "\n"))
-    text = "\n".join(LINES * 200) + "\n"
-    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    text = "\n".join(LINES * 20000) + "\n"  # megabytes: more than a pipe holds, so a write waits for a reader
+    s = store_factory(cache_bytes=0)
     eid = s.put(text, session="rg").id
     want = _oracle(text, "error|fail(ed|ure)", True, False)
     n = s.count(eid, "error|fail(ed|ure)", ignore_case=True)
