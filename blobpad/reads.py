@@ -1309,11 +1309,11 @@ def _rg_scan(
     size = bytes_at[n] if wanted is None else sum(bytes_at[i + 1] - bytes_at[i] for i in range(n) if wanted[i])
     if size < rgscan.MIN_BYTES:
         return None
-    found = rgscan.literals(pattern, ignore_case=ignore_case, fixed=fixed)
-    if found is None:
-        return None
     rg = rgscan.executable()
     if rg is None:
+        return None
+    found = rgscan.literals(pattern, ignore_case=ignore_case, fixed=fixed)
+    if found is None:
         return None
     chunks = ((raw, lines_at[i] + 1, lines_at[i + 1] - lines_at[i])
               for i, raw in enumerate(_map_chunks(v, _identity, _RG_DEPTH, _RG_TASK_BYTES)))

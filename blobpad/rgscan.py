@@ -10,13 +10,15 @@ this thread writes them into ``rg``'s standard input, while ``rg`` matches what 
 
 It is used only where its answer is the in-process answer, byte for byte
 (:func:`literals`): a pattern that is a finite set of literals (``error|fail(ed|ure)``,
-``timeout``, a ``fixed`` string), each non-empty, without a newline, and ASCII when
-the search ignores case; on text entries (valid UTF-8), whose every chunk but the
+``timeout``, a ``fixed`` string), each non-empty, without a newline or a carriage
+return (``-f`` would drop a final one), and ASCII when the search ignores case; on text entries (valid UTF-8), whose every chunk but the
 last holds a newline (so no line is longer than two chunks, which bounds ``rg``'s
 memory); and above :data:`MIN_BYTES` of chunks to read (starting ``rg`` costs a few
 milliseconds).  ``rg`` is given the literals with ``-F`` (no regex syntax of its own
-is involved), ``--no-config`` (no user configuration), ``-a`` (a NUL is text) and
-``-E none`` (no byte-order-mark sniffing).
+is involved) in an unlinked temporary file (UTF-8 whatever the locale; a command line
+is readable by every local user), ``--no-config`` (no user configuration), ``-a`` (a
+NUL is text) and ``-E none`` (no byte-order-mark sniffing).  On POSIX it leads a
+process group of its own, killed whole: a wrapper's children hold its pipes too.
 
 Where to find ``rg`` (:func:`executable`): the environment variable ``BLOBPAD_RG``
 (a path, or ``off`` to never use it), then the ``rg`` the ``ripgrep`` package puts
@@ -32,8 +34,10 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sysconfig
+import tempfile
 import threading
 import time
 from bisect import bisect_right
@@ -51,6 +55,8 @@ MIN_BYTES = 4 << 20
 MAX_LITERALS = 64
 #: longest literal (bytes)
 MAX_LITERAL = 1024
+#: deepest nesting of groups a literal pattern may have
+MAX_DEPTH = 32
 #: how long ``rg`` may take, past the search's own budget, to finish what it was given
 #: (it reads at hundreds of MB/s: this is only a bound against a hang)
 GRACE_SECONDS = 30.0
@@ -80,7 +86,7 @@ def literals(pattern: str, *, ignore_case: bool, fixed: bool) -> tuple[str, ...]
         return None
     out: dict[str, None] = {}
     for lit in found:
-        if not lit or "\n" in lit or "\0" in lit or len(lit.encode("utf-8", "surrogatepass")) > MAX_LITERAL:
+        if not lit or "\n" in lit or "\r" in lit or "\0" in lit or len(lit.encode("utf-8", "surrogatepass")) > MAX_LITERAL:
             return None
         if any(0xD800 <= ord(ch) < 0xE000 for ch in lit):
             return None
@@ -98,6 +104,7 @@ class _Parser:
     def __init__(self, pattern: str) -> None:
         self.s = pattern
         self.i = 0
+        self.depth = 0
 
     def parse(self) -> list[str]:
         out = self.alternation()
@@ -132,6 +139,9 @@ class _Parser:
         ch = self.s[self.i]
         if ch == "(":
             self.i += 1
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise _NotLiterals
             if self.s.startswith("?:", self.i):
                 self.i += 2
             elif self.s.startswith("?", self.i):  # flags, names, look-around: not ours
@@ -140,6 +150,7 @@ class _Parser:
             if self.i >= len(self.s) or self.s[self.i] != ")":
                 raise _NotLiterals
             self.i += 1
+            self.depth -= 1
             return inner
         if ch == "\\":
             if self.i + 1 >= len(self.s) or self.s[self.i + 1] not in _QUOTABLE:
@@ -277,13 +288,26 @@ def scan(
     """
     cmd = [rg, "--no-config", "--no-messages", "-a", "-E", "none", "-F", "--color", "never",
            "-i" if ignore_case else "-s", "-n" if numbered else "-c"]
-    for lit in found:
-        cmd += ["-e", lit]
-    try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                bufsize=0)
-    except OSError:
-        return None
+    posix = os.name == "posix"
+    with contextlib.ExitStack() as stack:
+        if posix:
+            # the literals go in a private, unlinked file, as UTF-8 whatever the locale, and
+            # not on the command line, where any local user could read them
+            listed = stack.enter_context(tempfile.TemporaryFile())
+            listed.write(b"".join(lit.encode("utf-8") + b"\n" for lit in found))
+            listed.flush()
+            listed.seek(0)
+            cmd += ["-f", f"/dev/fd/{listed.fileno()}"]
+            fds: tuple[int, ...] = (listed.fileno(),)
+        else:  # Windows passes the command line as UTF-16: no encoding is involved
+            for lit in found:
+                cmd += ["-e", lit]
+            fds = ()
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    bufsize=0, pass_fds=fds, start_new_session=posix)
+        except (OSError, ValueError):
+            return None
     assert proc.stdin is not None and proc.stdout is not None
     out = _Output(proc.stdout, numbered)
     out.start()
@@ -371,8 +395,7 @@ class _Writer:
         while not self.done.wait(min(1.0, self.limit / 4)):
             since = self.since
             if since is not None and time.monotonic() - since > self.limit:
-                with contextlib.suppress(OSError):
-                    self.proc.kill()
+                _kill(self.proc)
                 return
 
     def __call__(self, data: bytes) -> None:
@@ -390,9 +413,18 @@ class _Writer:
         self.dog.join()
 
 
-def _stop(proc: subprocess.Popen[bytes], out: _Output) -> None:
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``rg`` and whatever it started (a wrapper's children hold its pipes too):
+    on POSIX it leads a process group of its own."""
     with contextlib.suppress(OSError):
-        proc.kill()
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+
+
+def _stop(proc: subprocess.Popen[bytes], out: _Output) -> None:
+    _kill(proc)
     with contextlib.suppress(subprocess.SubprocessError, OSError):
         proc.wait(timeout=10)
     with contextlib.suppress(OSError):

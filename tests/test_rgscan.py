@@ -11,9 +11,14 @@ this process and still answers right.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import stat
+import subprocess
 import sys
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -192,6 +197,11 @@ def test_a_budget_that_runs_out_says_how_far_it_searched(store_factory, via_rg, 
     pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) cat >/dev/null; echo "x:y:z"; echo 12x;; esac',
                  id="nonsense"),
     pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) exec sleep 60;; esac', id="hangs"),
+    # a wrapper that does not exec: its child holds the pipes after the wrapper is killed
+    pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) sh -c \'echo $$ > "{pids}"; exec sleep 600\';; '
+                 'esac', id="child-hangs"),
+    pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) cat >/dev/null; sleep 60;; esac',
+                 id="reads-then-hangs"),
     pytest.param('echo "grep 3.11"', id="not-ripgrep"),
 ])
 def test_a_broken_rg_changes_nothing(store_factory, monkeypatch, tmp_path, body):
@@ -199,14 +209,31 @@ def test_a_broken_rg_changes_nothing(store_factory, monkeypatch, tmp_path, body)
         pytest.skip("the wrapper is a shell script")
     monkeypatch.setattr(rgscan, "MIN_BYTES", 0)
     monkeypatch.setattr(rgscan, "GRACE_SECONDS", 0.5)
-    monkeypatch.setenv("BLOBPAD_RG", _wrapper(tmp_path, "rg-broken", body + "\n"))
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("BLOBPAD_RG", _wrapper(tmp_path, "rg-broken", body.replace("{pids}", str(pids)) + "\n"))
     text = "\n".join(LINES * 20000) + "\n"  # megabytes: more than a pipe holds, so a write waits for a reader
     s = store_factory(cache_bytes=0)
     eid = s.put(text, session="rg").id
     want = _oracle(text, "error|fail(ed|ure)", True, False)
-    n = s.count(eid, "error|fail(ed|ure)", ignore_case=True)
+    got: list[object] = []
+
+    def search() -> None:
+        got.append(s.count(eid, "error|fail(ed|ure)", ignore_case=True))
+        got.append(s.matching_lines(eid, "error|fail(ed|ure)", ignore_case=True))
+
+    worker = threading.Thread(target=search, daemon=True)
+    worker.start()
+    worker.join(120)  # a bound on a hang (the grace is 0.5 s; a hang lasts the wrapper's 600 s), not a timing
+    try:
+        assert not worker.is_alive(), "the search waited for a child of rg that holds its pipes"
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else ():
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+        worker.join(60)
+    n, found = got
     assert n == len(want) and n.chunks_read == n.chunks_total
-    assert s.matching_lines(eid, "error|fail(ed|ure)", ignore_case=True).numbers == want
+    assert found.numbers == want
 
 
 def test_rg_missing_or_turned_off(store_factory, monkeypatch, tmp_path):
@@ -250,3 +277,52 @@ def test_literal_limits():
     assert rgscan.literals("", ignore_case=False, fixed=True) is None
     assert rgscan.literals("x" * (rgscan.MAX_LITERAL + 1), ignore_case=False, fixed=True) is None
     assert rgscan.literals("\ud800", ignore_case=False, fixed=True) is None
+
+
+def test_deeply_nested_groups_are_not_literal_sets(store_factory, via_rg):
+    pattern = "(" * 400 + "error" + ")" * 400  # RE2 takes it; a recursive reading would overflow Python's stack
+    assert rgscan.literals(pattern, ignore_case=False, fixed=False) is None
+    assert rgscan.literals("(" * rgscan.MAX_DEPTH + "error" + ")" * rgscan.MAX_DEPTH, ignore_case=False,
+                           fixed=False) == ("error",)
+    text = "\n".join(LINES * 30) + "\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    assert s.count(eid, pattern) == len(_oracle(text, "error", False, False))
+
+
+def test_the_literals_are_not_on_rgs_command_line(store_factory, via_rg):
+    text = "\n".join(LINES * 30) + "\ntoken sk-secret-7781 seen\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    assert s.count(eid, "sk-secret-7781") == 1
+    assert _searches(via_rg) == 1
+    assert "sk-secret-7781" not in via_rg.read_text()  # another local user could read it there (ps)
+
+
+_LOCALE_PROBE = """
+import os, sys
+import blobpad
+from blobpad import rgscan
+rgscan.MIN_BYTES = 0
+ran = []
+scan = rgscan.scan
+rgscan.scan = lambda *a, **k: ran.append(scan(*a, **k)) or ran[-1]
+s = blobpad.open("memory://", chunk_params=blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256))
+eid = s.put("\\n".join(["caf\\u00e9 ok", "cafe", "caf\\u00c3\\u00a9 mojibake", "\\u2713 done"] * 40), session="x").id
+got = [int(s.count(eid, p)) for p in ("caf\\u00e9", "caf\\u00c3\\u00a9", "\\u2713")]
+print(sys.getfilesystemencoding(), got, all(r is not None for r in ran) and len(ran) == 3)
+"""
+
+
+def test_literals_reach_rg_as_utf8_whatever_the_locale(rg, tmp_path):
+    if sys.platform == "win32":
+        pytest.skip("POSIX locales")
+
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "BLOBPAD_RG": rg}
+    done = subprocess.run([sys.executable, "-c", _LOCALE_PROBE], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    encoding, got, all_by_rg = done.stdout.split(" ", 1)[0], *done.stdout.split(" ", 1)[1].rsplit(" ", 1)
+    assert encoding == "ascii"  # the command line would be encoded as ASCII
+    assert got == "[40, 40, 40]" and all_by_rg.strip() == "True"
