@@ -10,15 +10,16 @@ this thread writes them into ``rg``'s standard input, while ``rg`` matches what 
 
 It is used only where its answer is the in-process answer, byte for byte
 (:func:`literals`): a pattern that is a finite set of literals (``error|fail(ed|ure)``,
-``timeout``, a ``fixed`` string), each non-empty, without a newline or a carriage
-return (``-f`` would drop a final one), and ASCII when the search ignores case; on text entries (valid UTF-8), whose every chunk but the
-last holds a newline (so no line is longer than two chunks, which bounds ``rg``'s
-memory); and above :data:`MIN_BYTES` of chunks to read (starting ``rg`` costs a few
-milliseconds).  ``rg`` is given the literals with ``-F`` (no regex syntax of its own
-is involved) in an unlinked temporary file (UTF-8 whatever the locale; a command line
-is readable by every local user), ``--no-config`` (no user configuration), ``-a`` (a
-NUL is text) and ``-E none`` (no byte-order-mark sniffing).  On POSIX it leads a
-process group of its own, killed whole: a wrapper's children hold its pipes too.
+``timeout``, a ``fixed`` string), each non-empty, without a newline or a carriage return
+(``-f`` would drop a final one), and ASCII when the search ignores case; on text entries
+(valid UTF-8), whose every chunk but the last holds a newline (so no line is longer than
+two chunks, which bounds ``rg``'s memory); and above :data:`MIN_BYTES` of chunks to read
+(starting ``rg`` costs a few milliseconds). ``rg`` is given the literals with ``-F`` (no
+regex syntax of its own is involved) in an unlinked temporary file (UTF-8 whatever the
+locale; a command line is readable by every local user), ``--no-config`` (no user
+configuration), ``-a`` (a NUL is text) and ``-E none`` (no byte-order-mark sniffing). On
+POSIX it leads a process group of its own, killed whole: a wrapper's children hold its
+pipes too.
 
 Where to find ``rg`` (:func:`executable`): the environment variable ``BLOBPAD_RG``
 (a path, or ``off`` to never use it), then the ``rg`` the ``ripgrep`` package puts
