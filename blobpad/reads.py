@@ -89,6 +89,8 @@ SEGMENT_OVERLAP = 64 << 10
 _TASK_BYTES = 1 << 20
 #: the same for the chunks grep decompresses ahead of its search
 _GREP_TASK_BYTES = 256 << 10
+#: tasks decompressed ahead, and raw bytes per task, when the chunks are fed to ``rg``
+#: (:func:`_rg_scan`; on the 100 MB count, 97 ms against 110 ms with grep's 4 and 256 KiB)
 _RG_DEPTH = 8
 _RG_TASK_BYTES = 1 << 20
 
