@@ -12,6 +12,7 @@ this process and still answers right.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -326,3 +327,23 @@ def test_literals_reach_rg_as_utf8_whatever_the_locale(rg, tmp_path):
     encoding, got, all_by_rg = done.stdout.split(" ", 1)[0], *done.stdout.split(" ", 1)[1].rsplit(" ", 1)
     assert encoding == "ascii"  # the command line would be encoded as ASCII
     assert got == "[40, 40, 40]" and all_by_rg.strip() == "True"
+
+
+def test_the_cli_prints_what_rg_prints_on_the_file(rg, tmp_path):
+    # past the default MIN_BYTES: `blobpad grep` (every matching line) and `grep -c` go to rg as they ship
+    shown = [line for line in LINES if "\0" not in line]  # rg calls a file with a NUL binary
+    lines = [f"2023-11-14T22:{k % 60:02d}:00 {shown[k % len(shown)]} req={k}" for k in range(100_000)]
+    log = tmp_path / "big.log"
+    log.write_text("\n".join(lines) + "\nlast line error without newline")
+    assert log.stat().st_size > rgscan.MIN_BYTES
+    wrapper = _wrapper(tmp_path, "rg-logged", f'echo "$*" >> "{tmp_path / "rg.log"}"\nexec "{rg}" "$@"\n')
+    env = {**os.environ, "BLOBPAD_RG": wrapper}
+    cli = [sys.executable, "-m", "blobpad", "--db", str(tmp_path / "db")]
+    put = subprocess.run([*cli, "put", str(log)], capture_output=True, env=env, timeout=120, check=True)
+    eid = json.loads(put.stdout)["id"]
+    for args in (["-i", "error|fail(ed|ure)"], ["FAILED"], ["-F", "a:b:c"], ["-c", "-i", "error|fail(ed|ure)"],
+                 ["-c", "FAILED"]):
+        mine = subprocess.run([*cli, "grep", eid, *args], capture_output=True, env=env, timeout=120)
+        ref = subprocess.run([rg, "--no-config", "-n", *args, str(log)], capture_output=True, timeout=120)
+        assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), args
+    assert _searches(tmp_path / "rg.log") == 5
