@@ -190,12 +190,17 @@ def executable() -> str | None:
         return None
     if chosen:
         return _checked(chosen)
-    name = "rg.exe" if os.name == "nt" else "rg"
-    beside = os.path.join(sysconfig.get_path("scripts"), name)
-    for candidate in (beside if os.path.isfile(beside) else None, shutil.which("rg")):
-        if candidate and _checked(candidate):
-            return candidate
-    return None
+    return _found()
+
+
+@lru_cache(maxsize=1)
+def _found() -> str | None:
+    """The ``rg`` beside this interpreter's scripts, else on ``PATH`` (looked for once a process)."""
+    beside = os.path.join(sysconfig.get_path("scripts"), "rg.exe" if os.name == "nt" else "rg")
+    if os.path.isfile(beside) and _checked(beside):
+        return beside
+    on_path = shutil.which("rg")
+    return on_path if on_path and _checked(on_path) else None
 
 
 @dataclass
