@@ -896,7 +896,9 @@ class ReadsMixin:
 
         The lines are :meth:`grep`'s with ``max_matches`` and ``line_window`` unbounded,
         without the work grep does for each of them (the spans of its matches, a
-        :class:`GrepMatch`): several times faster where many lines match.  Each line
+        :class:`GrepMatch`): several times faster where many lines match.  A large text
+        entry searched for a set of literals is matched by ``rg`` in a child process
+        (:mod:`blobpad.rgscan`), with the same result.  Each line
         comes whole, so a line of N bytes costs N bytes of memory; :meth:`grep` with a
         ``line_window`` bounds that, and is what a model should be given.  ``timeout``
         is :meth:`grep`'s time budget (None: no limit).
@@ -925,7 +927,9 @@ class ReadsMixin:
         """Count the lines matching ``pattern`` (like ``grep -c`` / ``rg -c``).
 
         Chunks are decompressed and counted on the store's worker threads (zstd and
-        RE2 both release the GIL).  A line longer than 8 MiB is searched in 8 MiB
+        RE2 both release the GIL); those of a large text entry searched for a set of
+        literals are counted by ``rg`` in a child process (:mod:`blobpad.rgscan`), with
+        the same result.  A line longer than 8 MiB is searched in 8 MiB
         pieces that overlap by 64 KiB, so a match longer than that across a cut
         between two pieces is not seen.
 
@@ -1302,20 +1306,19 @@ def _rg_scan(
     read, or ``rg`` failed and what it read is read again)."""
     m = v.m
     n = len(m)
-    if not v.text or n < 2:
-        return None
-    lines_at, bytes_at = m.lines_at, m.bytes_at
-    if any(lines_at[i + 1] == lines_at[i] for i in range(n - 1)):
-        return None  # a line longer than a chunk: searched in bounded pieces here
-    wanted = v.wanted
-    size = bytes_at[n] if wanted is None else sum(bytes_at[i + 1] - bytes_at[i] for i in range(n) if wanted[i])
-    if size < rgscan.MIN_BYTES:
+    if not v.text or n < 2 or m.bytes_at[n] < rgscan.MIN_BYTES:
         return None
     rg = rgscan.executable()
     if rg is None:
         return None
     found = rgscan.literals(pattern, ignore_case=ignore_case, fixed=fixed)
     if found is None:
+        return None
+    lines_at, bytes_at = m.lines_at, m.bytes_at
+    if any(lines_at[i + 1] == lines_at[i] for i in range(n - 1)):
+        return None  # a line longer than a chunk: searched in bounded pieces here
+    wanted = v.wanted
+    if wanted is not None and sum(bytes_at[i + 1] - bytes_at[i] for i in range(n) if wanted[i]) < rgscan.MIN_BYTES:
         return None
     chunks = ((raw, lines_at[i] + 1, lines_at[i + 1] - lines_at[i])
               for i, raw in enumerate(_map_chunks(v, _identity, _RG_DEPTH, _RG_TASK_BYTES)))

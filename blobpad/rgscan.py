@@ -13,7 +13,7 @@ It is used only where its answer is the in-process answer, byte for byte
 ``timeout``, a ``fixed`` string), each non-empty, without a newline or a carriage return
 (``-f`` would drop a final one), and ASCII when the search ignores case; on text entries
 (valid UTF-8), whose every chunk but the last holds a newline (so no line is longer than
-two chunks, which bounds ``rg``'s memory); and above :data:`MIN_BYTES` of chunks to read
+two chunks, which bounds ``rg``'s memory); and :data:`MIN_BYTES` or more of chunks to read
 (starting ``rg`` costs a few milliseconds). ``rg`` is given the literals with ``-F`` (no
 regex syntax of its own is involved) in an unlinked temporary file (UTF-8 whatever the
 locale; a command line is readable by every local user), ``--no-config`` (no user
@@ -21,12 +21,15 @@ configuration), ``-a`` (a NUL is text) and ``-E none`` (no byte-order-mark sniff
 POSIX it leads a process group of its own, killed whole: a wrapper's children hold its
 pipes too.
 
-Where to find ``rg`` (:func:`executable`): the environment variable ``BLOBPAD_RG``
-(a path, or ``off`` to never use it), then the ``rg`` the ``ripgrep`` package puts
-beside this interpreter's scripts, then ``PATH``.  It must say it is ripgrep 13 or
-later.  When ``rg`` is missing, fails (exit status 2, a signal, output it should not
-write) or does not finish in time, the caller searches in this process instead
-(:func:`scan` returns None): a result never depends on whether ``rg`` ran.
+Where to find ``rg`` (:func:`executable`): the environment variable ``BLOBPAD_RG`` (a
+path, or ``off`` to never use it), then the ``rg`` the ``ripgrep`` package puts beside
+this interpreter's scripts, then ``PATH`` (looked for once a process). It must say it is
+ripgrep 13 or later. When ``rg`` is missing or cannot be started, fails (exit status 2,
+a signal, output it should not write), stops reading for :data:`GRACE_SECONDS`, or does
+not finish within that past the search's budget, the caller searches in this process
+instead (:func:`scan` returns None). Without a time budget a result never depends on
+whether ``rg`` ran; with one, an ``rg`` that failed has used part of it, and the search
+in process covers fewer lines (its ``searched_lines`` says how many).
 """
 
 from __future__ import annotations
@@ -58,9 +61,10 @@ MAX_LITERALS = 64
 MAX_LITERAL = 1024
 #: deepest nesting of groups a literal pattern may have
 MAX_DEPTH = 32
-#: how long ``rg`` may take, past the search's own budget, to finish what it was given
-#: (it reads at hundreds of MB/s: this is only a bound against a hang)
-GRACE_SECONDS = 30.0
+#: how long one write into ``rg`` may wait, and how long ``rg`` may take past the search's
+#: own budget to finish what it was given (it reads at hundreds of MB/s: these only bound
+#: a hang); a search whose ``rg`` hangs runs in process after at most twice this
+GRACE_SECONDS = 10.0
 
 _META = frozenset("\\.+*?()|[]{}^$")
 #: characters a backslash may quote to stand for themselves (RE2 reads each so)
@@ -295,25 +299,10 @@ def scan(
     cmd = [rg, "--no-config", "--no-messages", "-a", "-E", "none", "-F", "--color", "never",
            "-i" if ignore_case else "-s", "-n" if numbered else "-c"]
     posix = os.name == "posix"
-    with contextlib.ExitStack() as stack:
-        if posix:
-            # the literals go in a private, unlinked file, as UTF-8 whatever the locale, and
-            # not on the command line, where any local user could read them
-            listed = stack.enter_context(tempfile.TemporaryFile())
-            listed.write(b"".join(lit.encode("utf-8") + b"\n" for lit in found))
-            listed.flush()
-            listed.seek(0)
-            cmd += ["-f", f"/dev/fd/{listed.fileno()}"]
-            fds: tuple[int, ...] = (listed.fileno(),)
-        else:  # Windows passes the command line as UTF-16: no encoding is involved
-            for lit in found:
-                cmd += ["-e", lit]
-            fds = ()
-        try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    bufsize=0, pass_fds=fds, start_new_session=posix)
-        except (OSError, ValueError):
-            return None
+    try:
+        proc = _start(cmd, found, posix)
+    except (OSError, ValueError):  # no room for the literals' file, no process: search in process
+        return None
     assert proc.stdin is not None and proc.stdout is not None
     out = _Output(proc.stdout, numbered)
     out.start()
@@ -330,12 +319,13 @@ def scan(
             writer.close()
             with contextlib.suppress(OSError):
                 proc.stdin.close()
-        left = GRACE_SECONDS + (max(0.0, deadline.left()) if deadline is not None else 0.0)
+        # one bound for rg to finish what it was given and for its output to end
+        end = time.monotonic() + GRACE_SECONDS + (max(0.0, deadline.left()) if deadline is not None else 0.0)
         try:
-            status = proc.wait(timeout=left)
+            status = proc.wait(timeout=max(0.0, end - time.monotonic()))
         except subprocess.TimeoutExpired:
             return None
-        out.join(left)
+        out.join(max(0.0, end - time.monotonic()))
         if out.is_alive() or out.error is not None or status not in (0, 1) or out.rest:
             return None
         ok = True
@@ -344,14 +334,37 @@ def scan(
             _stop(proc, out)
     if not numbered:
         text = bytes(out.raw).strip()
-        if status == 0 and not text.isdigit():
+        if not (text.isdigit() if status == 0 else not text):  # a count, or nothing when no line matched
             return None
         return Scanned(count=int(text) if text else 0, searched_lines=searched)
+    if status == 1 and out.numbers:
+        return None
+    # the entry's line numbers: shifted only when the filters skipped chunks (a bisect each)
     if lines.starts != [1]:
         out.numbers = [lines.entry(n) for n in out.numbers]
     elif lines.shift[0]:
         out.numbers = [n + lines.shift[0] for n in out.numbers]
     return Scanned(count=len(out.numbers), numbers=out.numbers, texts=out.texts, searched_lines=searched)
+
+
+def _start(cmd: list[str], found: tuple[str, ...], posix: bool) -> subprocess.Popen[bytes]:
+    """Start ``rg`` with the literals ``found``.  On POSIX they go in a private, unlinked
+    file, as UTF-8 whatever the locale, and not on the command line, where any local user
+    could read them; ``rg`` leads a process group of its own (see :func:`_kill`).  Windows
+    passes the command line as UTF-16 (no encoding is involved), and the literals on it."""
+    with contextlib.ExitStack() as stack:
+        fds: tuple[int, ...] = ()
+        if posix:
+            listed = stack.enter_context(tempfile.TemporaryFile())
+            listed.write(b"".join(lit.encode("utf-8") + b"\n" for lit in found))
+            listed.flush()
+            listed.seek(0)
+            cmd = [*cmd, "-f", f"/dev/fd/{listed.fileno()}"]
+            fds = (listed.fileno(),)
+        else:
+            cmd = [*cmd, *(arg for lit in found for arg in ("-e", lit))]
+        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                bufsize=0, pass_fds=fds, start_new_session=posix)
 
 
 def _feed(
@@ -411,6 +424,10 @@ class _Writer:
             while view:
                 n = self.raw_write(view)
                 view = view[n:]
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # Windows says EINVAL when the reader is gone
+            raise BrokenPipeError(str(exc)) from exc
         finally:
             self.since = None
 
@@ -430,7 +447,8 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes], out: _Output) -> None:
-    _kill(proc)
+    if proc.returncode is None or out.is_alive():  # rg, or a process it started, still holds a pipe
+        _kill(proc)
     with contextlib.suppress(subprocess.SubprocessError, OSError):
         proc.wait(timeout=10)
     with contextlib.suppress(OSError):

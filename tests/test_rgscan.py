@@ -19,6 +19,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -115,7 +116,7 @@ def test_rg_counts_and_lists_what_re_finds(store_factory, via_rg, text, case, fi
     before = _searches(via_rg)
     n = s.count(eid, pattern, ignore_case=ignore_case)
     found = s.matching_lines(eid, pattern, ignore_case=ignore_case)
-    eligible = rgscan.literals(pattern, ignore_case=ignore_case, fixed=False) is not None  # not "\0": argv has no NUL
+    eligible = rgscan.literals(pattern, ignore_case=ignore_case, fixed=False) is not None  # not "\0" nor "\r"
     assert _searches(via_rg) == before + (2 if eligible else 0)  # both went to rg
     assert n == len(want) and not n.timed_out
     assert found.numbers == want
@@ -160,21 +161,67 @@ def test_entries_that_rg_must_not_read(store_factory, via_rg):
 
 
 def test_skipped_chunks_keep_line_numbers(store_factory, via_rg):
-    # rare lines far apart: the filters exclude most chunks, the runs between them are mapped back
+    # rare lines in the middle only: the filters exclude the first and the last chunks and
+    # those between the needles, and the runs fed to rg are mapped back to the entry's lines
     lines = [f"INFO request {k} served" for k in range(3000)]
-    for k in (5, 700, 701, 1999, 2999):
+    for k in (700, 701, 1499, 1999):
         lines[k] = f"ERROR rare-needle-{k}"
     text = "\n".join(lines) + "\n"
-    s = store_factory(chunk_params=SMALL, cache_bytes=0, filters=True)
+    s = store_factory(chunk_params=SMALL, cache_bytes=0, filters=True)  # filters built at put
     eid = s.put(text, session="rg").id
-    want = [6, 701, 702, 2000, 3000]
-    s.count(eid, "rare-needle")  # a store without filters at put builds them on a first search
+    want = [701, 702, 1500, 2000]
     n = s.count(eid, "rare-needle")
     found = s.matching_lines(eid, "rare-needle")
-    assert n == 5 and found.numbers == want
+    assert n == 4 and found.numbers == want
     assert found.texts == [lines[k - 1] for k in want]
-    assert n.chunks_read < n.chunks_total
-    assert _searches(via_rg) >= 2
+    assert n.chunks_read < n.chunks_total // 4  # the chunks around each needle (and a few false positives)
+    assert _searches(via_rg) == 2
+
+
+class _Budget:
+    """A deadline that passes once ``left()`` has been asked ``calls`` times (one per chunk fed)."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self.expired = False
+
+    def left(self) -> float:
+        self.calls -= 1
+        return 1.0 if self.calls >= 0 else 0.0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.lists(st.sampled_from(LINES[:-1] + ["x" * 300 + " error"]), min_size=1, max_size=80),
+       cuts=st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=40),
+       stop=st.integers(min_value=0, max_value=45), numbered=st.booleans(), last_newline=st.booleans())
+def test_a_budget_that_passes_between_any_two_chunks(rg, body, cuts, stop, numbered, last_newline):
+    # rgscan.scan fed chunks cut anywhere (inside lines too), its budget passing before chunk `stop`:
+    # what it found is exactly the matching lines among lines 1 to searched_lines
+    text = "\n".join(body) + ("\n" if last_newline else "")
+    raw = text.encode()
+    chunks, at = [], 0
+    for size in cuts:
+        if at >= len(raw):
+            break
+        chunks.append(raw[at:at + size])
+        at += size
+    if at < len(raw):
+        chunks.append(raw[at:])
+    fed, newlines = [], 0
+    for piece in chunks:
+        fed.append((piece, newlines + 1, piece.count(b"\n")))
+        newlines += piece.count(b"\n")
+    got = rgscan.scan(rg, ("error", "FAILED"), ignore_case=False, numbered=numbered, chunks=fed,
+                      deadline=_Budget(stop))  # type: ignore[arg-type]
+    assert got is not None
+    lines = _lines_of(text)
+    upto = got.searched_lines if got.searched_lines is not None else len(lines)
+    if got.searched_lines is not None:
+        assert stop < len(chunks) and 0 <= upto <= len(lines)
+    want = [k for k, line in enumerate(lines[:upto], 1) if "error" in line or "FAILED" in line]
+    assert got.count == len(want)
+    if numbered:
+        assert got.numbers == want and got.texts == [lines[k - 1] for k in want]
 
 
 @pytest.mark.parametrize("timeout", [1e-9, 0.002])
@@ -193,7 +240,9 @@ def test_a_budget_that_runs_out_says_how_far_it_searched(store_factory, via_rg, 
 
 
 @pytest.mark.parametrize("body", [
-    pytest.param('echo "ripgrep 14.1.0"; exit 0', id="no-search"),  # version ok, searches print nothing
+    pytest.param('echo "ripgrep 14.1.0"; exit 0', id="no-search"),  # a search prints a version and exits 0
+    pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) cat >/dev/null; echo garbage; exit 1;; esac',
+                 id="no-match-with-output"),
     pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) cat >/dev/null; exit 2;; esac', id="fails"),
     pytest.param('case "$*" in *--version*) echo "ripgrep 14.1.0";; *) cat >/dev/null; echo "x:y:z"; echo 12x;; esac',
                  id="nonsense"),
@@ -210,8 +259,9 @@ def test_a_broken_rg_changes_nothing(store_factory, monkeypatch, tmp_path, body)
         pytest.skip("the wrapper is a shell script")
     monkeypatch.setattr(rgscan, "MIN_BYTES", 0)
     monkeypatch.setattr(rgscan, "GRACE_SECONDS", 0.5)
-    pids = tmp_path / "pids"
-    monkeypatch.setenv("BLOBPAD_RG", _wrapper(tmp_path, "rg-broken", body.replace("{pids}", str(pids)) + "\n"))
+    pids, log = tmp_path / "pids", tmp_path / "rg.log"
+    body = f'echo "$*" >> "{log}"\n' + body.replace("{pids}", str(pids))
+    monkeypatch.setenv("BLOBPAD_RG", _wrapper(tmp_path, "rg-broken", body + "\n"))
     text = "\n".join(LINES * 20000) + "\n"  # megabytes: more than a pipe holds, so a write waits for a reader
     s = store_factory(cache_bytes=0)
     eid = s.put(text, session="rg").id
@@ -235,6 +285,19 @@ def test_a_broken_rg_changes_nothing(store_factory, monkeypatch, tmp_path, body)
     n, found = got
     assert n == len(want) and n.chunks_read == n.chunks_total
     assert found.numbers == want
+    tried = "grep 3.11" not in body  # a program that is not ripgrep is never given a search
+    assert _searches(log) == (2 if tried else 0)
+
+
+def test_no_room_for_the_literals_file_changes_nothing(store_factory, via_rg, monkeypatch, tmp_path):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-dir"))  # TemporaryFile() fails
+    text = "\n".join(LINES * 50) + "\n"
+    s = store_factory(chunk_params=SMALL, cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    want = _oracle(text, "failed", False, False)
+    assert s.count(eid, "failed") == len(want)
+    assert s.matching_lines(eid, "failed").numbers == want
+    assert _searches(via_rg) == 0
 
 
 def test_rg_missing_or_turned_off(store_factory, monkeypatch, tmp_path):
@@ -246,6 +309,7 @@ def test_rg_missing_or_turned_off(store_factory, monkeypatch, tmp_path):
     for setting in (str(tmp_path / "no-such-rg"), "off"):
         monkeypatch.setenv("BLOBPAD_RG", setting)
         assert rgscan.executable() is None
+        assert s.count(eid, "failed") == len(want)
         assert s.matching_lines(eid, "failed").numbers == want
 
 
