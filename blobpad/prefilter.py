@@ -59,6 +59,7 @@ of groups at a time: the answers of the loop over chunks, at a small part of its
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 import sys
@@ -66,12 +67,20 @@ import warnings
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-try:
-    import numpy as _np
-except ImportError:  # pragma: no cover - numpy comes with the test and bench extras
-    _np = None  # type: ignore[assignment]
+
+@cache
+def _numpy() -> Any:
+    """numpy, imported when a filter is first built or checked (so that ``import blobpad``
+    and every CLI command do not pay for it), or None where it is not installed."""
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy comes with the test and bench extras
+        return None
+    return numpy
+
 
 __all__ = ["build", "build_numpy", "build_python", "trigram_bits", "Query", "MATCH_ALL", "VERSION", "SPILL", "GRAM",
            "BITS_PER_GRAM", "DENSITY", "MIN_BYTES", "MAX_BYTES", "SHARE", "RECORD_MAX", "FAST", "UNKNOWN",
@@ -99,7 +108,7 @@ SHARE = 0.03
 UNKNOWN = b""
 #: Whether filters are built with numpy (the ``filters`` extra): searches build them only
 #: then, since the pure-Python builder is about 50 times slower than decompressing.
-FAST = _np is not None
+FAST = importlib.util.find_spec("numpy") is not None
 #: An entry's filters are kept only up to this many bytes (about 10 GB of log text, 2 GB of
 #: incompressible bytes): past it none are kept, and grep and count read every chunk, so a
 #: put or a scan building them holds at most this much of them in memory.
@@ -176,33 +185,35 @@ def _header(size: int, flags: int, rate: int = 256) -> bytes:
 def trigram_bits(data: bytes, fold: bool = True) -> Any:
     """The 2**16-entry presence table of the 16-bit hashes of the trigrams of ``data``
     (at least 3 bytes), case-folded unless ``fold`` is false, with numpy."""
-    b = _np.frombuffer(data, dtype=_np.uint8)
+    np = _numpy()
+    b = np.frombuffer(data, dtype=np.uint8)
     if fold:
-        b = b | _np.uint8(0x20)
+        b = b | np.uint8(0x20)
     # each trigram as a little-endian integer, assembled from contiguous byte lanes (reading
     # unaligned 4-byte windows with a stride of 1 is 20% slower: numpy cannot vectorize it)
-    g = b[2:].astype(_np.uint32)
-    g <<= _np.uint32(8)
+    g = b[2:].astype(np.uint32)
+    g <<= np.uint32(8)
     g |= b[1:-1]
-    g <<= _np.uint32(8)
+    g <<= np.uint32(8)
     g |= b[:-2]
-    g *= _np.uint32(_MULT)
-    g >>= _np.uint32(32 - _SCRATCH_LOG)
-    table = _np.zeros(1 << _SCRATCH_LOG, dtype=_np.bool_)
-    table[g.astype(_np.intp)] = True  # numpy converts other index types on every call: slower
+    g *= np.uint32(_MULT)
+    g >>= np.uint32(32 - _SCRATCH_LOG)
+    table = np.zeros(1 << _SCRATCH_LOG, dtype=np.bool_)
+    table[g.astype(np.intp)] = True  # numpy converts other index types on every call: slower
     return table
 
 
 def build_numpy(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
     """The filter of ``data`` (at least 3 bytes) built with numpy: :func:`build`'s bytes."""
-    hashes = _np.flatnonzero(trigram_bits(data))
+    np = _numpy()
+    hashes = np.flatnonzero(trigram_bits(data))
     size = _size(len(hashes), max_bytes)
     rate = _rate(len(hashes), size)
     if rate < 256:
         hashes = hashes[((hashes * _SAMPLE_MULT) & 0xFFFF) >> 8 < rate]
-    bits = _np.zeros(size * 8, dtype=_np.bool_)
+    bits = np.zeros(size * 8, dtype=np.bool_)
     bits[(hashes * (size * 8)) >> _SCRATCH_LOG] = True
-    return _header(size, flags, rate) + _np.packbits(bits, bitorder="little").tobytes()
+    return _header(size, flags, rate) + np.packbits(bits, bitorder="little").tobytes()
 
 
 def build_python(data: bytes, max_bytes: int | None, flags: int = 0) -> bytes:
@@ -243,7 +254,7 @@ def build(chunk: bytes, spill: bytes = b"", *, max_bytes: int | None = None) -> 
         chunk += bytes(spill[:SPILL])
     if len(chunk) < GRAM:
         return _header(MIN_BYTES, flags) + bytes(MIN_BYTES)
-    if _np is not None:
+    if _numpy() is not None:
         return build_numpy(chunk, max_bytes, flags)
     return build_python(chunk, max_bytes, flags)
 
@@ -603,7 +614,7 @@ class Query:
         With numpy, an entry of :data:`VECTOR_MIN` chunks or more is checked by whole
         arrays, :data:`BLOCK` chunks first and twice as many each time after (:class:`_Table`):
         the same answers, at a small fraction of the per-chunk loop's cost."""
-        if _np is not None and len(filters) >= VECTOR_MIN:
+        if len(filters) >= VECTOR_MIN and _numpy() is not None:
             return self._iter_vector(filters)
         return self._iter_loop(filters)
 
@@ -682,7 +693,7 @@ class _Table:
     __slots__ = ("n", "buf", "bits", "m", "rate", "unreadable", "ends")
 
     def __init__(self, filters: Sequence[bytes]) -> None:
-        np = _np
+        np = _numpy()
         n = self.n = len(filters)
         lengths = np.fromiter(map(len, filters), dtype=np.int64, count=n)
         starts = np.zeros(n, dtype=np.int64)
@@ -713,12 +724,12 @@ class _Table:
         """The end of the block from chunk ``start``: after the group holding chunk
         ``start + size - 1`` (or the last chunk)."""
         ends = self.ends
-        i = int(_np.searchsorted(ends, min(start + size, self.n) - 1))
+        i = int(ends.searchsorted(min(start + size, self.n) - 1))
         return int(ends[i]) + 1
 
     def decide(self, formula: _Formula, start: int, stop: int) -> Any:
         """Whether each chunk of ``[start, stop)`` (whole groups) must be read."""
-        np = _np
+        np = _numpy()
         ends = self.ends
         last = ends[np.searchsorted(ends, start):np.searchsorted(ends, stop - 1) + 1]
         firsts = np.empty(len(last), dtype=np.int64)
@@ -750,7 +761,7 @@ class _Check:
         left out of one's sample)."""
         got = self.seen.get(s)
         if got is None:
-            np = _np
+            np = _numpy()
             j = (self.m * s) >> _SCRATCH_LOG
             bit = (self.buf[self.bits + (j >> 3)] >> (j & 7)) & 1
             present = (bit != 0) | (self.rate <= (((s * _SAMPLE_MULT) & 0xFFFF) >> 8))
@@ -758,7 +769,7 @@ class _Check:
         return got
 
     def eval(self, f: _Formula) -> Any:
-        np = _np
+        np = _numpy()
         if f is True:
             return np.ones(self.groups, dtype=np.bool_)
         if f is False:

@@ -147,3 +147,26 @@ def test_reads_and_the_engines_never_import_the_store():
                    "blobpad.engine", "blobpad.engine.base", "blobpad.engine.lmdb", "blobpad.engine.memory"):
         assert "blobpad.store" not in reached(module), f"{module} imports blobpad.store, directly or not"
     assert "blobpad.store" in reached("blobpad.cli")  # the check can see an import when there is one
+
+
+#: libraries of extras, or needed only by some commands: ``import blobpad`` and the CLI's start
+#: must not load them (numpy alone took a quarter of every ``blobpad`` command's start)
+HEAVY = ("numpy", "redis", "mcp", "matplotlib", "langgraph", "deepagents", "agents", "pydantic", "tqdm")
+
+
+def test_importing_blobpad_and_its_cli_loads_no_optional_library():
+    import subprocess
+    import sys
+
+    probe = "import sys, blobpad, blobpad.cli, blobpad.mcp_server; print(' '.join(m for m in sys.argv[1:] if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe, *HEAVY], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == [], f"imported at start: {out.stdout.strip()}"
+
+
+def test_filters_are_still_built_with_numpy_after_a_lazy_import():
+    from blobpad import prefilter
+
+    chunk = b"ERROR disk full on /dev/sda1\n" * 100
+    assert prefilter.FAST
+    assert prefilter.build(chunk) == prefilter.build_numpy(chunk, None, 1)  # build() took the numpy path
+    assert prefilter.build_numpy(chunk, None, 1) == prefilter.build_python(chunk, None, 1)
