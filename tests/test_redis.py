@@ -633,14 +633,20 @@ def _fits_again(store: blobpad.Store) -> None:
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_a_full_server_says_store_full_and_deletes_still_work(program, server_factory):
+@pytest.mark.parametrize("snapshot_seconds", ["0.5", None])
+def test_a_full_server_says_store_full_and_deletes_make_room_at_once(program, snapshot_seconds, server_factory):
+    """Deletes keep what they remove for readers' snapshots (snapshot_seconds, 300 s by default); a full
+    server drops all of it at the next put instead of refusing puts for that long after the user deleted
+    entries to make room (they were refused for 5 minutes)."""
     server = server_factory(program, extra=["--maxmemory", "24mb", "--maxmemory-policy", "noeviction"])
-    url = _url(server, snapshot_seconds="0.5")
+    url = _url(server) if snapshot_seconds is None else _url(server, snapshot_seconds=snapshot_seconds)
     with blobpad.open(url) as store:
+        keep = store.put("a line that stays\n", session="kept", ttl=3600)
         ids = _fill(store)
         for entry_id in ids:
             store.delete(entry_id)
-        time.sleep(0.6)  # what the deletes kept for readers is trimmed by the next write
+        _fits_again(store)  # at once: no wait for snapshot_seconds
+        assert store.get(keep.id) == "a line that stays\n"
         _fits_again(store)
 
 
@@ -680,21 +686,22 @@ def test_a_server_that_does_not_answer_is_unavailable_never_damage(server_factor
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_a_full_cluster_says_store_full_leaves_nothing_and_frees_what_deletes_free(program, cluster_factory):
     """A put refused by a full node (its chunks spread over three) leaves no chunk key behind; deletes still
-    work, and their chunk keys expire (snapshot_seconds, retry_seconds, 5 s) so that puts fit again."""
+    work: their chunk keys get an expiry (snapshot_seconds, retry_seconds, 5 s), and the next put that meets
+    a full node deletes them at once (with the old values kept for readers) instead of being refused until
+    they expire (300 s and more by default)."""
     cluster = cluster_factory(program, replicas=0, extra=["--maxmemory", "24mb", "--maxmemory-policy", "noeviction"])
     ns = f"t-{uuid.uuid4().hex[:12]}"
-    url = _url(cluster, namespace=ns, snapshot_seconds="0.5", retry_seconds="2")
+    url = _url(cluster, namespace=ns, retry_seconds="2")
     with blobpad.open(url) as store:
         ids = _fill(store)
         named = _chunk_keys(cluster, ns)
         assert len(named) == store.stats().chunks and set(named.values()) == {-1}  # the refused put's dropped
         for entry_id in ids:
             store.delete(entry_id)
-        assert all(0 < ttl <= (0.5 + 2 + 5) * 1000 for ttl in _chunk_keys(cluster, ns).values())
-        deadline = time.monotonic() + 30
-        while _chunk_keys(cluster, ns) and time.monotonic() < deadline:  # the nodes expire them
-            time.sleep(0.2)
-        assert _chunk_keys(cluster, ns) == {}
+        assert all(0 < ttl <= (300 + 2 + 5) * 1000 for ttl in _chunk_keys(cluster, ns).values())
+        _fits_again(store)  # at once: no wait for the deleted entries' chunk keys to expire
+        assert all(ttl == -1 for ttl in _chunk_keys(cluster, ns).values())  # only the new entry's, permanent
+        assert len(_chunk_keys(cluster, ns)) == store.stats().chunks
         _fits_again(store)
 
 

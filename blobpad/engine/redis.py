@@ -49,14 +49,18 @@ How the contract is kept on a server that has no transactions of its own:
   ``snapshot_seconds`` (by the server's clock), so an open reader still reads the
   state it started from.  A reader that stays open longer while others write gets a clear
   error, never a mix of states.  Deleting an entry therefore frees its memory
-  ``snapshot_seconds`` after the deletion, at the next write.
+  ``snapshot_seconds`` after the deletion, at the next write; on a full server at once
+  (see below).
 * **Integrity** is the contract's (:class:`~blobpad.engine.base.Checked`): every value
   is sealed with a checksum bound to its keyspace and key, so a value damaged or lost in
   a failover reads as :class:`~blobpad.CorruptData`.
 * **A full server** (``maxmemory`` reached) refuses a commit before it changes anything:
   :class:`~blobpad.StoreFull`.  Commits that free space (``write(fn, frees=True)``:
-  delete, gc) are let through.  An eviction policy other than ``noeviction`` is refused at
-  open: the server would drop parts of entries.
+  delete, gc) are let through, and a refused commit first drops every old value kept for
+  snapshots and the chunk keys only those name (:meth:`RedisEngine._make_room`), then runs
+  once more: the room deletes made is usable at once, not ``snapshot_seconds`` later (a
+  reader whose snapshot needed a dropped value is told to read again).  An eviction policy
+  other than ``noeviction`` is refused at open: the server would drop parts of entries.
 
 Durability is the server's: with ``appendonly yes`` and ``appendfsync always`` an
 acknowledged put survives a killed server and a power loss; with ``appendfsync
@@ -402,14 +406,30 @@ return out
 _WRITE_LUA = "#!lua\n" + _WRITE_BODY
 _FREEING_LUA = "#!lua flags=allow-oom\n" + _WRITE_BODY
 
-# Trimming alone, let through on a full server: the old values a delete kept are what a
-# full server may be waiting to free.
-_TRIM_LUA = "#!lua flags=allow-oom\n" + _TRIM_FN + r"""
+# Room on a full server (RedisEngine._make_room): every old value kept for readers is dropped,
+# _TRIM at a time, whatever its age (hz moves past them all, so a reader whose snapshot needed
+# one is told to read again), with the names of the chunk keys (a cluster's) that only those
+# old values point to: nothing current names them, so the client deletes them at once.
+_ROOM_LUA = "#!lua flags=allow-oom\n" + _TRIM_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return trim(P, now - tonumber(ARGV[1]), tonumber(redis.call('GET', P .. 'hz') or '0'))
-"""
+local out = {0}
+for _, mem in ipairs(redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '+inf', 'LIMIT', 0, %(trim)d)) do
+  local rest = string.sub(mem, 13)
+  local z = string.find(rest, '\0', 1, true)
+  if string.sub(rest, 1, z - 1) == 'chunks' then
+    local k = string.sub(rest, z + 1)
+    local old = redis.call('HGET', P .. 'g:chunks', k .. '@' .. string.sub(mem, 1, 12))
+    if old and string.sub(old, 13, 16) == '\0ptr' then
+      local cur = redis.call('HGET', P .. 'h:chunks', k)
+      if not cur or string.sub(cur, 13) ~= string.sub(old, 13) then out[#out + 1] = string.sub(old, 27) end
+    end
+  end
+end
+out[1] = trim(P, math.huge, tonumber(redis.call('GET', P .. 'hz') or '0'))
+return out
+""".replace("%(trim)d", str(_TRIM))
+#: the most calls of _ROOM_LUA one full server's refusal makes (each drops up to _TRIM old values)
+_ROOM_CALLS = 64
 
 _PER_SPACE = ("z:", "h:", "g:", "gl:", "gz:", "gr:")
 
@@ -472,7 +492,7 @@ class RedisEngine:
             _WRITE_LUA.replace("%(token_ms)d", str(self._token_ms)).replace("%(ptr)s", ptr))
         self._freeing_script = client.register_script(
             _FREEING_LUA.replace("%(token_ms)d", str(self._token_ms)).replace("%(ptr)s", ptr))
-        self._trim_script = client.register_script(_TRIM_LUA)
+        self._room_script = client.register_script(_ROOM_LUA)
         self._maxmemory = 0
         self._check_server()
         self._offset = 0.0
@@ -640,9 +660,14 @@ class RedisEngine:
         went away before it answered, and does not hold the commit)."""
         staged = txn.staged_in_use()
         if staged:  # chunks first, each leased: a client killed before its commit leaves only what expires
+            sets = [(b"SET", name, (value, b"PX", _LEASE_MS, b"NX")) for name, value in staged.items()]
             try:
-                self._on_nodes("a write of chunks", [(b"SET", name, (value, b"PX", _LEASE_MS, b"NX"))
-                                                     for name, value in staged.items()])
+                try:
+                    self._on_nodes("a write of chunks", sets)
+                except StoreFull:  # a full node: once more after freeing what deletes left for readers
+                    if not self._make_room():
+                        raise
+                    self._on_nodes("a write of chunks", sets)
             except BaseException:  # e.g. StoreFull on one node: no commit was sent, nothing names them
                 self._drop(staged)
                 raise
@@ -672,15 +697,34 @@ class RedisEngine:
         return status
 
     def _send_trimming(self, script: Any, args: list[Any], token: bytes) -> tuple[str, list[Any]]:
-        """``_send``, and on StoreFull, once more after dropping the old values deletes kept for readers
-        past ``snapshot_seconds`` (what may fill the server; the trim is a script a full server lets through)."""
+        """``_send``, and on StoreFull, once more after :meth:`_make_room` freed what deletes left for readers."""
         try:
             return self._send(script, args, token)
         except StoreFull:
-            trimmed = self._call("a trim", lambda: self._trim_script(keys=[self._version_key], args=[self._retain_ms]))
-            if not trimmed:
+            if not self._make_room():
                 raise
             return self._send(script, args, token)
+
+    def _make_room(self) -> bool:
+        """On a full server: drop every old value that commits kept for readers' snapshots, whatever its
+        age, and delete the chunk keys (a cluster's) that only those named; return whether anything went.
+
+        Deletes and gc() move what they remove aside for ``snapshot_seconds`` (a reader that began
+        before them still reads it), so a full server would refuse every put for that long after the
+        user deleted entries to make room.  Room comes first: a reader whose snapshot needed one of
+        these values is told that its snapshot is gone and to read again (the horizon, ``hz``, moves
+        past them), never given other data.  Both steps run where a full server lets them (the
+        script frees memory; ``DEL`` never needs any)."""
+        dropped = 0
+        for _ in range(_ROOM_CALLS):
+            res = self._call("the freeing of old values", lambda: self._room_script(keys=[self._version_key]))
+            dropped += int(res[0])
+            if len(res) > 1:
+                with contextlib.suppress(BlobpadError):  # best effort: each also has its lifetime from the delete
+                    self._on_nodes("a delete of freed chunks", [(b"DEL", bytes(name), ()) for name in res[1:]])
+            if int(res[0]) < _TRIM:
+                break
+        return dropped > 0
 
     def _drop(self, staged: dict[bytes, bytes]) -> None:
         """Delete chunk keys written for a commit that surely was not applied (best effort: each has a lease)."""
