@@ -241,7 +241,7 @@ class Store(ReadsMixin):
             if settings.get("filters") is not False and prefilter.FAST:
                 self._reader.keep_filters = self._keep_filters
             self._putter = Putter(self._backend, self._codec, self._catalog, self.chunk_params, self.now, self._cap,
-                                  filters=self.filters)
+                                  filters=self.filters, room=self._make_room)
             recover(self._backend, self.now)
             # time.monotonic() of the next sweep after a put (see _sweep): not before a store has been open
             # for SWEEP_SECONDS, so that a short-lived process (a CLI command) only does what it was asked
@@ -451,6 +451,10 @@ class Store(ReadsMixin):
                                  tool=tool, meta=check_meta(meta), replaces=NAME_FREE if exclusive else None)
         self._sweep()
         return entry
+
+    def _make_room(self) -> int:
+        """Remove what has expired for a put the store refused as full (:func:`blobpad.maintenance.make_room`)."""
+        return maintenance.make_room(self._backend, self._catalog, self.now())
 
     def _sweep(self) -> None:
         """After a put, once every :data:`SWEEP_SECONDS` per store (and not in its first

@@ -815,6 +815,32 @@ def test_map_ceiling_raises_store_full_and_rolls_back(tmp_path):
         assert s.get(s.put("still usable").id) == "still usable"
 
 
+def test_a_full_store_whose_entries_expired_takes_the_next_put_without_gc(tmp_path):
+    """A store at its max_map_size ceiling whose entries have all expired: the next put removes them
+    and fits.  It was refused until someone ran gc(), since the sweep that frees what expired
+    followed a put that succeeded.  Live entries are never removed to make room."""
+    now = [1_800_000_000.0]
+    with blobpad.open(tmp_path / "ceiling", map_size=1 << 20, max_map_size=8 << 20, clock=lambda: now[0]) as s:
+        ids: list[str] = []
+        with pytest.raises(StoreFull, match="max_map_size"):
+            for i in range(100):
+                ids.append(s.put(_rand(256 << 10, i), session="s", ttl=60).id)
+        assert len(ids) >= 4
+        now[0] += 61
+        e = s.put(_rand(256 << 10, 1000), session="s")  # fits: what expired went
+        assert s.range(e.id, 0, 256 << 10) == _rand(256 << 10, 1000)
+        st = s.stats()
+        assert (st.entries, st.expired_entries) == (1, 0)
+        live = [e.id]
+        with pytest.raises(StoreFull, match="max_map_size"):  # nothing expired: full is full
+            for i in range(100):
+                live.append(s.put(_rand(256 << 10, 2000 + i), session="s").id)
+        assert s.stats().entries == len(live)
+        for i, entry_id in enumerate(live):
+            assert s.range(entry_id, 0, 256 << 10) == _rand(256 << 10, 1000 if i == 0 else 1999 + i)
+        assert s.verify().ok
+
+
 # -- errors ----------------------------------------------------------------------------------------
 
 
