@@ -111,11 +111,15 @@ class Verifier:
                 self.problems.append(f"verify stopped early in the notepads: {exc}")
         return self.recount
 
-    def _read_space(self, space: str, check: Callable[[bytes, bytes], None] | None = None) -> dict[bytes, bytes]:
+    def _read_space(self, space: str, check: Callable[[bytes, bytes], None] | None = None,
+                    lost: set[bytes] | None = None) -> dict[bytes, bytes]:
         """Every sound record of ``space``; damaged ones and lost pages are reported.
 
         With ``check``, each value is handed to it and only the keys are kept (the
-        chunks: memory stays one frame, whatever the store's size)."""
+        chunks: memory stays one frame, whatever the store's size).  With ``lost``, a
+        record that cannot be read because its bytes are gone (a cluster's chunk whose
+        key a node lost) is added to it instead of being reported as damaged: the caller
+        reports it once, as missing."""
         found: dict[bytes, bytes] = {}
         bad: list[bytes] = []
         try:
@@ -129,6 +133,9 @@ class Verifier:
         except BlobpadError as exc:
             self.problems.append(f"the {space} keyspace cannot be read to its end: {exc}")
         for key in bad:
+            if lost is not None and self.txn.get_unchecked(space, key) is None:
+                lost.add(key)
+                continue
             self.problems.append(f"{space} record {key[:40].hex()}: damaged (checksum mismatch)")
             if space in ("entries", "manifests") and len(key) == 8:
                 self.damaged.add(key.hex())
@@ -236,7 +243,8 @@ class Verifier:
                 except CorruptData as exc:
                     failed[key] = str(exc)
 
-        refs, chunks = records["refs"], self._read_space("chunks", check)
+        lost: set[bytes] = set()
+        refs, chunks = records["refs"], self._read_space("chunks", check, lost)
         self.totals[1] = len(refs)
         for key, rec in refs.items():
             ref = unpack_ref(rec)
@@ -254,6 +262,8 @@ class Verifier:
         for key in chunks.keys() - expected.keys():
             self.problems.append(f"chunk {key.hex()}: stored, but nothing references it; gc() frees it")
             self.recount = True
+        for key in lost - chunk_owner.keys():  # the owners' lost chunks are reported below, with them
+            self.problems.append(f"chunk {key.hex()}: missing (its bytes are gone from the server)")
         for key, owners in chunk_owner.items():
             if key not in chunks or key in failed:
                 self.problems.append(failed.get(key, f"chunk {key.hex()}: missing"))

@@ -1083,6 +1083,31 @@ def test_chunks_lost_in_a_failover_read_as_corrupt_data_naming_the_entry_and_ver
         assert b.verify().ok and b.stats().entries == 0
 
 
+def test_a_chunk_key_a_cluster_node_lost_is_reported_once_as_missing_with_its_entry(cluster):
+    """One chunk key of a cluster store gone (a node lost it): verify() names the entry and reports the
+    chunk once, as missing; it also reported its catalog record as damaged (checksum mismatch), which
+    it was not."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    with blobpad.open(_url(cluster, namespace=ns), cache_bytes=0) as store:
+        e = store.put(_text(1), session="s")
+        keep = store.put(_text(2), session="s")
+        names = sorted(_chunk_keys(cluster, ns))
+        client = cluster.client()
+        try:
+            gone = names[0]
+            client.delete(gone)
+        finally:
+            client.close()
+        report = store.verify()
+        chunk_hex = gone.decode().split(":")[-2]
+        owners = [x.id for x in (e, keep) if x.id in report.damaged_entries]
+        assert len(owners) == 1
+        assert [p for p in report.problems if chunk_hex in p] == [f"chunk {chunk_hex}: missing"]
+        assert not any("checksum mismatch" in p for p in report.problems)
+        with pytest.raises(blobpad.CorruptData, match=owners[0][:8]):
+            store.get(owners[0])
+
+
 def test_redis_errors_are_not_leaked_as_tracebacks(server):
     with pytest.raises(InvalidArgument):
         blobpad.open(server.url + "?namespace=" + "x" * 65)
