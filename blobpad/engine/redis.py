@@ -516,7 +516,8 @@ class RedisEngine:
     def _call(self, what: str, fn: Callable[[], T], seconds: float | None = None) -> T:
         """Run ``fn``, retrying transient errors with backoff for up to ``seconds`` (``retry_seconds``)."""
         seconds = self._retry_seconds if seconds is None else seconds
-        deadline = time.monotonic() + seconds
+        began = time.monotonic()
+        deadline = began + seconds
         delay = 0.02
         while True:
             self._check_open()
@@ -535,7 +536,7 @@ class RedisEngine:
                     ) from None
                 if time.monotonic() + delay > deadline:
                     raise Unavailable(
-                        f"the Redis server {self._shown} did not answer {what} within {seconds:g} s "
+                        f"the Redis server {self._shown} did not answer {what}: {_tried(began, seconds)} "
                         f"({type(exc).__name__}: {exc})"
                     ) from None
                 time.sleep(delay * (0.5 + random.random()))
@@ -1148,6 +1149,12 @@ def without_password(text: str) -> str:
     return re.sub(r"(://[^/@\s:]*):\S*@", r"\1:***@", text)  # to the last @: a password may hold one
 
 
+def _tried(began: float, seconds: float) -> str:
+    """How long a call was retried, as an error says it: the time it took (an attempt begun within
+    the ``seconds`` of retrying may take up to the socket ``timeout`` more), and the retrying's bound."""
+    return f"tried for {time.monotonic() - began:.1f} s (retrying for up to {seconds:g} s)"
+
+
 def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: float) -> Any:
     """A RedisCluster client of ``base`` (it asks a node for the cluster's slots at once),
     retried with backoff for ``seconds``: Unavailable when no node answers by then,
@@ -1156,7 +1163,8 @@ def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: flo
     from redis import exceptions as e
     from redis.cluster import RedisCluster
 
-    deadline = time.monotonic() + seconds
+    began = time.monotonic()
+    deadline = began + seconds
     delay = 0.02
     while True:
         try:
@@ -1173,7 +1181,7 @@ def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: flo
                 raise BlobpadError(f"the Redis Cluster at {shown} refused the credentials at open: {said}; check the "
                                    "user and password in the URL") from None
             if time.monotonic() + delay > deadline:
-                raise Unavailable(f"the Redis Cluster at {shown} did not answer at open within {seconds:g} s "
+                raise Unavailable(f"the Redis Cluster at {shown} did not answer at open: {_tried(began, seconds)} "
                                   f"({type(exc).__name__}: {said})") from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
@@ -1256,7 +1264,11 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     if path and not (path.isascii() and path.isdigit() and len(path) <= 5):
         raise InvalidArgument(f"{said!r}: the database is a number, as in redis://host:6379/0")
     tls = scheme.split("+")[0] in ("rediss", "valkeys")
-    base = urlunsplit(("rediss" if tls else "redis", parts.netloc, "/" + (path or "0"), "", ""))
+    netloc = parts.netloc
+    if not parts.hostname:  # redis:///0, redis://:6380/0: the host left out is localhost, as errors say
+        userinfo, at, port_part = netloc.rpartition("@")
+        netloc = userinfo + at + "localhost" + port_part
+    base = urlunsplit(("rediss" if tls else "redis", netloc, "/" + (path or "0"), "", ""))
     shown_netloc = f"{host}:{port}"
     shown = f"{'rediss' if tls else 'redis'}://{shown_netloc}/{path or '0'}"
     shown_target = urlunsplit((scheme, shown_netloc, "/" + (path or "0") if not cluster else "",
