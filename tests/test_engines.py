@@ -143,6 +143,13 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("lmdb:///tmp/blobpad-never/a\tb", "tab or a line break"),
         ("file:///tmp/blobpad-never/x\ny", "tab or a line break"),
         ("memory://a/b", "not a memory store"),
+        ("memory:", "not a store URL.*memory://"),  # it opened a store on disk named 'memory:' in the cwd
+        ("MEMORY:x", "not a store URL.*memory://"),
+        ("redis:/127.0.0.1:7000/0", "not a store URL.*redis://host:port/db"),
+        ("redis+cluster:x", "not a store URL.*redis\\+cluster://"),
+        ("lmdb:relative/path", "not a store URL.*lmdb:///absolute/path"),
+        ("file:relative", "not a store URL.*file:///absolute/path"),
+        ("file:/tmp/blobpad-never?x=1", "no query string"),
         (42, "path or a URL"),
         (b"/tmp/x", "path or a URL"),
     ],
@@ -159,6 +166,24 @@ def test_open_takes_the_target_by_position_or_keyword(tmp_path):
         assert s.path == str(tmp_path / "older-name")
     with pytest.raises(InvalidArgument, match="given twice"):
         blobpad.open("memory://", path="memory://")
+
+
+def test_a_url_of_one_slash_opens_that_absolute_directory_and_nothing_in_the_cwd(tmp_path, monkeypatch):
+    """file:/abs and lmdb:/abs (RFC 8089's file URL of one slash) open /abs; they, and memory:, opened a
+    directory named after the whole string under the working directory."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with blobpad.open(f"file:{tmp_path}/one%20slash") as s:
+        assert s.path == str(tmp_path / "one slash")
+    with blobpad.open(f"LMDB:{tmp_path}/plain") as s:
+        assert s.path == str(tmp_path / "plain")
+    with pytest.raises(InvalidArgument):
+        blobpad.open("memory:")
+    with blobpad.open("./memory:") as s:  # a directory of that name, said as a path
+        assert s.path.endswith("memory:")
+    assert sorted(p.name for p in work.iterdir()) == ["memory:"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "one slash", "plain"]
 
 
 def test_a_file_url_is_percent_decoded(tmp_path):

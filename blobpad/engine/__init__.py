@@ -60,6 +60,11 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
     if isinstance(text, bytes):
         raise InvalidArgument("a store path must be text, not bytes")
     scheme, sep, rest = text.partition("://")
+    if not sep:
+        lone = _lone_colon_url(text)  # memory:, file:/abs, redis:/x ...: a URL, not a directory of that name
+        if lone is not None:
+            _refuse_foreign("LMDB", text, options)
+            return acquire_lmdb(_url_path(text, lone), **options)
     if not sep or os.sep in scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
         _refuse_foreign("LMDB", text, options)
         return acquire_lmdb(text, **options)  # a plain path (a directory name may contain "://")
@@ -75,6 +80,30 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
     raise InvalidArgument(
         f"unknown store URL scheme {scheme!r} in {without_password(text)!r}: use a directory path, memory://, "
         "redis://host:port/db or redis+cluster://host:port"
+    )
+
+
+#: the schemes a target names, whatever the engine
+_SCHEMES = frozenset({"memory", "lmdb", "file", *SCHEMES})
+
+
+def _lone_colon_url(text: str) -> str | None:
+    """For a target that starts with a store URL's scheme and a colon but not ``://``: the
+    scheme, when it is ``file:/abs`` or ``lmdb:/abs`` (a file URL of one slash, RFC 8089: that
+    absolute directory); InvalidArgument for any other (``memory:``, ``redis:/x``); None for
+    a target that names no scheme (a directory path).  Such targets used to open a directory
+    named after the whole string under the working directory: ``memory:`` a store on disk."""
+    head, colon, tail = text.partition(":")
+    scheme = head.lower()
+    if not colon or scheme not in _SCHEMES:
+        return None
+    if scheme in ("lmdb", "file") and tail.startswith("/") and not tail.startswith("//"):
+        return scheme
+    example = {"memory": "memory:// or memory://NAME", "lmdb": "lmdb:///absolute/path",
+               "file": "file:///absolute/path"}.get(scheme, f"{scheme}://host:port/db")
+    raise InvalidArgument(
+        f"{without_password(text)[:200]!r} is not a store URL (a scheme and '://'): write {example}; for a "
+        f"directory of that name, write ./{head}:..."
     )
 
 
