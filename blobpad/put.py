@@ -28,7 +28,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from functools import partial
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import xxhash
 import zstandard
@@ -46,8 +46,6 @@ from .journal import head_record, process_token, rollback_pending
 
 __all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES"]
 
-
-T = TypeVar("T")
 
 _BLOCK = 8 << 20          # bytes read from a file or stream at a time
 #: a block of a buffered stream (a pipe) is handed on once this many seconds passed since its
@@ -579,7 +577,7 @@ class PutWriter:
                 bump(txn, **counts)
             return final_keys, counts.get("stored_bytes", 0)
 
-        final, added = store.write(txn_fn)
+        final, added = store._backend.write(txn_fn)
         self._stamped = time.monotonic()
         self.new_stored += added
         self._written = True
@@ -649,7 +647,7 @@ class PutWriter:
             self._check_journal(txn, batches)
             txn.put("pending", self.raw_id + b"H", head_record(token, stamp))
 
-        self.store.write(txn_fn)
+        self.store._backend.write(txn_fn)
         self._stamped = time.monotonic()
 
     def _check_journal(self, txn: WriteTxn, batches: int) -> None:
@@ -781,10 +779,8 @@ class Putter:
     """
 
     def __init__(self, engine: Checked, codec: Codec, catalog: Catalog, chunk_params: ChunkParams,
-                 now: Callable[[], float], cap: Callable[[ReadTxn], int | None], filters: bool = False,
-                 room: Callable[[], int] = lambda: 0) -> None:
+                 now: Callable[[], float], cap: Callable[[ReadTxn], int | None], filters: bool = False) -> None:
         self._backend = engine
-        self._room = room
         self._codec = codec
         self._catalog = catalog
         self.chunk_params = chunk_params
@@ -792,18 +788,6 @@ class Putter:
         self._cap = cap
         self.filters = filters
         self._group = GroupCommit()
-
-    def write(self, fn: Callable[[WriteTxn], T]) -> T:
-        """Commit one of a put's transactions (``engine.write(fn)``); when the store is full,
-        once more after ``room()`` removed what had expired.  A full store (a Redis server at
-        its ``maxmemory``, LMDB at ``max_map_size``) refused every put until someone ran
-        gc(), however much had expired: the sweep that frees it follows a put that succeeded."""
-        try:
-            return self._backend.write(fn)
-        except StoreFull:
-            if not self._room():
-                raise
-            return self._backend.write(fn)
 
     def put(
         self, data: object, *, kind: str | None, session: str, turn: str | int | None, ttl: float | None,
@@ -896,7 +880,7 @@ class Putter:
                 )
             return None
 
-        return self.write(txn_fn)
+        return self._backend.write(txn_fn)
 
     def _twin_kinds(self, size: int, sha: str) -> set[str]:
         """The kinds ("text", "binary") of the sound entries holding exactly this content."""
@@ -981,7 +965,7 @@ class Putter:
             self._catalog.evict_for(txn, raw_id, cap)  # only now: a put that fails evicts nothing
             return entry, keys, counts.get("stored_bytes", 0)
 
-        entry, keys, added = self._group.write(self.write, txn_fn)
+        entry, keys, added = self._group.write(self._backend.write, txn_fn)
         writer.keys.extend(keys)
         writer.new_stored += added
         return entry

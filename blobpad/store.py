@@ -241,7 +241,8 @@ class Store(ReadsMixin):
             if settings.get("filters") is not False and prefilter.FAST:
                 self._reader.keep_filters = self._keep_filters
             self._putter = Putter(self._backend, self._codec, self._catalog, self.chunk_params, self.now, self._cap,
-                                  filters=self.filters, room=self._make_room)
+                                  filters=self.filters)
+            self._backend.room = self._make_room  # a write refused as full: what expired goes, then it runs again
             recover(self._backend, self.now)
             # time.monotonic() of the next sweep after a put (see _sweep): not before a store has been open
             # for SWEEP_SECONDS, so that a short-lived process (a CLI command) only does what it was asked
@@ -453,7 +454,7 @@ class Store(ReadsMixin):
         return entry
 
     def _make_room(self) -> int:
-        """Remove what has expired for a put the store refused as full (:func:`blobpad.maintenance.make_room`)."""
+        """Remove what has expired for a write the store refused as full (:func:`blobpad.maintenance.make_room`)."""
         return maintenance.make_room(self._backend, self._catalog, self.now())
 
     def _sweep(self) -> None:

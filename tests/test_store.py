@@ -841,6 +841,25 @@ def test_a_full_store_whose_entries_expired_takes_the_next_put_without_gc(tmp_pa
         assert s.verify().ok
 
 
+def test_a_notepad_write_to_a_full_store_whose_entries_expired_goes_through_without_gc(tmp_path):
+    """Every write of the store makes room the same way, not puts alone: a notepad write to a
+    store at its ceiling whose entries have expired removes them and is kept."""
+    now = [1_800_000_000.0]
+    with blobpad.open(tmp_path / "ceiling", map_size=1 << 20, max_map_size=8 << 20, clock=lambda: now[0]) as s:
+        with pytest.raises(StoreFull, match="max_map_size"):
+            for i in range(100):
+                s.put(_rand(256 << 10, i), session="s", ttl=60)
+        pad = s.notepad("s")
+        text = _rand(450_000, 7).hex()  # 900 KB that compresses to half: more than the store has left
+        with pytest.raises(StoreFull):  # nothing expired yet: full is full
+            pad.write(text)
+        now[0] += 61
+        pad.write(text)
+        assert pad.read() == text
+        assert s.stats().entries == 0
+        assert s.verify().ok
+
+
 # -- errors ----------------------------------------------------------------------------------------
 
 

@@ -40,7 +40,7 @@ from typing import Any, Protocol, TypeVar
 
 import xxhash
 
-from ..errors import HINT_VERIFY, BlobpadError, CorruptData, InvalidArgument
+from ..errors import HINT_VERIFY, BlobpadError, CorruptData, InvalidArgument, StoreFull
 from ..forks import reset_in_child
 
 __all__ = [
@@ -395,13 +395,20 @@ class _Gate:
 
 
 class Checked:
-    """An engine seen through the integrity checks: ``read()`` and ``write(fn)`` give checked txns."""
+    """An engine seen through the integrity checks: ``read()`` and ``write(fn)`` give checked txns.
 
-    __slots__ = ("engine", "_gate")
+    ``room``: what the store does when a write is refused as full (a Redis server at its
+    ``maxmemory``, LMDB at ``max_map_size``): remove what has expired and return how much
+    went (the store sets :func:`blobpad.maintenance.make_room`); the write then runs once
+    more.  Every write of the store goes through here, puts and notepads alike, so none
+    is refused while expired records hold the room it needs."""
+
+    __slots__ = ("engine", "_gate", "room")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._gate = _Gate()
+        self.room: Callable[[], int] | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -412,11 +419,17 @@ class Checked:
         return _CheckedRead(self.engine, self._gate)
 
     def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
-        """Run ``fn`` on a checked write transaction and commit."""
+        """Run ``fn`` on a checked write transaction and commit; when the store is full, once more
+        after ``room()`` freed something (not for a write that frees: it is let through)."""
         gate = self._gate
         gate.enter()
         try:
-            return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
+            try:
+                return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
+            except StoreFull:
+                if frees or self.room is None or not self.room():
+                    raise
+                return self.engine.write(lambda raw: fn(WriteTxn(raw)), frees=frees)
         finally:
             gate.leave()
 
