@@ -359,6 +359,21 @@ def test_seed003_write_read_defaults_and_overwrite(store):
     assert store.stat(w2["scratchpad_id"]).expires_at is None        # session-long, like the seed
 
 
+def test_seed003_list_cut_to_its_cap_keeps_the_newest_entries(store):
+    """seed003's scratchpad_list takes no arguments, so a long session's listing is cut at its cap: it keeps
+    the newest entries (oldest first among them) and says how many older ones it left out.  It kept the
+    oldest, and the outputs an agent had just saved were the ones it could not see."""
+    tb = Toolbox(store, session="long", profile="seed003")
+    for i in range(1, 401):
+        store.put(f"output {i}\n", session="long", name=f"execute_command_{i}")
+    listed = tb.call("scratchpad_list", {})
+    names = [x["name"] for x in listed["entries"]]
+    assert listed["truncated"] and listed["count"] == 400 and 0 < len(names) < 400, listed.get("notice")
+    assert names == [f"execute_command_{i}" for i in range(401 - len(names), 401)]
+    assert listed["notice"].startswith(f"{400 - len(names)} older entries not shown")
+    assert "skip" not in listed["notice"] and "next" not in listed  # nothing to page with: the seed's tool has none
+
+
 def test_seed003_regex_returns_at_most_100_matching_lines(store):
     text = _log(120_000, seed=4)
     tb = Toolbox(store, session="s", profile="seed003")

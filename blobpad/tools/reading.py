@@ -200,13 +200,17 @@ def list_result(tb: ToolContext, budget: int, skip: int, describe: Callable[[Ent
     entries = tb.entries()
     rows: list[dict[str, Any]] = []
     used = 0
-    for e in entries[skip:]:
+    # a listing that cannot page (a profile whose list tool takes no arguments) keeps the newest entries
+    # that fit, oldest first: the outputs an agent most likely wants are its latest ones
+    for e in entries[skip:] if next_tool_args else reversed(entries):
         row = describe(e)
         size = result_size(row) + 2
         if rows and used + size > budget:
             break
         rows.append(row)
         used += size
+    if not next_tool_args:
+        rows.reverse()
     result: dict[str, Any] = {"ok": True, "count": len(entries), "entries": rows}
     rest = len(entries) - skip - len(rows)
     if rest > 0:
@@ -215,7 +219,8 @@ def list_result(tb: ToolContext, budget: int, skip: int, describe: Callable[[Ent
             result["next"] = {"skip": skip + len(rows)}
             result["notice"] = f"{rest} more entries not shown; call again with skip={skip + len(rows)}."
         else:
-            result["notice"] = f"{rest} more entries not shown (output capped); delete the ones you no longer need."
+            result["notice"] = (f"{rest} older entries not shown (output capped: these are the newest); delete the "
+                                "ones you no longer need.")
     else:
         result["truncated"] = False
     return result
