@@ -445,16 +445,16 @@ def sweep(engine: Checked, catalog: Catalog, now: float) -> int:
     return int(engine.write(txn_fn, frees=True))
 
 
-#: at most this many sweeps (each up to SWEEP_LIMIT entries) make room for one refused put
+#: at most this many sweeps (each up to SWEEP_LIMIT entries) make room for one refused write
 ROOM_SWEEPS = 256
 
 
 def make_room(engine: Checked, catalog: Catalog, now: float) -> int:
-    """Remove what has expired, for a put a full store refused: :func:`sweep` again and again
-    until less than a whole batch was due (at most :data:`ROOM_SWEEPS` times, so a refused
-    put waits a bounded time); return how many entries and notepad records went (0: the
-    store holds nothing expired, the put cannot be helped).  Each sweep is a freeing
-    transaction, which a full store lets through."""
+    """Remove what has expired, for a write a full store refused (:attr:`Checked.room`):
+    :func:`sweep` again and again until less than a whole batch was due (at most
+    :data:`ROOM_SWEEPS` times, so a refused write waits a bounded time); return how many
+    entries and notepad records went (0: the store holds nothing expired, the write cannot
+    be helped).  Each sweep is a freeing transaction, which a full store lets through."""
     total = 0
     for _ in range(ROOM_SWEEPS):
         n = sweep(engine, catalog, now)
@@ -462,9 +462,9 @@ def make_room(engine: Checked, catalog: Catalog, now: float) -> int:
         if n < SWEEP_LIMIT:
             break
     if total:
-        # one more commit, gc()'s folding of the counters the sweeps changed: LMDB reuses the pages a
-        # commit freed only from the second commit after it (the last one may still be read), so the
-        # put tried again next finds the sweeps' pages free
+        # one more commit, gc()'s folding of the counters shards the sweeps wrote (so there is one to
+        # fold): LMDB reuses the pages a commit freed only from the second commit after it (the last
+        # one may still be read), so the write tried again next finds the sweeps' pages free
         engine.write(_fold_counters, frees=True)
     return total
 

@@ -97,7 +97,7 @@ def _lone_colon_url(text: str) -> str | None:
     scheme = head.lower()
     if not colon or scheme not in _SCHEMES:
         return None
-    if scheme in ("lmdb", "file") and tail.startswith("/") and not tail.startswith("//"):
+    if scheme in ("lmdb", "file") and tail.startswith("/"):  # not "//": the text holds no "://"
         return scheme
     example = {"memory": "memory:// or memory://NAME", "lmdb": "lmdb:///absolute/path",
                "file": "file:///absolute/path"}.get(scheme, f"{scheme}://host:port/db")
