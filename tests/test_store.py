@@ -815,16 +815,28 @@ def test_map_ceiling_raises_store_full_and_rolls_back(tmp_path):
         assert s.get(s.put("still usable").id) == "still usable"
 
 
+def _full_of_expiring(path, now: list[float]) -> tuple[blobpad.Store, list[str]]:
+    """A store at an 8 MiB max_map_size ceiling on the clock ``now[0]``, filled with 256 KB entries
+    that expire in 60 s until it said StoreFull; the ids put."""
+    s = blobpad.open(path, map_size=1 << 20, max_map_size=8 << 20, clock=lambda: now[0])
+    ids: list[str] = []
+    try:
+        with pytest.raises(StoreFull, match="max_map_size"):
+            for i in range(100):
+                ids.append(s.put(_rand(256 << 10, i), session="s", ttl=60).id)
+    except BaseException:
+        s.close()
+        raise
+    return s, ids
+
+
 def test_a_full_store_whose_entries_expired_takes_the_next_put_without_gc(tmp_path):
     """A store at its max_map_size ceiling whose entries have all expired: the next put removes them
     and fits.  It was refused until someone ran gc(), since the sweep that frees what expired
     followed a put that succeeded.  Live entries are never removed to make room."""
     now = [1_800_000_000.0]
-    with blobpad.open(tmp_path / "ceiling", map_size=1 << 20, max_map_size=8 << 20, clock=lambda: now[0]) as s:
-        ids: list[str] = []
-        with pytest.raises(StoreFull, match="max_map_size"):
-            for i in range(100):
-                ids.append(s.put(_rand(256 << 10, i), session="s", ttl=60).id)
+    s, ids = _full_of_expiring(tmp_path / "ceiling", now)
+    with s:
         assert len(ids) >= 4
         now[0] += 61
         e = s.put(_rand(256 << 10, 1000), session="s")  # fits: what expired went
@@ -845,10 +857,8 @@ def test_a_notepad_write_to_a_full_store_whose_entries_expired_goes_through_with
     """Every write of the store makes room the same way, not puts alone: a notepad write to a
     store at its ceiling whose entries have expired removes them and is kept."""
     now = [1_800_000_000.0]
-    with blobpad.open(tmp_path / "ceiling", map_size=1 << 20, max_map_size=8 << 20, clock=lambda: now[0]) as s:
-        with pytest.raises(StoreFull, match="max_map_size"):
-            for i in range(100):
-                s.put(_rand(256 << 10, i), session="s", ttl=60)
+    s, _ = _full_of_expiring(tmp_path / "ceiling", now)
+    with s:
         pad = s.notepad("s")
         text = _rand(450_000, 7).hex()  # 900 KB that compresses to half: more than the store has left
         with pytest.raises(StoreFull):  # nothing expired yet: full is full

@@ -202,7 +202,7 @@ def list_result(tb: ToolContext, budget: int, skip: int, describe: Callable[[Ent
     used = 0
     # a listing that cannot page (a profile whose list tool takes no arguments) keeps the newest entries
     # that fit, oldest first: the outputs an agent most likely wants are its latest ones
-    for e in entries[skip:] if next_tool_args else reversed(entries):
+    for e in entries[skip:] if next_tool_args else reversed(entries[skip:]):
         row = describe(e)
         size = result_size(row) + 2
         if rows and used + size > budget:
