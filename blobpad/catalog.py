@@ -368,32 +368,45 @@ class Catalog:
         (None: none, grep and count read every chunk).
         ``counts`` are more counter changes of the same transaction (the chunks it
         created), written with the entry's in one update of the counters.
-        ``replaces``: the id the name must still name (an edit of that entry); when
-        another writer put the name again or deleted the entry since, raise Conflict.
+        ``replaces``: the id the name must still name, live (an edit of that entry); when
+        another writer put the name again or deleted the entry since, or it expired,
+        raise Conflict; the new entry expires when that one does at this commit (``ttl``
+        is not used), so a ``touch()`` made during the edit is kept.
         :data:`NAME_FREE` instead: the name must name no live entry (``Store.put(...,
-        exclusive=True)``), else Conflict.
+        exclusive=True)``), else Conflict.  Live means live when this transaction
+        commits, by the store's clock, not when the put began.
         """
         first_created = created
+        expires = None if ttl is None else created + ttl
         if name is not None:
+            editing = replaces is not None and replaces != NAME_FREE
             old = txn.get("names", name_key(session, name))
-            if replaces is not None and replaces != NAME_FREE and old != replaces:
-                raise Conflict(
-                    f"the entry named {name[:200]!r} was replaced or deleted by another writer while entry "
-                    f"{replaces.hex()} was being edited; nothing was changed: read it again and retry"
-                )
+            previous = None
             if old is not None:
                 replaced = get_or_damaged(txn, "entries", old)[1]
                 previous = None if replaced is None else decode_entry(replaced)
-                if previous is not None and (previous.expires_at is None or previous.expires_at > created):
-                    if replaces == NAME_FREE:
-                        raise Conflict(
-                            f"the session already has an entry named {name[:200]!r} (entry {old.hex()}); nothing "
-                            "was stored", hint=HINT_NAME_TAKEN,
-                        )
-                    first_created = previous.created_at  # the name lives on: so does its creation time
+                # live as of this commit, not as of the put's start: a slow put must not
+                # take a name whose entry expired meanwhile for a live one
+                now = max(created, self._now())
+                if previous is not None and previous.expires_at is not None and previous.expires_at <= now:
+                    previous = None
+            if editing and (old != replaces or previous is None):
+                raise Conflict(
+                    f"the entry named {name[:200]!r} was replaced, deleted or expired while entry "
+                    f"{replaces.hex()} was being edited; nothing was changed: read it again and retry"  # type: ignore[union-attr]
+                )
+            if previous is not None:
+                if replaces == NAME_FREE:
+                    raise Conflict(
+                        f"the session already has an entry named {name[:200]!r} (entry {old.hex()}); nothing "  # type: ignore[union-attr]
+                        "was stored", hint=HINT_NAME_TAKEN,
+                    )
+                first_created = previous.created_at  # the name lives on: so does its creation time
+                if editing:  # an edit expires when the entry does as it stands now (a touch() meanwhile counts)
+                    expires = previous.expires_at
+            if old is not None:
                 self.delete_in(txn, old)
         seq = self._sequencer.next(created)
-        expires = None if ttl is None else created + ttl
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
             size_bytes=size, chars=chars, lines=lines, created_at=first_created, expires_at=expires,

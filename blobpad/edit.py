@@ -19,9 +19,10 @@ under the entry's session and name.  It never holds the entry in memory whole:
    and those of the old content that nothing else uses are freed when it is replaced.
 
 The new entry keeps the old one's session, name, turn, step, tool, meta, kind and
-``created_at`` (as any put of a name does), and its remaining time to live: it
-expires when the old one would have (to the time the edit took to count), and an
-entry without a TTL stays without one; ``updated_at`` is the time of the edit.  Its
+``created_at`` (as any put of a name does), and its expiry: it expires when the old
+one would have, as the old one stands when the edit commits (a ``touch()`` made while
+the edit ran is kept), and an entry without a TTL stays without one; ``updated_at``
+is the time of the edit.  Its
 id is new, as every put's is: find it again by its name (``Store.find``).
 
 Only named entries can be edited: an unnamed entry is known by its id alone, which
@@ -29,8 +30,8 @@ the edit cannot keep, and which others may hold (a model's context, an offload
 reference); put the edited content as a new entry instead.
 
 Concurrency: the put's final transaction checks that the name still names the entry
-that was read (``Catalog.commit_entry(replaces=...)``); if another writer put the
-name again, or the entry was deleted, meanwhile, the edit raises
+that was read and that it is still live (``Catalog.commit_entry(replaces=...)``); if
+another writer put the name again, or the entry was deleted or expired, meanwhile, the edit raises
 :class:`~blobpad.errors.Conflict` and writes nothing (also when the entry went away
 while the second pass read it: it is read by id, and an id's content never changes).  Crash safety is the put's: an
 edit killed at any point leaves the old entry as it was.

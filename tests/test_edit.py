@@ -279,6 +279,53 @@ def test_a_name_put_again_during_the_edit_is_a_conflict(store, when):
     assert store.verify().ok
 
 
+class _Meanwhile(Putter):
+    """A put pipeline that runs ``meanwhile()`` after the edit counted, before it commits."""
+
+    def __init__(self, store: blobpad.Store, meanwhile) -> None:
+        reader = Reader(store.engine, store.codec, store.now)
+        super().__init__(store.engine, store.codec, Catalog(reader, store.now), store.chunk_params, store.now,
+                         lambda txn: None)
+        self.reader, self.meanwhile = reader, meanwhile
+
+    def put(self, data, **fields):
+        self.meanwhile()
+        return super().put(data, **fields)
+
+
+@pytest.mark.parametrize("ttl", [None, 5.0, 500.0, 0.001])
+def test_an_expiry_changed_during_the_edit_is_kept(store_factory, ttl):
+    """A touch() of the entry while it is edited keeps its id, so the name check alone
+    cannot see it: the edit takes the expiry the entry has when the edit commits."""
+    t = [1_000_000.0]
+    s = store_factory(clock=lambda: t[0])
+    e = s.put("plan: draft\n", name="plan", session="s", ttl=60)
+    racing = _Meanwhile(s, lambda: s.touch(e.id, ttl=ttl))
+    done = edit_module.edit(racing.reader, racing, e.id, "draft", "final").entry
+    assert done.expires_at == (None if ttl is None else t[0] + ttl)
+    assert s.find("plan", session="s").expires_at == done.expires_at
+    t[0] += 61  # the expiry the edit began with has passed
+    assert s.exists(done.id) == (ttl is not None and ttl > 61 or ttl is None)
+
+
+def test_an_entry_that_expires_during_the_edit_is_a_conflict(store_factory):
+    t = [1_000_000.0]
+    s = store_factory(clock=lambda: t[0])
+    e = s.put("plan: draft\n", name="plan", session="s", ttl=60)
+    before = _footprint(s)
+
+    def expire() -> None:
+        t[0] += 60
+
+    racing = _Meanwhile(s, expire)
+    with pytest.raises(Conflict, match="replaced, deleted or expired.*nothing was changed"):
+        edit_module.edit(racing.reader, racing, e.id, "draft", "final")
+    after = _footprint(s)
+    assert after[1] == before[1] and after[3:] == before[3:]  # no chunk stored (the entry counts as expired)
+    with pytest.raises(NotFound):
+        s.find("plan", session="s")
+
+
 def test_the_store_is_unchanged_by_edits_that_put_the_same_text(store):
     e = store.put("same\n" * 10, name="n")
     before = _footprint(store)

@@ -354,6 +354,30 @@ def test_an_exclusive_put_never_replaces_a_live_name(store_factory):
         store.put("x", session="s", name="m", exclusive="yes")
 
 
+class _SlowSource:
+    """A binary file object whose every read takes ``seconds`` of the store's clock."""
+
+    def __init__(self, clock: list[float], parts: list[bytes], seconds: float) -> None:
+        self.clock, self.parts, self.seconds = clock, list(parts), seconds
+
+    def read(self, size: int = -1) -> bytes:
+        self.clock[0] += self.seconds
+        return self.parts.pop(0) if self.parts else b""
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_a_name_whose_entry_expires_during_a_put_is_free_when_it_commits(store_factory, exclusive):
+    """Live means live when the put commits, not when it began (Store.put's docstring)."""
+    clock = [1.8e9]
+    store = store_factory(clock=lambda: clock[0])
+    old = store.put("old plan\n", session="s", name="plan", ttl=5)
+    new = store.put(_SlowSource(clock, [b"new ", b"plan\n"], 3.0), session="s", name="plan", exclusive=exclusive)
+    assert store.get(store.find("plan", session="s").id) == "new plan\n" == store.get(new.id)
+    assert not store.exists(old.id)
+    assert new.created_at == 1.8e9  # its own: the name's old entry was dead, its creation time went with it
+    assert store.stats().entries == 1 and store.verify().ok
+
+
 def test_seed003_preview(store):
     text = _log(40_000, seed=11)
     out = Offloader(store, policy="seed003").offload({"content": text, "cmd": "make"}, session="s", turn=1,
