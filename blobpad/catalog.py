@@ -25,7 +25,7 @@ from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
 from .engine.base import SEAL_SIZE, prefix_end
 from .errors import HINT_MAX_BYTES, HINT_NAME_TAKEN, Conflict, CorruptData, StoreFull
-from .index import NEVER, Entry, Sequencer, decode_entry, expiry_key, name_key, scope_key, seq_key
+from .index import NEVER, Entry, Sequencer, decode_entry, expiry_id, expiry_key, name_key, scope_key, seq_key
 from .view import Reader, ahead
 
 __all__ = [
@@ -84,7 +84,7 @@ def purge_index(txn: WriteTxn, raw_id: bytes) -> None:
         doomed.extend((space, key) for key, value in txn.scan(space, on_damage=lambda k, sp=space: doomed.append((sp, k)))
                       if value == raw_id)
     doomed.extend(("expiry", key) for key, _ in txn.scan("expiry", on_damage=lambda k: doomed.append(("expiry", k)))
-                  if key[8:] == raw_id)
+                  if expiry_id(key) == raw_id)
     doomed.extend(("digests", key) for key, _ in txn.scan("digests", on_damage=lambda k: doomed.append(("digests", k)))
                   if key[40:] == raw_id)
     for space, key in doomed:
@@ -107,10 +107,16 @@ def _legacy_seq_keys(e: Entry) -> list[tuple[str, bytes]]:
     return [(space, prefix + seq_key(e.seq)) for space, prefix in keys]
 
 
+def _expiry_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
+    """Entry ``e``'s key in the ``expiry`` index, in either layout (:func:`expiry_key`: a
+    store written before the sequence was part of it has the other)."""
+    us = expiry_us(e.expires_at)
+    return [("expiry", expiry_key(us, raw_id, e.seq)), ("expiry", expiry_key(us, raw_id))]
+
+
 def _dated_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
     """Entry ``e``'s keys in the ``expiry`` and ``digests`` indexes (the latter only where it was indexed)."""
-    return [("expiry", expiry_key(expiry_us(e.expires_at), raw_id)),
-            ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
+    return [*_expiry_keys(e, raw_id), ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
 
 
 def _chunk_list(txn: ReadTxn, raw_id: bytes) -> Manifest | None:
@@ -180,8 +186,8 @@ def due(
     same microsecond is left out (reads still see it).  A networked engine is asked for
     the entries' records one, then 256 at a time (one request each)."""
     keys: Iterator[bytes] = (key for key, _ in txn.scan("expiry", b"", _due_stop(now), on_damage=on_damage))
-    for key in ahead(txn, keys, lambda key: key[8:]):
-        raw = get_or_damaged(txn, "entries", key[8:])[1]
+    for key in ahead(txn, keys, expiry_id):
+        raw = get_or_damaged(txn, "entries", expiry_id(key))[1]
         e = decode_entry(raw) if raw is not None else None
         if e is not None and e.expires_at is not None and e.expires_at > now:
             continue
@@ -197,7 +203,7 @@ def prefetch_due(txn: ReadTxn, now: float, limit: int) -> None:
     :func:`due` reads (:func:`prefetch_deletes`); a no-op on local engines."""
     if txn.networked:
         rows = itertools.islice(txn.scan("expiry", b"", _due_stop(now), on_damage=lambda key: None), limit)
-        prefetch_deletes(txn, [key[8:] for key, _ in rows])
+        prefetch_deletes(txn, [expiry_id(key) for key, _ in rows])
 
 
 def counters(txn: ReadTxn) -> dict[str, int]:
@@ -420,7 +426,7 @@ class Catalog:
         txn.put("by_scope", scope_key(session) + seq_key(seq, raw_id), raw_id)
         if turn is not None:
             txn.put("by_scope", scope_key(session, turn) + seq_key(seq, raw_id), raw_id)
-        txn.put("expiry", expiry_key(expiry_us(expires), raw_id), b"")
+        txn.put("expiry", expiry_key(expiry_us(expires), raw_id, seq), b"")
         if size > WHOLE_DEDUP:  # only larger content is looked for whole (blobpad.put)
             txn.put("digests", digest_key(size, sha256, raw_id), b"")
         if name is not None:
@@ -462,10 +468,11 @@ class Catalog:
         entry = None if raw is None else decode_entry(raw)
         if entry is None or (entry.expires_at is not None and entry.expires_at <= self._now()):
             return None
-        txn.delete("expiry", expiry_key(expiry_us(entry.expires_at), raw_id))
+        for space, key in _expiry_keys(entry, raw_id):
+            txn.delete(space, key)
         entry = dataclasses.replace(entry, expires_at=expires)
         txn.put("entries", raw_id, entry.encode())
-        txn.put("expiry", expiry_key(expiry_us(expires), raw_id), b"")
+        txn.put("expiry", expiry_key(expiry_us(expires), raw_id, entry.seq), b"")
         return entry
 
     def delete_in(self, txn: WriteTxn, raw_id: bytes) -> tuple[int, int]:
@@ -508,7 +515,8 @@ class Catalog:
 
     def evict_for(self, txn: WriteTxn, keep: bytes, cap: int | None) -> None:
         """Evict the entries closest to expiry until the stored bytes fit under ``cap``
-        (``max_bytes`` as ``txn`` reads it).
+        (``max_bytes`` as ``txn`` reads it); among entries that expire together (those
+        without a TTL, or put at one instant with one TTL), the oldest put first.
 
         Runs in the final transaction of a put (``keep`` is its id), whose chunks are
         already counted, never in its batches: a put that fails has evicted nothing.
@@ -522,8 +530,8 @@ class Catalog:
         while tried <= _EVICT_MAX:  # the entries closest to expiry, a batch at a time (as many as it takes)
             victims, last = [], None
             for last, _ in txn.scan("expiry", start):
-                if last[8:] != keep:
-                    victims.append(last[8:])
+                if expiry_id(last) != keep:
+                    victims.append(expiry_id(last))
                 if len(victims) >= batch:
                     break
             batch = min(4 * batch, _EVICT_BATCH)  # most puts evict one or two: ask for few first

@@ -28,8 +28,8 @@ from typing import Any
 from .errors import InvalidArgument
 
 __all__ = [
-    "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key", "NEVER",
-    "decode_entry", "seq_key", "Sequencer",
+    "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key",
+    "expiry_id", "NEVER", "decode_entry", "seq_key", "Sequencer",
 ]
 
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
@@ -99,9 +99,19 @@ def name_key(session: str, name: str) -> bytes:
     return _part(session) + _part(name)
 
 
-def expiry_key(expires_us: int, raw_id: bytes) -> bytes:
-    """The ``expiry`` key: big-endian microseconds, then the id."""
-    return expires_us.to_bytes(8, "big") + raw_id
+def expiry_key(expires_us: int, raw_id: bytes, seq: int | None = None) -> bytes:
+    """The ``expiry`` key: big-endian microseconds, the entry's creation sequence, then the id.
+
+    The sequence orders the entries that expire together (all those without a TTL, or
+    put at one instant with one TTL) oldest first, as eviction takes them.  Stores
+    written before it was part of the key have keys without it (``seq=None``); both
+    end with the id (:func:`expiry_id`)."""
+    return expires_us.to_bytes(8, "big") + (b"" if seq is None else seq.to_bytes(8, "big")) + raw_id
+
+
+def expiry_id(key: bytes) -> bytes:
+    """The entry id an ``expiry`` key ends with (either layout of :func:`expiry_key`)."""
+    return key[-8:]
 
 
 def seq_key(seq: int, raw_id: bytes = b"") -> bytes:

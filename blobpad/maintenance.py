@@ -44,7 +44,7 @@ from .chunking import KEY_SIZE, Manifest
 from .codec import Codec
 from .engine import SPACES, Checked, ReadTxn, WriteTxn
 from .errors import BlobpadError, CorruptData, Unavailable
-from .index import decode_entry, expiry_key, name_key
+from .index import decode_entry, expiry_id, expiry_key, name_key
 
 __all__ = ["GcReport", "VerifyReport", "gc", "sweep", "SWEEP_LIMIT", "verify", "repair_refs"]
 
@@ -161,7 +161,8 @@ class Verifier:
                 continue
             for space, key in seq_index_keys(self.txn, e, raw_id):
                 want[space][key] = raw_id
-            want["expiry"][expiry_key(expiry_us(e.expires_at), raw_id)] = b""
+            key, legacy = expiry_key(expiry_us(e.expires_at), raw_id, e.seq), expiry_key(expiry_us(e.expires_at), raw_id)
+            want["expiry"][legacy if legacy in records["expiry"] and key not in records["expiry"] else key] = b""
             digest = digest_key(e.size_bytes, e.sha256, raw_id)
             if e.size_bytes > WHOLE_DEDUP or digest in records["digests"]:  # smaller: indexed by older stores
                 want["digests"][digest] = b""
@@ -408,8 +409,8 @@ def _remove_due(txn: WriteTxn, catalog: Catalog, now: float, limit: int) -> tupl
     damaged_keys: list[bytes] = []
     prefetch_due(txn, now, limit)
     for key, _ in due(txn, now, damaged_keys.append):
-        c, b = catalog.delete_in(txn, key[8:])
-        if not c and not b and not get_or_damaged(txn, "entries", key[8:])[0]:
+        c, b = catalog.delete_in(txn, expiry_id(key))
+        if not c and not b and not get_or_damaged(txn, "entries", expiry_id(key))[0]:
             txn.delete("expiry", key)
         n += 1
         chunks += c

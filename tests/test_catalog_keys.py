@@ -163,8 +163,12 @@ def test_creation_order_survives_a_clock_that_stands_still(store_factory):
 def _make_legacy(store: blobpad.Store) -> None:
     """Rewrite the store as a blobpad before this change wrote it: sequences 1, 2, ... in the
     entry records and as the 8-byte ``by_seq`` and ``by_scope`` keys, one counters record
-    with the sequence in it, and every entry in the ``digests`` index."""
+    with the sequence in it, every entry in the ``digests`` index, and ``expiry`` keys
+    without the sequence."""
     def fn(txn: Any) -> None:
+        for key, _ in list(txn.scan("expiry")):
+            txn.delete("expiry", key)
+            txn.put("expiry", key[:8] + key[-8:], b"")
         rows = sorted(((k, v) for k, v in txn.scan("by_seq")), key=lambda kv: kv[0])
         totals = saved_counters(txn)
         for key, _ in list(txn.scan("meta", b"counters", b"counters;")):

@@ -726,6 +726,55 @@ def test_max_bytes_evicts_entries_closest_to_expiry_first(store_factory):
     assert s.verify().ok
 
 
+@pytest.mark.parametrize("ttl", [None, 600.0])
+def test_entries_that_expire_together_are_evicted_oldest_first(store_factory, ttl):
+    """Entries without a TTL (or put at one instant with one TTL) expire together: the
+    oldest put goes first, never a random one of them (ids are random)."""
+    t = [5_000.0]
+    size = 2_000
+    s = store_factory(clock=lambda: t[0])
+    first = [s.put(_rand(size, i), ttl=ttl) for i in range(40)]  # the clock stands still: all expire together
+    cap = s.stats().stored_bytes
+    store_factory(clock=lambda: t[0], max_bytes=cap).close()  # the same store: the cap is saved in it
+    capped = s  # (one handle: its sequence goes on where it was, the clock standing still)
+    later = [capped.put(_rand(size, 100 + i), ttl=ttl) for i in range(25)]
+    survivors = [e for e in first + later if capped.exists(e.id)]
+    assert survivors == (first + later)[25:]  # exactly the 25 oldest went, in the order they were put
+    touched = capped.touch(first[30].id, ttl=ttl)  # a touch keeps the entry's place among its peers
+    assert touched.expires_at == (None if ttl is None else t[0] + ttl)
+    capped.put(_rand(size, 999), ttl=ttl)
+    assert not capped.exists(first[25].id) and capped.exists(first[30].id)
+    assert capped.verify().ok
+
+
+def test_expiry_keys_of_older_stores_are_still_found(store_factory):
+    """An expiry index key without the creation sequence (stores written before it was
+    part of the key) is still deleted, swept, touched and verified as its entry's."""
+    t = [5_000.0]
+    s = store_factory(clock=lambda: t[0])
+    es = [s.put(f"entry {i}\n" * 50, ttl=10.0 * (i + 1)) for i in range(4)]
+    raw = [bytes.fromhex(e.id) for e in es]
+
+    def to_legacy(txn):
+        for key, _ in list(txn.scan("expiry")):
+            txn.delete("expiry", key)
+            txn.put("expiry", key[:8] + key[-8:], b"")
+
+    s.engine.write(to_legacy)
+    assert s.verify().ok
+    with s.engine.read() as txn:
+        assert sorted(k[-8:] for k, _ in txn.scan("expiry")) == sorted(raw)
+        assert {len(k) for k, _ in txn.scan("expiry")} == {16}
+    s.delete(es[0].id)
+    s.touch(es[1].id, ttl=None)
+    t[0] += 35  # es[2] has expired, es[3] not yet
+    assert s.gc().entries == 1
+    assert [s.exists(e.id) for e in es] == [False, True, False, True]
+    with s.engine.read() as txn:
+        assert sorted(k[-8:] for k, _ in txn.scan("expiry")) == sorted(raw[1::2])
+    assert s.verify().ok
+
+
 def test_one_put_evicts_across_many_batches_in_expiry_order(store_factory):
     """A put that needs the room of more entries than one batch of victims (64) evicts
     them in expiry order across batches, and only as many as it takes."""
