@@ -824,7 +824,9 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
         import mcp  # noqa: F401 - the optional extra, imported only here
     except ImportError:
-        raise UsageError("the MCP server needs the mcp extra: install blobpad[mcp] (pip install 'blobpad[mcp]')") from None
+        raise UsageError(
+            "the MCP server needs the mcp extra: pip install 'blobpad[mcp]' (in a checkout of blobpad: pip install '.[mcp]')"
+        ) from None
     from . import mcp_server
 
     mcp_server.run(args)
@@ -1006,7 +1008,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "mcp", _cmd_mcp, "run the MCP server on stdio (needs blobpad[mcp])",
         "blobpad mcp --session agent-1 --allow ~/project --allow /tmp", common,
         description="Run the Model Context Protocol server on stdin/stdout, so that an agent can offload "
-        "and read observations. Needs the extra: pip install 'blobpad[mcp]'.",
+        "and read observations. Needs the extra: pip install 'blobpad[mcp]' (in a checkout: pip install '.[mcp]').",
     )
     from . import mcp_server  # its options are defined there once, for both ways to start the server
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import IO, TypeVar
 
 from . import sample
+from .engine import env_target
 from .offload import Offloader
 from .store import Store
 from .store import open as open_store
@@ -55,7 +56,10 @@ def run(db: str | None = None, *, size: int = 6 << 20, out: IO[str] | None = Non
     def say(text: str = "") -> None:
         out.write(text + "\n")
 
-    prefix = "blobpad" if db is None else f"blobpad --db {shlex.quote(db)}"
+    # a store named by the environment is named on the commands too: they work in a shell
+    # where it was set for the demo alone (BLOBPAD_STORE=... blobpad demo) as in one that exported it
+    named = db if db is not None else env_target()
+    prefix = "blobpad" if named is None else f"blobpad --db {shlex.quote(named)}"
     with open_store(db) as store, tempfile.TemporaryDirectory(prefix="blobpad-demo-") as tmp:
         say(f"blobpad demo: store {store.path}")
         say()

@@ -57,7 +57,9 @@ def _require_mcp() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        raise BlobpadError("the MCP server needs the mcp extra: pip install 'blobpad[mcp]'") from None
+        raise BlobpadError(
+            "the MCP server needs the mcp extra: pip install 'blobpad[mcp]' (in a checkout of blobpad: pip install '.[mcp]')"
+        ) from None
 
 
 def build_server(toolbox: Toolbox, *, name: str = "blobpad") -> Any:

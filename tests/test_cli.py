@@ -916,6 +916,16 @@ def test_demo_on_the_default_store_and_every_command_it_prints_works(tmp_path):
     assert json.loads(ok(bp("ls", "--json", db=other))) == []  # the last command printed deletes the entry
 
 
+@pytest.mark.parametrize("var", ["BLOBPAD_STORE", "BLOBPAD_DIR"])
+def test_a_demo_on_a_store_set_for_it_alone_prints_commands_that_name_it(tmp_path, var):
+    """``BLOBPAD_STORE=DIR blobpad demo``: the variable is gone in the next command, so
+    the commands printed name the store with --db (they work in a plain shell)."""
+    store = tmp_path / "one-off store"
+    out = ok(bp("demo", "--size", str(1 << 20), env=_env(**{var: str(store)}))).decode()
+    assert f"store {store}" in out
+    _run_printed_commands(out, store)  # each run without the variable
+
+
 def _run_printed_commands(out: str, db: pathlib.Path) -> None:
     """Run every ``$ blobpad ...`` line the demo printed, as a user would, in order: each
     works, and prints what the demo showed under it (when it showed something)."""

@@ -28,19 +28,27 @@ from .redis import REDIS_OPTIONS, SCHEMES, acquire_redis, without_password  # re
 
 __all__ = [
     "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
-    "default_target", "LMDB_OPTIONS",
+    "default_target", "env_target", "LMDB_OPTIONS",
 ]
 
 #: the environment variable naming the default store (a path or a URL)
 ENV_VAR = "BLOBPAD_STORE"
 
 
-def default_target() -> str:
-    """``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the platform's user data directory."""
+def env_target() -> str | None:
+    """``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR`` (the older name), else None (empty counts as unset)."""
     for name in (ENV_VAR, "BLOBPAD_DIR"):
         value = os.environ.get(name)
         if value:
             return value
+    return None
+
+
+def default_target() -> str:
+    """``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the platform's user data directory."""
+    value = env_target()
+    if value is not None:
+        return value
     import platformdirs
 
     return platformdirs.user_data_dir("blobpad", appauthor=False)

@@ -100,7 +100,8 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - the test environment has langgraph-checkpoint
     raise ImportError(
-        f"blobpad.integrations.langgraph needs langgraph-checkpoint: pip install 'blobpad[langgraph]' ({exc})"
+        "blobpad.integrations.langgraph needs langgraph-checkpoint: pip install 'blobpad[langgraph]' "
+        f"(in a checkout of blobpad: pip install '.[langgraph]'; {exc})"
     ) from exc
 
 __all__ = ["BlobpadStore", "SESSION_PREFIX", "HASHED_NAME"]

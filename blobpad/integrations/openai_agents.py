@@ -50,7 +50,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the test environment has the SDK
     raise ImportError(
         "blobpad.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'blobpad[openai-agents]' "
-        f"({exc})"
+        f"(in a checkout of blobpad: pip install '.[openai-agents]'; {exc})"
     ) from exc
 
 __all__ = ["OffloadFilter", "function_tools"]
