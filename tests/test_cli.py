@@ -949,7 +949,7 @@ def test_mcp_without_the_extra_says_how_to_install(tmp_path):
     (site / "sitecustomize.py").write_text("import sys\nsys.modules['mcp'] = None\n")
     env = _env(PYTHONPATH=str(site))
     proc = bp("mcp", db=tmp_path / "db", env=env, cmd=[sys.executable, "-m", "blobpad"])
-    assert_error(proc, 2, "install blobpad[mcp]")
+    assert_error(proc, 2, "pip install 'blobpad[mcp]' (in a checkout of blobpad: pip install '.[mcp]')")
 
 
 def test_mcp_serves_the_session_of_the_store_it_was_given(tmp_path):

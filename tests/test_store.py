@@ -1177,3 +1177,6 @@ def test_the_readme_library_example_runs_as_written(tmp_path, monkeypatch):
     exec(compile(code, "README.md#library", "exec"), namespace)
     e = namespace["e"]
     assert e.kind == "text" and e.size == len(_log(300_000, 5).encode())
+    found = namespace["found"]  # "grep every entry of a session": the log's ERROR lines, the first 50
+    errors = [i for i, line in enumerate(_log(300_000, 5).splitlines(), 1) if "ERROR" in line]
+    assert [(m.entry_id, m.line) for m in found.matches] == [(e.id, n) for n in errors[:50]] and found.cursor
