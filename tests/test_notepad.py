@@ -208,6 +208,19 @@ def test_refs_remove_and_empty_refs(store):
     assert pad.refs() == ["README.md"] and pad.version("refs") == 3
 
 
+def test_refs_set_of_a_huge_list_is_one_pass(store):
+    """A model may send refs.set a list of any length: the work is one pass over it (it
+    was quadratic: 100,000 items took a minute), and the answer is the model's."""
+    pad = store.notepad("s")
+    rng = random.Random(7)
+    items: list = [rng.choice([f"dup{rng.randrange(30)}", "", "x\ny", 5, None]) for _ in range(300_000)]
+    items += [f"late{i}" for i in range(300_000)]
+    expect = list(dict.fromkeys(i for i in items if isinstance(i, str) and i and "\n" not in i))[:50]
+    r = pad.refs_set(items)
+    assert r.ok and pad.refs() == expect and len(expect) == 50 and expect[-1].startswith("late")
+    assert r.details == {"ignored": len(items) - 50}
+
+
 def test_refs_set_keeps_the_first_50_strings_and_drops_non_strings(store):
     pad = store.notepad("s")
     pad.refs_add("old")

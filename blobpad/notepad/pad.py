@@ -505,16 +505,17 @@ class Notepad:
         assert budget.limit is not None
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, list | tuple):
             raise InvalidArgument(f"refs.set: items must be a list of strings, not {typename(items)}")
-        kept: list[str] = []
+        kept: dict[str, None] = {}  # in order, each once: one pass, and none past the budget
         for item in items:
-            if _ref_problem(item) is None and item not in kept:
-                assert isinstance(item, str)
-                kept.append(item)
-        kept = kept[:budget.limit]
+            if len(kept) >= budget.limit:
+                break
+            if isinstance(item, str) and item not in kept and _ref_problem(item) is None:
+                kept[item] = None
         ignored = len(items) - len(kept)
         limit = budget.limit
+        refs = list(kept)
         return self._mutate(space, budget, "refs.set", lambda _cur, _txn: _Outcome(
-            kept, details={"ignored": ignored}, message=f"refs replaced ({len(kept)}/{limit} refs)"))
+            refs, details={"ignored": ignored}, message=f"refs replaced ({len(refs)}/{limit} refs)"))
 
     # -- versions and lifecycle --------------------------------------------------------------
 
