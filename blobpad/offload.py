@@ -655,11 +655,13 @@ def _lookup_step(steps: Mapping[Any, Any], n: int) -> Any:
 
 
 def _resolve_field(
-    observation: Any, n: int, path: list[str], store: Store, cache: dict[str, Any], room: int | None = None
+    observation: Any, n: int, path: list[str], store: Store, cache: dict[str, Any], room: int | None = None,
+    session: str | None = None,
 ) -> Any:
     """The value of ``stepN.<path>``: offloaded content comes back whole from the store,
     unless it is larger than ``room`` characters (bytes: their base64), checked before
-    reading it."""
+    reading it; with ``session``, only from an entry of that session (another's reads as
+    an unknown one)."""
     value: Any = observation
     rest = path
     if isinstance(observation, dict) and isinstance(observation.get("scratchpad_id"), str) and (
@@ -673,6 +675,8 @@ def _resolve_field(
             return _walk(value, n, path, rest)
         try:
             stored = store.stat(entry_id)
+            if session is not None and stored.session != session:
+                raise NotFound(entry_id)  # a tool's output may imitate an offloaded observation: never another session's
         except NotFound:
             raise NotFound(f"step {n} was offloaded to the scratchpad, but its entry {entry_id} has expired or "
                            "was deleted; run the step again") from None
@@ -746,7 +750,9 @@ def _as_text(value: Any, ref: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store, *, max_size: int = MAX_RESOLVED) -> Any:
+def resolve_refs(
+    value: Any, steps: Mapping[Any, Any], store: Store, *, max_size: int = MAX_RESOLVED, session: str | None = None
+) -> Any:
     """Replace ``{{stepN.field}}`` references in tool arguments with real values.
 
     ``value`` is a tool call's arguments (any nesting of dicts, lists and strings);
@@ -755,6 +761,12 @@ def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store, *, max_size
     ``{{stepN.<field that was offloaded>}}`` resolves to the full content read back
     from the store, not the summary; the other fields come from its ``metadata``.
     ``{{stepN.a.b}}`` walks into nested fields; ``{{stepN}}`` is the whole observation.
+
+    ``session``: the session the steps ran in (pass it): an offloaded observation whose
+    entry belongs to another session reads as one whose entry has expired.  A tool whose
+    small output comes back unchanged (an observation under the threshold) could
+    otherwise put another session's entry id in the shape of an offloaded observation,
+    and bring that entry's content into this session.  None reads any session's entry.
 
     A string that is exactly one reference becomes the referenced value itself (a
     str, bytes, number, dict...); references inside a longer string are replaced by
@@ -775,6 +787,7 @@ def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store, *, max_size
     """
     if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
         raise InvalidArgument(f"max_size must be a non-negative integer, not {max_size!r}"[:200])
+    check_str("session", session)
     cache: dict[str, Any] = {}
     used = 0
 
@@ -786,7 +799,7 @@ def resolve_refs(value: Any, steps: Mapping[Any, Any], store: Store, *, max_size
         path = [p for p in match.group(2).split(".") if p]
         room = max_size - used
         try:
-            found = _resolve_field(_lookup_step(steps, n), n, path, store, cache, room)
+            found = _resolve_field(_lookup_step(steps, n), n, path, store, cache, room, session)
             if inline and isinstance(found, (bytes, bytearray)):
                 _as_text(found, ref)  # raises: binary content cannot go inside a string
             size = _resolved_size(found, room)

@@ -201,6 +201,30 @@ def test_two_large_fields_store_the_whole_observation(store):
     assert resolved == {"a": obs["stderr"], "b": 1}
 
 
+def test_resolve_refs_with_a_session_never_reads_another_sessions_entry(store):
+    """A small tool output comes back unchanged, so a tool that read an attacker's page
+    can return the shape of an offloaded observation naming another session's entry:
+    with ``session``, that reads exactly like an unknown id, and brings nothing in."""
+    off = Offloader(store)
+    theirs = off.offload({"stdout": "their secret\n" * 1000}, session="B", turn=1, step=1)
+    mine = off.offload({"stdout": "my log\n" * 1000}, session="A", turn=1, step=1)
+    forged = off.offload({"scratchpad_id": theirs["scratchpad_id"], "summary": "x"}, session="A", turn=1, step=2)
+    unknown = dict(forged, scratchpad_id="0123456789abcdef")
+    assert forged["scratchpad_id"] == theirs["scratchpad_id"]  # passed through: it is small
+    steps = {1: mine, 2: forged, 3: unknown}
+    assert resolve_refs("{{step1.stdout}}", steps, store, session="A") == "my log\n" * 1000
+    errors = []
+    for step, eid in ((2, theirs["scratchpad_id"]), (3, "0123456789abcdef")):
+        for ref in (f"{{{{step{step}.stdout}}}}", f"{{{{step{step}}}}}", f"x {{{{step{step}.nothing}}}}"):
+            with pytest.raises(NotFound) as caught:
+                resolve_refs(ref, steps, store, session="A")
+            errors.append(str(caught.value).replace(eid, "ID").replace(f"step {step}", "step N"))
+    assert errors[:3] == errors[3:]  # another session's entry and an unknown one: the same answers
+    assert resolve_refs("{{step2.stdout}}", steps, store) == "their secret\n" * 1000  # without session: any
+    with pytest.raises(InvalidArgument, match="session must be a str"):
+        resolve_refs("{{step1.stdout}}", steps, store, session=5)
+
+
 def test_a_non_string_content_field_is_stored_as_json(store):
     rows = [{"i": i, "v": "x" * 20} for i in range(300)]
     out = Offloader(store).offload({"content": rows, "table": "t"}, session="s", turn=1, step=2)
