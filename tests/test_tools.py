@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import tempfile
 import tracemalloc
 
 import jsonschema
@@ -938,6 +939,36 @@ def test_malformed_arguments_get_ok_false_and_a_message(store, tmp_path, profile
         valid = jsonschema.Draft202012Validator(schema).is_valid(args)
         if schema_rejects:
             assert not valid, "the schema should reject what the dispatcher rejects"
+
+
+def _string_params() -> list[tuple[str, str, str]]:
+    """(profile, tool, parameter) for every string parameter of every tool of every profile."""
+    out = []
+    for profile in PROFILES:
+        tb = Toolbox(blobpad.open("memory://"), session="s", turn=1, profile=profile, allow_dirs=[tempfile.gettempdir()])
+        for schema in tb.schemas("anthropic"):
+            for name, prop in schema["input_schema"]["properties"].items():
+                if prop["type"] == "string":
+                    out.append((profile, schema["name"], name))
+        tb.store.close()
+    return out
+
+
+@pytest.mark.parametrize(("profile", "tool", "param"), _string_params())
+def test_a_lone_surrogate_in_any_string_argument_is_a_clear_error(store, tmp_path, profile, tool, param):
+    """JSON's "\\ud800" decodes to a lone surrogate, which nothing can store, match or open
+    (a path with one made the sandbox's realpath raise: "internal error")."""
+    tb = Toolbox(store, session="s", turn=1, profile=profile, allow_dirs=[tmp_path], always_show=True)
+    store.put("line one\n", session="s", turn=1, name="n")
+    schema = next(s["input_schema"] for s in tb.schemas("anthropic") if s["name"] == tool)
+    args: dict = {}
+    for name in schema.get("required", []):
+        prop = schema["properties"][name]
+        args[name] = {"string": (prop.get("enum") or ["n"])[0], "integer": 1, "boolean": False, "array": []}[prop["type"]]
+    args[param] = "x\ud800y"
+    for call in (args, json.dumps(args)):  # as a dict, and as the JSON text a model sends
+        result = tb.call(tool, call)
+        assert result["ok"] is False and "surrogates" in result["error"] and "internal error" not in result["error"], result
 
 
 def test_valid_arguments_satisfy_the_schema(store):

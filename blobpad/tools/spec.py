@@ -82,6 +82,7 @@ class Param:
         if self.type == "string":
             if not isinstance(value, str):
                 raise ToolError(f"{label} must be a string, not {typename(value, json=True)}")
+            _check_unicode(label, value)
             if len(value) < self.min_length:
                 raise ToolError(f"{label} must not be empty")
             if self.max_length is not None and len(value) > self.max_length:
@@ -105,7 +106,18 @@ class Param:
             return value
         if not isinstance(value, list):
             raise ToolError(f"{label} must be an array, not {typename(value, json=True)}")
-        return value
+        return value  # its items are the tool's to judge (refs.set drops the bad ones, as its seed says)
+
+
+def _check_unicode(label: str, value: str) -> None:
+    """Refuse a string with lone surrogates (JSON's ``"\\ud800"`` decodes to one): nothing
+    below the tools can store, match or open it, and each place would fail its own way."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError(f"{label} contains lone surrogates (invalid Unicode, such as \\ud800); "
+                            "pass valid text") from None
 
 
 class ToolContext(Protocol):
