@@ -742,11 +742,11 @@ class ReadsMixin:
             length = v.entry.length
             return self._slice(v, max(0, length - n), length)
 
-    def range(self, entry_id: str, start: int, end: int | None = None) -> str | bytes:
+    def range(self, entry_id: str, start: int | None, end: int | None = None) -> str | bytes:
         """Characters (text) or bytes (binary) ``start`` to ``end``, exactly as
         ``content[start:end]`` slices: negative values count from the end, values
-        past the end clamp."""
-        start = _position("start", start)
+        past the end clamp, None is the start (or the end)."""
+        start = 0 if start is None else _position("start", start)
         if end is not None:
             end = _position("end", end)
         with self._view(entry_id) as v:
@@ -757,9 +757,9 @@ class ReadsMixin:
     def _slice(v: _View, start: int, end: int) -> str | bytes:
         return v.chars_between(start, end) if v.text else v.bytes_between(start, end)
 
-    def byte_range(self, entry_id: str, start: int, end: int | None = None) -> bytes:
-        """Bytes ``start`` to ``end`` of the content (text or binary), as bytes slicing does."""
-        start = _position("start", start)
+    def byte_range(self, entry_id: str, start: int | None, end: int | None = None) -> bytes:
+        """Bytes ``start`` to ``end`` of the content (text or binary), as bytes slicing does (None: the start, or the end)."""
+        start = 0 if start is None else _position("start", start)
         if end is not None:
             end = _position("end", end)
         with self._view(entry_id) as v:
@@ -2007,6 +2007,11 @@ class EntryStream(io.RawIOBase):
             raise InvalidArgument("cannot seek before the start")
         self._pos = pos
         return pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes from the current position; all the rest when ``size`` is
+        negative or None (as ``BytesIO`` and files take it; ``RawIOBase`` refuses None)."""
+        return super().read(-1 if size is None else size)  # type: ignore[return-value]
 
     def readinto(self, buffer: Any) -> int:
         """Fill ``buffer`` from the current position, across as many chunks as it takes
