@@ -38,9 +38,14 @@ under it in the session whatever its size, replacing an entry of that name.
 
 Which part of an observation is "the content": a ``str`` or ``bytes`` observation is
 its own content.  For a dict, ``content_field`` when given; otherwise the field
-``"content"`` if present, else the largest field.  If what remains would still be
+``"content"`` if present, else the largest field (when the observation is offloaded
+for its size, only if its summary would be shorter than it: a field of at most
+``head_chars + tail_chars`` and a little is not worth it, and the whole observation is
+stored instead).  If what remains would still be
 over the threshold, the whole observation is stored as JSON instead and only its
-small fields are kept in ``metadata``.  When a dict says ``"encoding": "base64"`` (or
+small fields are kept in ``metadata``, the first of them up to a quarter of the
+threshold in all (so what the model sees is always far smaller than the observation,
+however many fields it has).  When a dict says ``"encoding": "base64"`` (or
 ``"binary"``) and its content is a valid base64 string, the decoded bytes are stored
 as a binary entry (seed 000's zip read with ``encoding=binary``: the summary gives the
 file's own size and sha256), and ``{{stepN.<field>}}`` gives the base64 string back.
@@ -160,6 +165,7 @@ class Readable(Protocol):
 
 
 _SMALL_FIELD = 256   # JSON length of a field kept in metadata when the whole observation is stored
+_SUMMARY_SLACK = 200  # a summary's length beyond its head and tail (the marker of what it leaves out)
 _MAX_INT = (1 << 53) - 1
 
 
@@ -376,7 +382,7 @@ class Offloader:
             _check_name(scratchpad)
         elif self.size_of(observation) <= self.threshold:
             return self._pass_through(observation)
-        content, field, encoding, metadata, ok = self._split(observation)
+        content, field, encoding, metadata, ok = self._split(observation, shrink=scratchpad is None)
         return self._park(
             content, field=field, encoding=encoding, metadata=metadata, ok=ok,
             session=session, turn=turn, step=step, tool=tool, name=scratchpad,
@@ -435,8 +441,9 @@ class Offloader:
             return None
         return max(candidates, key=lambda kv: _json_len(kv[1], ensure_ascii=False, limit=self.threshold))[0]
 
-    def _split(self, observation: Any) -> tuple[str | bytes, str | None, str, dict[str, Any], bool]:
-        """(content, field, encoding, metadata, ok) of an observation to offload.
+    def _split(self, observation: Any, shrink: bool = True) -> tuple[str | bytes, str | None, str, dict[str, Any], bool]:
+        """(content, field, encoding, metadata, ok) of an observation to offload (``shrink``:
+        because it is too large, so the largest field goes apart only if that shrinks it).
 
         encoding is "text" (a str field), "bytes" (a bytes field), "base64" (a str
         field of an observation whose ``encoding`` says base64 or binary, and which
@@ -452,6 +459,13 @@ class Offloader:
         ok = observation.get("ok", True)
         ok = ok if isinstance(ok, bool) else True
         field = self._field_of(observation)
+        if field is not None and shrink and self.content_field is None and "content" not in observation:
+            # the largest field, when no field is named: worth storing apart only if its
+            # summary is shorter than it (of many small fields, none is)
+            cut = self.head_chars + self.tail_chars + _SUMMARY_SLACK
+            if not isinstance(observation[field], (bytes, bytearray, memoryview)) and \
+                    _json_len(observation[field], limit=cut) <= cut:
+                field = None
         if field is not None:
             rest = {k: v for k, v in observation.items() if k not in (field, "ok")}
             if _json_len(rest, limit=self.threshold) <= self.threshold:
@@ -464,10 +478,16 @@ class Offloader:
                 if isinstance(value, (bytes, bytearray, memoryview)):
                     return bytes(value), field, "bytes", rest, ok
                 return self._as_json(value), field, "json", rest, ok
-        small = {
-            k: v for k, v in observation.items()
-            if k != "ok" and _json_len(v, limit=_SMALL_FIELD) <= _SMALL_FIELD
-        }
+        small: dict[str, Any] = {}
+        room = self.threshold // 4  # many small fields must not make the observation shown large
+        for k, v in observation.items():
+            n = _json_len(v, limit=_SMALL_FIELD)
+            if k == "ok" or n > _SMALL_FIELD:
+                continue
+            room -= n + _json_len(k) + 2
+            if room < 0:
+                break
+            small[k] = v
         return self._as_json(observation), None, "json", small, ok
 
     @staticmethod

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import random
 import threading
 
 import pytest
@@ -223,6 +224,28 @@ def test_resolve_refs_with_a_session_never_reads_another_sessions_entry(store):
     assert resolve_refs("{{step2.stdout}}", steps, store) == "their secret\n" * 1000  # without session: any
     with pytest.raises(InvalidArgument, match="session must be a str"):
         resolve_refs("{{step1.stdout}}", steps, store, session=5)
+
+
+def test_what_the_model_sees_is_always_smaller_than_the_observation(store):
+    """Whatever the shape of a dict over the threshold (many small fields, several of a
+    middle size, a small ``content`` beside large fields), the observation shown is under
+    the threshold and smaller than the original, and every field comes back."""
+    off = Offloader(store)
+    rng = random.Random(3)
+    shapes = [
+        {f"k{i}": f"v{i}" for i in range(2000)},                          # many small fields
+        {f"f{i}": "x" * 900 for i in range(5)},                           # five of a middle size
+        {f"f{i}": "y" * rng.randrange(300, 1100) for i in range(12)},
+        {"content": "short", **{f"g{i}": "z" * 700 for i in range(8)}},
+        {"stdout": "line\n" * 3000, **{f"h{i}": i for i in range(400)}},
+    ]
+    for n, obs in enumerate(shapes, 1):
+        shown = off.offload(obs, session="s", turn=1, step=n)
+        size = len(json.dumps(shown))
+        assert size <= off.threshold and size < len(json.dumps(obs)), (n, size)
+        assert all(obs[k] == v for k, v in shown["metadata"].items())
+        for k in obs:
+            assert resolve_refs(f"{{{{step{n}.{k}}}}}", {n: shown}, store) == obs[k]
 
 
 def test_a_non_string_content_field_is_stored_as_json(store):
