@@ -279,6 +279,51 @@ def test_an_agent_run_offloads_a_large_log_and_reads_it_back_through_the_tools(s
     assert tail["content"] == "\n".join(f"{n}\t{line}" for n, line in enumerate(lines[-3:], len(lines) - 2))
 
 
+@pytest.mark.parametrize("profile", ["blobpad", "seed000"])
+@pytest.mark.parametrize("conversation", ["history", "server"])
+def test_reads_are_offered_and_never_offloaded_whatever_the_conversation_mode(store, profile, conversation):
+    """The model call that first sees a scratchpad_id is offered the tool to read it (the
+    SDK picks the tools before the filter puts the entry: seed 000's tool waits for an
+    entry), and a large answer of that tool reaches the model as it is, also where the
+    conversation is kept on the server and the input holds only the new outputs, without
+    the function_call items that name the tool."""
+    log = "".join(f"step {i}: ok, all checks passed\n" for i in range(5_000))
+    toolbox = Toolbox(store, session=f"run-{profile}-{conversation}", scope="session", profile=profile)
+    read = toolbox.tools["scratchpad_read"]
+    nulls = {p.name: None for p in read.params if not p.required}
+    args = ({"mode": "lines", "start_line": 1, "end_line": 200} if profile == "blobpad"
+            else {"mode": "range", "start": 0, "end": 7000})
+    offered: list[list[str]] = []
+
+    @function_tool
+    def fetch_log() -> str:
+        """The deploy's log."""
+        return log
+
+    def read_it(call):
+        offered.append(sorted(t.name for t in call.tools))
+        sid = json.loads(_output_of(call, "c1"))["scratchpad_id"]
+        return [function_call("scratchpad_read", {**nulls, "scratchpad_id": sid, **args}, call_id="c2")]
+
+    def answer(call):
+        offered.append(sorted(t.name for t in call.tools))
+        got = json.loads(_output_of(call, "c2"))
+        assert got["ok"] and "scratchpad_id" in got and got.get("summary") is None, got
+        assert got["content"].startswith("1\tstep 0: ok" if profile == "blobpad" else "step 0: ok"), got["content"][:80]
+        return [assistant_message("read")]
+
+    model = ScriptedModel([[function_call("fetch_log", {}, call_id="c1")], ModelStep.respond(read_it),
+                           ModelStep.respond(answer)])
+    agent = Agent(name="ops", model=model, tools=[fetch_log, *function_tools(toolbox)])
+    kw = {"auto_previous_response_id": True} if conversation == "server" else {}
+    result = Runner.run_sync(agent, "Why?", run_config=RunConfig(call_model_input_filter=OffloadFilter(toolbox)), **kw)
+    assert result.final_output == "read"
+    model.assert_complete()
+    assert all("scratchpad_read" in names for names in offered), offered
+    (entry,) = store.entries(session=toolbox.session)  # the log, once; the read's answer was not put
+    assert store.get(entry.id) == log
+
+
 def test_the_readme_snippet_runs_as_written():
     code = readme_snippet("## OpenAI Agents SDK")
     namespace: dict = {}

@@ -36,6 +36,8 @@ import hashlib
 import json
 import logging
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,6 +59,27 @@ __all__ = ["OffloadFilter", "function_tools"]
 
 log = logging.getLogger("blobpad.integrations.openai_agents")
 
+#: per Toolbox, the call ids its function tools answered (the newest ``_ANSWERED_MAX``),
+#: and the Toolboxes an OffloadFilter offloads into; see :meth:`OffloadFilter._tool_of`
+_ANSWERED: weakref.WeakKeyDictionary[Toolbox, OrderedDict[str, str]] = weakref.WeakKeyDictionary()
+_ANSWERED_MAX = 4096
+_FILTERED: weakref.WeakSet[Toolbox] = weakref.WeakSet()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _answered(toolbox: Toolbox, call_id: str, name: str) -> None:
+    with _REGISTRY_LOCK:
+        calls = _ANSWERED.setdefault(toolbox, OrderedDict())
+        calls[call_id] = name
+        while len(calls) > _ANSWERED_MAX:
+            calls.popitem(last=False)
+
+
+def _answered_by(toolbox: Toolbox, call_id: str) -> str | None:
+    with _REGISTRY_LOCK:
+        calls = _ANSWERED.get(toolbox)
+        return None if calls is None else calls.get(call_id)
+
 
 def function_tools(toolbox: Toolbox, *, strict: bool = True) -> list[FunctionTool]:
     """The tools of ``toolbox`` as Agents SDK ``FunctionTool`` objects, to pass to ``Agent(tools=...)``.
@@ -65,7 +88,11 @@ def function_tools(toolbox: Toolbox, *, strict: bool = True) -> list[FunctionToo
     which the SDK sends as they are (every argument required, the optional ones nullable:
     the Toolbox takes null as the default).  A tool is enabled while :meth:`Toolbox.tool_names`
     lists it: the profile ``blobpad`` lists its tools from the start; seed 000's
-    ``scratchpad_read`` waits for the scope's first entry.  Each call runs
+    ``scratchpad_read`` waits for the scope's first entry, except where an
+    :class:`OffloadFilter` offloads into the same toolbox: the SDK chooses a model
+    call's tools before its input filter runs, so the call whose input first holds a
+    ``scratchpad_id`` would not be offered the tool to read it; every tool is then
+    offered from the start.  Each call runs
     :meth:`Toolbox.call` in a worker thread (a grep may take its search budget, 5 s by
     default) and returns its answer as JSON text.
     """
@@ -80,10 +107,15 @@ def _function_tool(toolbox: Toolbox, name: str, strict: bool) -> FunctionTool:
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         result = await asyncio.to_thread(toolbox.call, name, arguments)
+        call_id = getattr(ctx, "tool_call_id", None)
+        if isinstance(call_id, str):  # an OffloadFilter knows this answer for the toolbox's own
+            _answered(toolbox, call_id, name)  # even when the model's input lacks the call item
         return json.dumps(result, ensure_ascii=False)
 
     def listed(ctx: RunContextWrapper[Any], agent: Agent[Any]) -> bool:
-        return name in toolbox.tool_names()
+        # the SDK picks the tools before the filter offloads: with a filter on this toolbox,
+        # the model call that first sees a scratchpad_id must already be offered the reads
+        return toolbox in _FILTERED or name in toolbox.tool_names()
 
     return FunctionTool(
         name=name,
@@ -114,7 +146,10 @@ class OffloadFilter:
     Parameters:
         toolbox: the :class:`~blobpad.tools.Toolbox` whose tools the model reads with
             (give them to the agent with :func:`function_tools`); the filter never
-            offloads the outputs of its tools, which are capped already.
+            offloads the outputs of its tools, which are capped already: it knows them
+            by the ``function_call`` items of the input, or, where the conversation is
+            kept on the server (``previous_response_id``, ``conversation_id``) and the
+            input holds only the new outputs, by the call ids those tools answered.
         offloader: decides what is large and what the model sees (default: the
             toolbox's, seed 000's policy: over 4096 characters of JSON, entries living
             one hour).
@@ -144,6 +179,8 @@ class OffloadFilter:
         # (call_id, part) -> (fingerprint of the output, entry id, what the model sees)
         self._done: dict[tuple[str, int], tuple[tuple[int, bytes], str, str]] = {}
         self._lock = threading.Lock()
+        with _REGISTRY_LOCK:
+            _FILTERED.add(toolbox)
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         """The SDK's hook: :meth:`apply` to the model's input, in a worker thread (puts block)."""
@@ -164,7 +201,7 @@ class OffloadFilter:
             if isinstance(item, dict) and item.get("type") == "function_call_output":
                 call_id = item.get("call_id")
                 if isinstance(call_id, str):
-                    item = self._output_item(item, call_id, names.get(call_id))
+                    item = self._output_item(item, call_id, names.get(call_id) or _answered_by(self.toolbox, call_id))
             out.append(item)
         return ModelInputData(input=out, instructions=model_data.instructions)
 
