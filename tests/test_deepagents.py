@@ -411,6 +411,51 @@ def test_evicted_results_expire_and_files_do_not(store):
     assert kept.expires_at is None
 
 
+@pytest.mark.parametrize("artifacts_root", ["/", "/artifacts", "/runs/7/artifacts/"])
+def test_evicted_results_expire_under_any_artifacts_root(store, artifacts_root):
+    """deepagents evicts to ``{artifacts_root}/large_tool_results/`` (CompositeBackend's
+    ``artifacts_root``); the path its middleware computes gets the TTL, ordinary files not."""
+    from deepagents.backends.composite import CompositeBackend
+    from deepagents.middleware.filesystem import FilesystemMiddleware
+
+    backend = BlobpadBackend(store, session="s", evicted_ttl=600)
+    other = StoreBackend(store=InMemoryStore(), namespace=lambda rt: ("fs",))
+    composite = CompositeBackend(default=backend, routes={"/memories/": other}, artifacts_root=artifacts_root)
+    evicted_path = FilesystemMiddleware(backend=composite)._large_tool_results_prefix + "/call_2"
+    assert composite.write(evicted_path, "big\n").error is None
+    assert composite.write("/notes/large_tool_results.md", "keep\n").error is None
+    by_name = {e.name: e for e in store.named(session="s")}
+    assert by_name[evicted_path].expires_at is not None and by_name["/notes/large_tool_results.md"].expires_at is None
+
+
+def test_a_backend_routed_at_the_eviction_folder_takes_every_path_as_evicted(store):
+    """A CompositeBackend route strips its prefix: the README's setting for that case."""
+    from deepagents.backends.composite import CompositeBackend
+
+    backend = BlobpadBackend(store, session="s", evicted_ttl=600, evict_prefixes=("/",))
+    composite = CompositeBackend(default=StoreBackend(store=InMemoryStore(), namespace=lambda rt: ("fs",)),
+                                 routes={"/large_tool_results/": backend})
+    assert composite.write("/large_tool_results/call_1", "big\n").error is None
+    (entry,) = store.named(session="s")
+    assert entry.name == "/call_1" and entry.expires_at is not None
+    with pytest.raises(blobpad.InvalidArgument, match="evict_prefixes"):
+        BlobpadBackend(store, evict_prefixes=[None])
+
+
+def test_grep_under_a_long_directory_finds_its_files(store):
+    """A path over 240 bytes is a hashed name: grep sees the files ls, glob and read see,
+    as StoreBackend does."""
+    root = "/" + "d" * 120 + "/" + "e" * 130
+    ours = BlobpadBackend(store, session="s")
+    theirs = StoreBackend(store=InMemoryStore(), namespace=lambda rt: ("fs",))
+    for be in (ours, theirs):
+        be.write(root + "/f.py", "foo\nbar foo\n")
+        be.write("/short.py", "foo\n")
+    for path in (root, root + "/f.py", "/" + "d" * 120, None):
+        expect = theirs.grep("foo", path=path).matches
+        assert ours.grep("foo", path=path).matches == expect and expect, path
+
+
 def test_default_backend_is_a_capped_memory_store():
     with BlobpadBackend() as backend:
         assert backend.store.path.startswith("memory://") and backend.store.max_bytes == 1 << 30

@@ -28,10 +28,13 @@ How files map onto blobpad (another process opening the same store sees the same
   as text and anything else as binary, which reads come back as base64 (``encoding:
   "base64"``), as ``StoreBackend`` does.
 * **Lifetime.** Files never expire (``ttl=None``) unless ``ttl=`` says otherwise.  The
-  large tool results deepagents evicts (paths under ``/large_tool_results/``, see
-  ``evict_prefixes``) expire after ``evicted_ttl`` seconds (a day by default) and, being
-  the entries closest to expiry, are the first the store evicts when it reaches its
-  ``max_bytes`` cap: they never pile up.  ``BlobpadBackend()`` with no store opens a
+  large tool results deepagents evicts (paths in its ``large_tool_results`` folder, at
+  the root or under a ``CompositeBackend``'s ``artifacts_root``: see ``evict_prefixes``)
+  expire after ``evicted_ttl`` seconds (a day by default) and, being the entries closest
+  to expiry, are the first the store evicts when it reaches its ``max_bytes`` cap: they
+  never pile up.  A ``CompositeBackend`` route strips its prefix: a BlobpadBackend
+  routed at the eviction folder alone (``routes={"/large_tool_results/": backend}``)
+  sees ``/call_1``, and takes ``evict_prefixes=("/",)``.  ``BlobpadBackend()`` with no store opens a
   fresh in-memory store capped at 1 GiB.
 
 Lines are numbered exactly as deepagents numbers them: ``read`` splits like
@@ -102,6 +105,8 @@ _OTHER_LINE_ENDS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _OTHER_LINE_ENDS_RE2 = "[\\r\\x0b\\x0c\\x1c-\\x1e\\x{85}\\x{2028}\\x{2029}]"
 _ANY_LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _BLOCK = 1 << 20  # bytes streamed at a time where a file is read from its start
+#: deepagents' evicted tool results: ``{artifacts_root}/large_tool_results/<id>``, any root
+_EVICTED = re.compile(r"(?:/[^/]+)*/large_tool_results/")
 _KNOWN = 4096  # entries whose line ends this process remembers
 
 SessionFactory = Callable[[Any], str]
@@ -146,7 +151,9 @@ class BlobpadBackend(BackendProtocol):
             ``Runtime`` (None outside a graph) returning it.
         ttl: seconds until a written file expires; None (the default) for never.
         evicted_ttl: seconds until a file under one of ``evict_prefixes`` expires.
-        evict_prefixes: the paths of deepagents' evicted tool results.
+        evict_prefixes: the path prefixes of deepagents' evicted tool results; None (the
+            default): a path in a ``large_tool_results`` folder at the root or below it
+            (deepagents writes them to ``{artifacts_root}/large_tool_results/``).
         max_read_bytes, max_grep_matches, line_window, grep_timeout: the bounds of reads
             and greps (see the module's documentation).
     """
@@ -158,7 +165,7 @@ class BlobpadBackend(BackendProtocol):
         session: str | SessionFactory = "deepagents",
         ttl: float | None = None,
         evicted_ttl: float | None = 24 * 3600,
-        evict_prefixes: Iterable[str] = ("/large_tool_results/",),
+        evict_prefixes: Iterable[str] | None = None,
         max_bytes: int = 1 << 30,
         max_read_bytes: int = 16 << 20,
         max_grep_matches: int = 10_000,
@@ -184,7 +191,9 @@ class BlobpadBackend(BackendProtocol):
         self._session = session
         self.ttl = ttl
         self.evicted_ttl = evicted_ttl
-        self.evict_prefixes = tuple(evict_prefixes)
+        self.evict_prefixes = None if evict_prefixes is None else tuple(evict_prefixes)
+        if self.evict_prefixes is not None and not all(isinstance(p, str) for p in self.evict_prefixes):
+            raise InvalidArgument("evict_prefixes must be path prefixes (strings), or None")
         self.max_read_bytes = max_read_bytes
         self.max_grep_matches = max_grep_matches
         self.line_window = line_window
@@ -286,7 +295,11 @@ class BlobpadBackend(BackendProtocol):
                         modified_at=_iso(entry.updated_at or entry.created_at))
 
     def _ttl_for(self, path: str) -> float | None:
-        return self.evicted_ttl if any(path.startswith(p) for p in self.evict_prefixes) else self.ttl
+        if self.evict_prefixes is None:
+            evicted = _EVICTED.match(path) is not None
+        else:
+            evicted = any(path.startswith(p) for p in self.evict_prefixes)
+        return self.evicted_ttl if evicted else self.ttl
 
     def _put(self, session: str, path: str, data: str | bytes, *, kind: str | None = None,
              meta: dict[str, Any] | None = None) -> Entry:
@@ -544,7 +557,7 @@ class BlobpadBackend(BackendProtocol):
         except (ValueError, TypeError):
             return GrepResult(matches=[])
         session = self.session
-        files = self._files(session, root) if root == "/" or len(root.encode("utf-8", "surrogatepass")) <= 240 else {}
+        files = self._files(session, root)  # long roots too: _files finds the files named by a hash
         exact = files.get(root)
         if exact is not None:
             files = {root: exact}
