@@ -39,13 +39,20 @@ def process_token() -> str:
 _TOKEN: tuple[int, str] | None = None
 
 
-def start_time(pid: int) -> str:
-    """A process's start time from /proc (tells a reused pid apart), or "?"."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command's name (state first), or None."""
     try:
         with builtins.open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+            fields = fh.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return "?"
+        return None
+    return fields if len(fields) > 19 else None
+
+
+def start_time(pid: int) -> str:
+    """A process's start time from /proc (tells a reused pid apart), or "?"."""
+    fields = _stat_fields(pid)
+    return "?" if fields is None else fields[19].decode()
 
 
 #: A pending put of another host whose head record is older than this (seconds, by the
@@ -82,7 +89,10 @@ def token_alive(record: str, now: float | None = None) -> bool:
         return False
     except (PermissionError, ValueError):
         return True
-    return start == "?" or start_time(pid) in ("?", start)
+    fields = _stat_fields(pid)
+    if fields is not None and fields[0] in (b"Z", b"X"):
+        return False  # it has exited (killed, say) and waits for its parent to collect it: it runs no put
+    return start == "?" or fields is None or fields[19].decode() == start
 
 
 def rollback_pending(txn: WriteTxn, raw_id: bytes) -> None:

@@ -16,7 +16,11 @@ same process (its host name patched for the call, its clock given):
 from __future__ import annotations
 
 import io
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 
@@ -116,3 +120,38 @@ def test_a_slow_source_keeps_its_put_alive_for_other_hosts(store, monkeypatch):
     assert store.verify().ok
     assert store.byte_range(entry.id, 0, 9) == b"line 0 of"
     assert store.stats().logical_bytes >= total
+
+
+def test_a_killed_put_not_yet_reaped_by_its_parent_is_rolled_back(tmp_path):
+    """A put killed with SIGKILL whose parent has not collected its exit status (a zombie:
+    its pid and start time still answer) runs no put any more: gc() rolls it back."""
+    db = tmp_path / "store"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, blobpad; blobpad.open(sys.argv[1]).put(sys.stdin.buffer, session='z')",
+         str(db)], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert child.stdin is not None
+        child.stdin.write(_lines(700_000) * 2)  # about 2.5 batches: two are committed, the put waits for more
+        child.stdin.flush()
+        with blobpad.open(db) as store:
+            for _ in range(600):  # at most 60 s for the child's batches to be journalled
+                with store.engine.read() as txn:
+                    batches = sum(1 for key, _ in txn.scan("pending") if key[8:9] == b"B")
+                if batches >= 2:
+                    break
+                time.sleep(0.1)
+            assert batches >= 2 and store.stats().chunks > 0
+            os.kill(child.pid, signal.SIGKILL)
+            for _ in range(100):  # the kernel marks it a zombie; nobody waits for it yet
+                if journal._stat_fields(child.pid)[0] == b"Z":
+                    break
+                time.sleep(0.05)
+            assert journal._stat_fields(child.pid)[0] == b"Z"
+            report = store.gc()
+            assert report.aborted_puts == 1
+            st = store.stats()
+            assert (st.entries, st.chunks, st.stored_bytes) == (0, 0, 0)
+            assert store.verify().ok
+    finally:
+        child.kill()
+        child.wait(timeout=60)
