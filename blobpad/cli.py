@@ -317,7 +317,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
     no_progress = args.no_progress
     source: Any
     if args.file == "-":
-        source = sys.stdin.buffer
+        source = _stdin("pass a file instead")
         size = _input_size(source)
         no_progress = no_progress or _isatty(source)  # someone is typing the content: no bar over it
     else:
@@ -736,9 +736,16 @@ def _text_arg(text: str) -> str:
     if text != "-":
         return text
     try:
-        return sys.stdin.buffer.read().decode("utf-8")
+        return _stdin("give the text itself instead").read().decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError("stdin is not valid UTF-8 text") from None
+
+
+def _stdin(instead: str) -> IO[bytes]:
+    """Standard input as bytes; a clear UsageError when the command runs without one (``<&-``)."""
+    if sys.stdin is None or getattr(sys.stdin, "buffer", None) is None:
+        raise UsageError(f"- reads standard input, but this command has none (it was closed); {instead}")
+    return sys.stdin.buffer
 
 
 #: The notepad's actions as this command spells them, and the command that rewrites each space.

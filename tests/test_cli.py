@@ -984,3 +984,13 @@ def test_mcp_serves_the_session_of_the_store_it_was_given(tmp_path):
         server.wait(timeout=60)
     assert server.returncode == 0
     assert_error(bp("mcp", "--profile", "nope", db=db), 2, "seed003")
+
+
+@pytest.mark.parametrize(("argv", "instead"), [(["put", "-", "--session", "s"], "pass a file"),
+                                               (["notes", "--session", "s", "append", "-"], "give the text"),
+                                               (["notes", "--session", "s", "set", "-"], "give the text")])
+def test_dash_without_a_standard_input_is_a_clear_error(tmp_path, argv, instead):
+    """``blobpad put - <&-``: no stdin at all (Python's sys.stdin is None), not an empty one."""
+    proc = subprocess.run(["sh", "-c", '"$0" "$@" <&-', BLOBPAD, "--db", str(tmp_path / "db"), *argv],
+                          capture_output=True, env=_env(), timeout=120)
+    assert_error(proc, 2, "standard input", instead)
