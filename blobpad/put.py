@@ -703,7 +703,11 @@ class Source:
     """The content of a put: in memory, or a binary file read in blocks.
 
     ``size`` is known for in-memory content and regular files.  ``blocks()`` can be
-    called again after ``sha256()`` only when the file is seekable.
+    called again after ``sha256()`` only when the file is seekable.  A regular file the
+    put opened by its path (``owned``) is read up to the size it had then: a log still
+    being written is stored as it was when the put began (a put of a file that grows
+    faster than it is read would never end), and the entry's size is the size reported
+    (a file that says it is empty, as those of ``/proc`` do, is read to its end).
     """
 
     def __init__(self, data: bytes | None, fh: IO[bytes] | None = None, size: int | None = None, *, owned: bool = False):
@@ -720,9 +724,13 @@ class Source:
         assert self.fh is not None
         fh = self.fh
         read = partial(_gather, fh) if isinstance(fh, io.BufferedReader) else fh.read
-        while True:
+        # see the class's docstring; a size of 0 may be a file of /proc, which says 0 and has content
+        left = self.size if self.owned and self.size else None
+        if left is not None:
+            left -= fh.tell()  # from where it stands (sha256() rewinds to its start)
+        while left is None or left > 0:
             try:
-                block = read(_BLOCK)
+                block = read(_BLOCK if left is None else min(_BLOCK, left))
             except ValueError as exc:  # closed meanwhile (an OSError, a disk's failure, goes up as it is)
                 if isinstance(exc, BlobpadError):
                     raise
@@ -731,6 +739,8 @@ class Source:
                 return
             if isinstance(block, str):
                 raise InvalidArgument("the file object returned str; open it in binary mode ('rb')")
+            if left is not None:
+                left -= len(block)
             yield bytes(block)
 
     def sha256(self) -> str:

@@ -416,8 +416,10 @@ class Store(ReadsMixin):
 
         Args:
             data: ``str`` (always stored as text, never read as a path), bytes-like,
-                an ``os.PathLike`` path to read, or a binary file object read as a
-                stream (a 2 GB file is never held in memory whole).
+                an ``os.PathLike`` path to read (a regular file up to the size it had
+                when the put opened it: a log still being written is stored as it was
+                then), or a binary file object read as a stream to its end (a 2 GB file
+                is never held in memory whole).
             session: the session that owns the entry ("" when None).
             turn: the turn inside the session (str or int).
             ttl: seconds until the entry expires; None for never.

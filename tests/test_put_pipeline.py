@@ -197,3 +197,52 @@ def test_records_another_process_wrote_since_are_read_again(tmp_path: Path) -> N
         st = store.stats()
         assert store.max_bytes == 1_000_000 and st.stored_bytes <= 1_000_000, "the other process's cap was ignored"
         assert store.verify().ok
+
+
+class _GrowingFile:
+    """A file opened by put() whose writer appends faster than put() reads: every read
+    finds ``grow`` more bytes at the end (``times`` times at most, so that a reader
+    without a bound still ends)."""
+
+    def __init__(self, fh, path, grow: bytes, times: int) -> None:
+        self._fh, self._path, self._grow, self._times = fh, path, grow, times
+
+    def read(self, size: int = -1) -> bytes:
+        if self._times:
+            self._times -= 1
+            with open(self._path, "ab") as out:
+                out.write(self._grow)
+        return self._fh.read(size)
+
+    def __getattr__(self, name: str):
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._fh.close()
+
+
+def test_a_file_growing_while_it_is_put_is_stored_as_it_was_when_the_put_opened_it(store, tmp_path, monkeypatch):
+    import builtins
+
+    import blobpad.put as put_module
+
+    path = tmp_path / "app.log"
+    first = b"".join(b"line %d of the log\n" % i for i in range(300_000))  # several blocks
+    path.write_bytes(first)
+    real_open = builtins.open
+
+    def opening(file, mode="r", *args, **kwargs):
+        fh = real_open(file, mode, *args, **kwargs)
+        if str(file) == str(path):
+            return _GrowingFile(fh, path, b"grown line\n" * 100_000, times=50)
+        return fh
+
+    monkeypatch.setattr(put_module.builtins, "open", opening)
+    e = store.put(path, session="s")
+    monkeypatch.undo()
+    assert e.size == len(first) and store.get(e.id) == first.decode()
+    assert path.stat().st_size > len(first)  # it did grow meanwhile
+    assert store.verify().ok
