@@ -34,11 +34,13 @@ import os
 import re
 import secrets
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .errors import BlobpadError, check_int, describe
 from .reads import SEARCH_TIMEOUT
+from .search import cancel_on
 from .tools import PROFILES, Toolbox, profile_records
 from .units import non_negative
 
@@ -62,11 +64,18 @@ def _require_mcp() -> None:
         ) from None
 
 
+def _call(toolbox: Toolbox, name: str, arguments: Any, cancelled: threading.Event) -> dict[str, Any]:
+    """``toolbox.call`` whose searches stop once ``cancelled`` is set."""
+    with cancel_on(cancelled):
+        return toolbox.call(name, arguments)
+
+
 def build_server(toolbox: Toolbox, *, name: str = "blobpad") -> Any:
     """Return an ``mcp.server.lowlevel.Server`` serving ``toolbox``'s tools.
 
     Tool calls run in a worker thread (a grep over a large entry does not block the
-    event loop).
+    event loop); a call the client cancels stops its search at the next check of its
+    time budget (:func:`blobpad.search.cancel_on`).
     """
     _require_mcp()
     import anyio.to_thread
@@ -89,7 +98,15 @@ def build_server(toolbox: Toolbox, *, name: str = "blobpad") -> Any:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        result = await anyio.to_thread.run_sync(toolbox.call, params.name, params.arguments)
+        # a request the client cancels (notifications/cancelled) gets no reply; its search,
+        # told through the event, stops at its next check instead of running to its end
+        cancelled = threading.Event()
+        try:
+            result = await anyio.to_thread.run_sync(
+                functools.partial(_call, toolbox, params.name, params.arguments, cancelled), abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
             structured_content=result,

@@ -57,6 +57,7 @@ from .search import (
     bounded_find,
     check_timeout,
     compile_pattern,
+    deadline_for,
     line_runs,
     long_line,
     next_char,
@@ -873,7 +874,7 @@ class ReadsMixin:
         find = regex._regexp.Match
         matches: list[GrepMatch] = []
         truncated = False
-        dl = None if timeout is None else Deadline(timeout)
+        dl = deadline_for(timeout)
         searched: int | None = None
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             try:
@@ -906,7 +907,7 @@ class ReadsMixin:
         timeout = check_timeout(timeout)
         ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
         find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
-        dl = None if timeout is None else Deadline(timeout)
+        dl = deadline_for(timeout)
         found = MatchingLines([], [])
         searched: int | None = None
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
@@ -941,8 +942,7 @@ class ReadsMixin:
         timeout = check_timeout(timeout)
         ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
         counter = LineCounter(pattern, ignore_case=ignore_case, fixed=fixed)
-        if timeout is not None:
-            counter.deadline = Deadline(timeout)
+        counter.deadline = deadline_for(timeout)
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             scanned = _rg_scan(v, pattern, ignore_case, fixed, counter.deadline, numbered=False)
             if scanned is not None:
@@ -1016,7 +1016,7 @@ class ReadsMixin:
         targets = _session_targets(self._reader, session, glob, ids, pos)
         find = regex._regexp.Match
         query = _query(pattern, ignore_case, fixed)
-        dl = None if timeout is None else Deadline(timeout)
+        dl = deadline_for(timeout)
         matches: list[SessionMatch] = []
         truncated = timed_out = False
         stop: tuple[_Target, int, int] | None = None  # where the next page starts: target, lines searched, matches

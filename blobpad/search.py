@@ -10,6 +10,7 @@ the pattern costs per byte.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import threading
@@ -22,6 +23,7 @@ import re2
 from .errors import HINT_FIXED, InvalidArgument, describe
 
 __all__ = ["MAX_PATTERN", "SEARCH_TIMEOUT", "MAX_SPANS", "compile_pattern", "per_line", "check_timeout", "Deadline", "TimedOut",
+           "cancel_on", "deadline_for",
            "LineCounter", "line_runs", "long_line", "bounded_find", "char_start", "next_char", "UNANCHORED"]
 
 _Bytes = bytes | bytearray
@@ -108,27 +110,57 @@ def check_timeout(timeout: object, label: str = "timeout") -> float | None:
     return float(min(timeout, 1e9))
 
 
+_CANCEL = threading.local()
+_NO_LIMIT = 1e9  # seconds: a budget that never runs out (as check_timeout caps), finite for the clocks
+
+
+@contextlib.contextmanager
+def cancel_on(event: threading.Event) -> Iterator[None]:
+    """Searches (grep, count, matching lines, grep_session) started in this thread inside
+    the block stop once ``event`` is set, from any thread, as if their time budget ran out
+    (a caller that gave up on the answer: the MCP server's cancelled requests)."""
+    previous = getattr(_CANCEL, "event", None)
+    _CANCEL.event = event
+    try:
+        yield
+    finally:
+        _CANCEL.event = previous
+
+
+def deadline_for(timeout: float | None) -> Deadline | None:
+    """The :class:`Deadline` of a search given ``timeout`` seconds (None: no time limit),
+    cancelled by the event of :func:`cancel_on` if any; None when neither bounds it."""
+    event = getattr(_CANCEL, "event", None)
+    if timeout is None and event is None:
+        return None
+    return Deadline(_NO_LIMIT if timeout is None else timeout, cancel=event)
+
+
 class Deadline:
     """The time budget of one grep or count call, shared by its worker threads.
 
     It also sizes the RE2 calls: each searches a window of about ``_SLICE`` seconds
     at the speed measured so far (the first 1 KB), so the deadline is checked often
-    whatever the pattern costs per byte.
+    whatever the pattern costs per byte.  ``cancel``: an event that, once set, spends
+    the budget at once (see :func:`cancel_on`).
     """
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, cancel: threading.Event | None = None) -> None:
         self.end = time.monotonic() + seconds
+        self.cancel = cancel
         self.window = _FIRST_WINDOW
         self.expired = False
         # searches too short to say anything about the speed alone, added up: [bytes, seconds]
         self._short = [0, 0.0]
 
     def left(self) -> float:
+        if self.cancel is not None and self.cancel.is_set():
+            return 0.0
         return self.end - time.monotonic()
 
     def check(self) -> None:
         """Raise TimedOut once the budget is spent."""
-        if self.expired or time.monotonic() >= self.end:
+        if self.expired or self.left() <= 0:
             self.expired = True
             raise TimedOut()
 
@@ -136,7 +168,7 @@ class Deadline:
         """``find`` over ``buf[pos:end]`` (the whole buffer as context) if the budget is not
         spent (else TimedOut), the window adapted to how long it took; the first span."""
         t0 = time.monotonic()
-        if t0 >= self.end or self.expired:
+        if t0 >= self.end or self.expired or (self.cancel is not None and self.cancel.is_set()):
             self.expired = True
             raise TimedOut()
         span = find(UNANCHORED, buf, pos, end)[0]

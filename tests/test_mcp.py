@@ -453,3 +453,25 @@ def test_mcp_allow_home_cannot_offload_the_default_store(tmp_path):
         if client.proc.poll() is None:
             client.proc.kill()
     assert code == 0, err
+
+
+def test_a_call_the_client_cancels_stops_its_search(store):
+    """The server runs each call with the event it sets when the client cancels the request
+    (notifications/cancelled): the search then stops at its next check, as at the end of its
+    budget, instead of running on unseen (14 s of CPU on a 24 MB log with no budget)."""
+    import threading
+
+    e = store.put(sample.log_text(6 << 20, seed=4), session="s", name="log")
+    for budget in (None, 30.0):  # no budget (--search-timeout 0): only a cancel stops it
+        for profile, args in (("blobpad", {"scratchpad_id": e.id, "mode": "grep", "pattern": "[a-z]{60}"}),
+                              ("blobpad", {"scratchpad_id": e.id, "mode": "grep", "pattern": "ERROR", "skip": 10}),
+                              ("blobpad", {"scratchpad_id": e.id, "mode": "count", "pattern": "ERROR"}),
+                              ("seed003", {"name": "log", "regex": "[a-z]{60}"})):
+            toolbox = Toolbox(store, session="s", scope="session", search_timeout=budget, profile=profile)
+            event = threading.Event()
+            assert not mcp_server._call(toolbox, "scratchpad_read", args, event).get("timed_out"), args
+            event.set()
+            stopped = mcp_server._call(toolbox, "scratchpad_read", args, event)
+            assert stopped["ok"] and stopped["timed_out"] is True and stopped.get("searched_lines", 0) < e.lines, stopped
+            assert ("cancelled" in stopped["notice"]) == (budget is None), stopped["notice"]
+            assert not toolbox.call("scratchpad_read", args).get("timed_out")  # only that call's searches

@@ -806,3 +806,37 @@ def test_the_chunk_cache_saves_decompressing_the_same_region_again(store_factory
         calls[0] = 0
         assert s.lines(e.id, mid + 5, mid + 10) == lines[mid + 4 : mid + 10]  # the same chunk again
         assert calls[0] == (0 if cache_bytes else 1)
+
+
+# -- cancellation ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", [None, 60.0])
+def test_a_cancelled_search_stops_as_if_its_budget_ran_out(store, timeout):
+    """Searches started inside ``cancel_on(event)`` stop once the event is set (the MCP
+    server sets it for a request the client cancelled); without it they run to the end."""
+    import threading
+
+    from blobpad.search import cancel_on
+
+    text = sample.log_text(6 << 20, seed=4)  # over rgscan's 4 MiB: counts and listings go through rg
+    e = store.put(text, session="s")
+    lines = text.count("\n")
+    event = threading.Event()
+    searches = {
+        # patterns whose chunks the filters cannot rule out: every chunk is read
+        "grep": lambda: store.grep(e.id, r"[a-z]{60}", timeout=timeout),
+        "count": lambda: store.count(e.id, "ERROR", timeout=timeout),
+        "matching_lines": lambda: store.matching_lines(e.id, "ERROR", timeout=timeout),
+        "grep_session": lambda: store.grep_session("s", r"[a-z]{60}", timeout=timeout),
+    }
+    with cancel_on(event):
+        whole = {name: run() for name, run in searches.items()}  # not cancelled: the whole entry
+        event.set()
+        cut = {name: run() for name, run in searches.items()}
+    for name in searches:
+        assert not whole[name].timed_out and cut[name].timed_out, name
+    for name in ("grep", "count", "matching_lines"):
+        assert whole[name].searched_lines is None and cut[name].searched_lines < lines, name
+    assert int(cut["count"]) < int(whole["count"]) == sum("ERROR" in line for line in text.splitlines())
+    assert not store.grep(e.id, r"[a-z]{60}", timeout=timeout).timed_out  # outside the block: not cancelled

@@ -76,8 +76,12 @@ def check_pattern(pattern: str, *, ignore_case: bool, fixed: bool, literal_hint:
 def timed_out_notice(tb: ToolContext, entry: Entry, searched: int | None, what: str,
                      advice: str = "search a literal with fixed_strings=true, or read around a line with "
                                    "mode='lines'") -> str:
-    """The notice of a search that ran out of time after line ``searched``."""
+    """The notice of a search that ran out of time after line ``searched`` (or was cancelled:
+    without a time budget, only a cancelled search stops early)."""
     done = searched or 0
+    if tb.search_timeout is None:
+        return (f"Stopped: the search was cancelled at line {done + 1} of {entry.lines}; {what} lines 1-{done} "
+                "(the later lines were not searched).")
     return (f"Timed out: the search stopped after {tb.search_timeout:g} s at line {done + 1} of {entry.lines}; "
             f"{what} lines 1-{done} (the later lines were not searched). This pattern is slow to match here: "
             f"simplify it (a .* before a class and a long repetition such as .{{30}} make RE2 slow), {advice}.")

@@ -176,7 +176,9 @@ def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict
             result["timed_out"] = True
             result["total_matches_at_least"] = True
             result["searched_lines"] = counted.searched_lines or 0  # how far the count of them all got
-            of = (f"of at least {total} (counting them all timed out after {tb.search_timeout:g} s at line "
+            stopped = ("was cancelled" if tb.search_timeout is None
+                       else f"timed out after {tb.search_timeout:g} s")  # no budget: only a cancel stops it
+            of = (f"of at least {total} (counting them all {stopped} at line "
                   f"{(counted.searched_lines or 0) + 1} of {entry.lines})")
         result["notice"] = f"Showing matches {skip + 1}-{skip + shown} {of} ({why}). {how}"
     elif skip and not shown:
