@@ -43,7 +43,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from . import prefilter, rgscan
 from .engine import prefix_end
-from .errors import HINT_VERIFY, MAX_STR_BYTES, CorruptData, InvalidArgument, NotFound, check_bool, check_int, check_str, typename
+from .errors import (
+    HINT_VERIFY,
+    MAX_STR_BYTES,
+    CorruptData,
+    InvalidArgument,
+    NotFound,
+    check_bool,
+    check_int,
+    check_str,
+    describe,
+    typename,
+)
 from .index import name_key, name_of_key, parse_id, scope_key
 from .prefilter import Query
 from .search import (
@@ -1995,6 +2006,8 @@ class EntryStream(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidArgument(f"offset must be an integer, not {describe(offset)}")
         if whence == io.SEEK_SET:
             pos = offset
         elif whence == io.SEEK_CUR:
@@ -2013,6 +2026,52 @@ class EntryStream(io.RawIOBase):
         negative or None (as ``BytesIO`` and files take it; ``RawIOBase`` refuses None)."""
         return super().read(-1 if size is None else size)  # type: ignore[return-value]
 
+    def readline(self, size: int | None = -1) -> bytes:
+        """The bytes up to and including the next ``\n`` (at most ``size``), as
+        ``BytesIO.readline``: found a chunk at a time (``RawIOBase``'s reads one byte per
+        call), so iterating over the stream's lines costs what reading it does."""
+        if size is None:
+            size = -1
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise InvalidArgument(f"size must be an integer or None, not {describe(size)}")
+        if self.closed:
+            raise ValueError("I/O operation on closed stream")
+        total = self._entry.size_bytes
+        parts: list[bytes] = []
+        n = 0
+        if size == 0 or self._pos >= total:
+            return b""
+        with self._reader.read() as txn:
+            m = self._manifest(txn)
+            while self._pos < total and (size < 0 or n < size):
+                off, buf = self._chunk_at(txn, m)
+                end = len(buf) if size < 0 else min(len(buf), off + size - n)
+                nl = buf.find(b"\n", off, end)
+                piece = buf[off : end if nl < 0 else nl + 1]
+                if not piece:
+                    break
+                parts.append(piece)
+                n += len(piece)
+                self._pos += len(piece)
+                if nl >= 0:
+                    break
+        return b"".join(parts)
+
+    def _manifest(self, txn: ReadTxn) -> Manifest:
+        try:
+            raw_id, _ = self._reader.load(txn, self._entry.id)
+        except NotFound:
+            raise NotFound(f"entry {self._entry.id} was deleted or expired while being read") from None
+        return self._reader.manifest(txn, raw_id)
+
+    def _chunk_at(self, txn: ReadTxn, m: Manifest) -> tuple[int, bytes]:
+        """(the position's offset in its chunk, the chunk), the chunk kept for the next call."""
+        i = m.chunk_of(m.bytes_at, self._pos)
+        if i != self._buf_index:
+            self._buf = self._reader.codec.chunk(txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+            self._buf_index = i
+        return self._pos - m.bytes_at[i], self._buf
+
     def readinto(self, buffer: Any) -> int:
         """Fill ``buffer`` from the current position, across as many chunks as it takes
         (like ``BytesIO``); return the number of bytes read, 0 at the end."""
@@ -2025,18 +2084,10 @@ class EntryStream(io.RawIOBase):
         want = len(out)
         n = 0
         with self._reader.read() as txn:
-            try:
-                raw_id, _ = self._reader.load(txn, self._entry.id)
-            except NotFound:
-                raise NotFound(f"entry {self._entry.id} was deleted or expired while being read") from None
-            m = self._reader.manifest(txn, raw_id)
+            m = self._manifest(txn)
             while n < want and self._pos < size:
-                i = m.chunk_of(m.bytes_at, self._pos)
-                if i != self._buf_index:
-                    self._buf = self._reader.codec.chunk(txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
-                    self._buf_index = i
-                off = self._pos - m.bytes_at[i]
-                piece = self._buf[off : off + want - n]
+                off, buf = self._chunk_at(txn, m)
+                piece = buf[off : off + want - n]
                 if not piece:
                     break
                 out[n : n + len(piece)] = piece

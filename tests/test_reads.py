@@ -232,7 +232,7 @@ _op = st.one_of(
     st.tuples(st.just("read"), st.none() | st.integers(-1, 700), st.just(0)),
     st.tuples(st.just("seek"), st.integers(0, 1 << 16), st.just(io.SEEK_SET)),
     st.tuples(st.just("seek"), st.integers(-300, 300), st.sampled_from([io.SEEK_CUR, io.SEEK_END])),
-    st.tuples(st.just("readline"), st.just(0), st.just(0)),
+    st.tuples(st.just("readline"), st.none() | st.integers(-1, 700), st.just(0)),
     st.tuples(st.just("readinto"), st.integers(0, 700), st.just(0)),
 )
 
@@ -244,7 +244,7 @@ def _apply(fh, op):
     if kind == "read":
         return fh.read(arg)
     if kind == "readline":
-        return fh.readline()
+        return fh.readline(arg)
     buf = bytearray(arg)
     n = fh.readinto(buf)
     return n, bytes(buf[:n])
@@ -283,9 +283,20 @@ def test_stream_seek_then_read_to_the_end(loaded, data):
 
 
 def test_stream_iterates_lines_like_bytesio(loaded):
-    for name in ("crlf", "newlines", "one-char", "empty"):
+    for name in sorted(loaded.ids):  # every corpus entry, those of many chunks and long lines too
         with loaded.store.stream(loaded.ids[name]) as fh:
             assert list(fh) == list(io.BytesIO(_raw(CORPUS[name]))), name
+
+
+def test_stream_seek_refuses_what_is_not_an_integer(loaded):
+    with loaded.store.stream(loaded.ids["crlf"]) as fh:
+        fh.seek(3)
+        for bad in (1.5, float("nan"), "1", None, b"1"):
+            with pytest.raises(InvalidArgument, match="offset must be an integer"):
+                fh.seek(bad)
+        assert fh.tell() == 3 and fh.read(2) == _raw(CORPUS["crlf"])[3:5]
+        with pytest.raises(InvalidArgument, match="size must be an integer"):
+            fh.readline(2.0)
 
 
 @SETTINGS
