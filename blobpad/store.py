@@ -37,6 +37,7 @@ import contextlib
 import itertools
 import json
 import math
+import numbers
 import os
 import secrets
 import time
@@ -291,7 +292,7 @@ class Store(ReadsMixin):
                 "min_size": p.min_size,
                 "avg_extra": p.avg_extra,
                 "max_size": p.max_size,
-                "created_at": self._clock(),
+                "created_at": self.now(),
             }
         else:
             settings = _check_settings(raw, self.path)
@@ -383,7 +384,7 @@ class Store(ReadsMixin):
         """
         value = self._clock()
         try:
-            t = float(value)
+            t = float(value) if isinstance(value, numbers.Number) else math.nan  # not "1700000000"
         except (TypeError, ValueError, OverflowError):
             t = math.nan
         if isinstance(value, bool) or not 0 <= t < _MAX_CLOCK:
@@ -426,7 +427,7 @@ class Store(ReadsMixin):
             name: makes a named entry: putting the same name again in the same session
                 replaces the old entry.
             step, tool: where the observation came from (kept in the index).
-            meta: JSON-serialisable caller metadata.
+            meta: JSON-serialisable caller metadata (a dict whose keys, at every depth, are strings).
             kind: "text" or "binary"; by default text when the content is valid UTF-8.
             exclusive: with ``name``, never replace: if the session has a live entry of
                 that name when the put commits, raise Conflict and store nothing (two

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import math
 import os
 import subprocess
@@ -55,10 +57,19 @@ def test_damaged_counters_are_recounted(tmp_path, value):
             assert s.verify().ok
 
 
-@pytest.mark.parametrize("clock", [lambda: math.nan, lambda: math.inf, lambda: -5.0, lambda: 1e300, lambda: "now", lambda: None])
+@pytest.mark.parametrize("clock", [lambda: math.nan, lambda: math.inf, lambda: -5.0, lambda: 1e300, lambda: "now", lambda: None,
+                                   lambda: "1700000000", lambda: b"1700000000", lambda: complex(1.7e9, 0), lambda: True])
 def test_a_broken_clock_is_a_clear_error(tmp_path, clock):
+    """Also when it first runs as a new store is made (its creation time)."""
     with pytest.raises(BlobpadError, match="clock"), blobpad.open(tmp_path / "s", clock=clock) as s:
         s.put("x")
+
+
+@pytest.mark.parametrize("value", [1_700_000_000, 1.7e9, decimal.Decimal("1700000000.25"), fractions.Fraction(17, 1) * 10**8])
+def test_a_clock_giving_any_real_number_works(tmp_path, value):
+    with blobpad.open(tmp_path / "s", clock=lambda: value) as s:
+        e = s.put("x", ttl=10)
+        assert e.expires_at == float(value) + 10 and s.get(e.id) == "x"
 
 
 def test_the_same_store_through_another_path_shares_one_environment(tmp_path):
