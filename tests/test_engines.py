@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -152,6 +153,11 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("file:/tmp/blobpad-never?x=1", "no query string"),
         (42, "path or a URL"),
         (b"/tmp/x", "path or a URL"),
+        ("/tmp/blobpad-never/a\0b", "no NUL"),
+        (pathlib.Path("/tmp/blobpad-never/a\0b"), "no NUL"),
+        ("memory://a\0b", "no NUL"),
+        ("redis://127.0.0.1:7000/0?namespace=a\0b", "no NUL"),
+        ("lmdb:///tmp/blobpad-never/a%00b", "NUL"),
     ],
 )
 def test_a_bad_target_is_a_clear_error(target, words):

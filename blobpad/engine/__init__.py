@@ -67,6 +67,8 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
     text = os.fspath(target)
     if isinstance(text, bytes):
         raise InvalidArgument("a store path must be text, not bytes")
+    if "\0" in text:  # no path or URL holds one; the file system would raise its own ValueError
+        raise InvalidArgument(f"{without_password(text)[:200]!r}: a store path or URL holds no NUL character")
     scheme, sep, rest = text.partition("://")
     if not sep:
         lone = _lone_colon_url(text)  # memory:, file:/abs, redis:/x ...: a URL, not a directory of that name
