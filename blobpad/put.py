@@ -39,7 +39,17 @@ from .chunking import ChunkParams, Manifest, cut_spans, span_stats
 from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
 from .engine import prefix_end as _prefix_end
-from .errors import HINT_MAX_BYTES, BlobpadError, Conflict, CorruptData, InvalidArgument, NotFound, StoreFull, describe
+from .errors import (
+    HINT_MAX_BYTES,
+    BlobpadError,
+    Conflict,
+    CorruptData,
+    InvalidArgument,
+    NotFound,
+    StoreFull,
+    describe,
+    typename,
+)
 from .forks import reset_in_child
 from .index import Entry, name_key, new_id
 from .journal import head_record, process_token, rollback_pending
@@ -76,6 +86,22 @@ FILTER_RECORD_MAX = prefilter.RECORD_MAX
 _Span = tuple[memoryview, bytes, int, int, bool]
 
 
+def _non_str_key(value: object) -> tuple[object] | None:
+    """The first dict key in ``value`` (a JSON-serialisable value, so finite) that is not a
+    str, as a 1-tuple (the key may be None), or None when there is none."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    return (k,)
+                stack.append(v)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
+
 def check_meta(meta: object) -> dict[str, Any]:
     """Validate caller metadata and return a JSON round-tripped copy of it."""
     if meta is None:
@@ -90,6 +116,9 @@ def check_meta(meta: object) -> dict[str, Any]:
         raise InvalidArgument(f"meta must be JSON-serialisable: {describe(str(exc), 200)}") from None
     if len(meta_json) > _MAX_META:
         raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {_MAX_META}")
+    found = _non_str_key(meta)
+    if found is not None:  # JSON would make it a string: {1: "a", "1": "b"} would keep one of the two
+        raise InvalidArgument(f"meta's keys must be strings, as JSON's are, not {typename(found[0])} ({describe(found[0])})")
     try:
         meta_json.encode("utf-8")
     except UnicodeEncodeError:
@@ -735,10 +764,15 @@ class Source:
                 if isinstance(exc, BlobpadError):
                     raise
                 raise InvalidArgument(f"reading the file object failed: {describe(str(exc), 300)}") from None
-            if not block:
-                return
             if isinstance(block, str):
                 raise InvalidArgument("the file object returned str; open it in binary mode ('rb')")
+            if block is None:  # what a non-blocking stream's read() gives when nothing is ready yet
+                raise InvalidArgument("the file object's read() returned None (a non-blocking stream with no data "
+                                      "ready); pass a blocking one")
+            if not isinstance(block, (bytes, bytearray, memoryview)):
+                raise InvalidArgument(f"the file object's read() returned {typename(block)}; it must return bytes")
+            if not block:
+                return
             if left is not None:
                 left -= len(block)
             yield bytes(block)

@@ -249,6 +249,31 @@ def test_put_binary_file_object_is_streamed(store, tmp_path):
         store.put(fh)
 
 
+class _Reads:
+    """A file object whose read() gives ``values`` in turn, then b""."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def read(self, size: int = -1) -> object:
+        return self.values.pop(0) if self.values else b""
+
+
+@pytest.mark.parametrize(("values", "words"), [
+    ((b"abc", 7), "returned int; it must return bytes"),   # it looped for ever: bytes(7) is seven NULs... each call
+    ((0,), "returned int"),
+    ((None,), "returned None .*non-blocking"),            # it stored an empty entry
+    ((b"abc", None), "returned None"),
+    (([1, 2],), "returned list"),
+])
+def test_a_file_object_that_reads_no_bytes_is_refused_and_stores_nothing(store, values, words):
+    before = _footprint(store)
+    with pytest.raises(InvalidArgument, match=words):
+        store.put(_Reads(*values), session="s")
+    assert _footprint(store) == before and store.entries(session="s") == []
+    assert store.put(_Reads(b"abc", bytearray(b"def"), memoryview(b"ghi"))).size == 9  # bytes-like all count
+
+
 def test_put_rejects_what_it_cannot_store(store):
     with pytest.raises(InvalidArgument, match="pathlib.Path"):
         store.put(12345)
@@ -1180,3 +1205,13 @@ def test_the_readme_library_example_runs_as_written(tmp_path, monkeypatch):
     found = namespace["found"]  # "grep every entry of a session": the log's ERROR lines, the first 50
     errors = [i for i, line in enumerate(_log(300_000, 5).splitlines(), 1) if "ERROR" in line]
     assert [(m.entry_id, m.line) for m in found.matches] == [(e.id, n) for n in errors[:50]] and found.cursor
+
+
+@pytest.mark.parametrize("meta", [{True: 1}, {1: "a", "1": "b"}, {"a": [{"b": {2: 3}}]}, {None: 0}, {1.5: "x"}])
+def test_meta_keys_that_json_would_rewrite_are_refused(store, meta):
+    """JSON keys are strings: {1: "a", "1": "b"} would keep one value of the two, silently."""
+    with pytest.raises(InvalidArgument, match="meta's keys must be strings"):
+        store.put("x", session="s", meta=meta)
+    assert store.entries(session="s") == []
+    nested = {"a": [{"b": {"c": (1, 2)}}], "ok": True}
+    assert store.put("x", session="s", meta=nested).meta == {"a": [{"b": {"c": [1, 2]}}], "ok": True}
