@@ -44,8 +44,8 @@ from .search import cancel_on
 from .tools import PROFILES, Toolbox, profile_records
 from .units import non_negative
 
-__all__ = ["build_server", "serve", "serve_stdio", "decode_message", "main", "add_arguments", "run", "INSTRUCTIONS",
-           "MAX_MESSAGE_BYTES", "MAX_DEPTH"]
+__all__ = ["build_server", "call_cancellable", "serve", "serve_stdio", "decode_message", "main", "add_arguments", "run",
+           "INSTRUCTIONS", "MAX_MESSAGE_BYTES", "MAX_DEPTH"]
 
 INSTRUCTIONS = (
     "blobpad keeps large content out of your context. Tool outputs or files that are too large are saved in "
@@ -64,7 +64,7 @@ def _require_mcp() -> None:
         ) from None
 
 
-def _call(toolbox: Toolbox, name: str, arguments: Any, cancelled: threading.Event) -> dict[str, Any]:
+def call_cancellable(toolbox: Toolbox, name: str, arguments: Any, cancelled: threading.Event) -> dict[str, Any]:
     """``toolbox.call`` whose searches stop once ``cancelled`` is set."""
     with cancel_on(cancelled):
         return toolbox.call(name, arguments)
@@ -103,7 +103,7 @@ def build_server(toolbox: Toolbox, *, name: str = "blobpad") -> Any:
         cancelled = threading.Event()
         try:
             result = await anyio.to_thread.run_sync(
-                functools.partial(_call, toolbox, params.name, params.arguments, cancelled), abandon_on_cancel=True)
+                functools.partial(call_cancellable, toolbox, params.name, params.arguments, cancelled), abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             cancelled.set()
             raise

@@ -469,9 +469,9 @@ def test_a_call_the_client_cancels_stops_its_search(store):
                               ("seed003", {"name": "log", "regex": "[a-z]{60}"})):
             toolbox = Toolbox(store, session="s", scope="session", search_timeout=budget, profile=profile)
             event = threading.Event()
-            assert not mcp_server._call(toolbox, "scratchpad_read", args, event).get("timed_out"), args
+            assert not mcp_server.call_cancellable(toolbox, "scratchpad_read", args, event).get("timed_out"), args
             event.set()
-            stopped = mcp_server._call(toolbox, "scratchpad_read", args, event)
+            stopped = mcp_server.call_cancellable(toolbox, "scratchpad_read", args, event)
             assert stopped["ok"] and stopped["timed_out"] is True and stopped.get("searched_lines", 0) < e.lines, stopped
             assert ("cancelled" in stopped["notice"]) == (budget is None), stopped["notice"]
             assert not toolbox.call("scratchpad_read", args).get("timed_out")  # only that call's searches
