@@ -508,11 +508,10 @@ class Offloader:
             prefix = prefix.encode("utf-8")[: room - 1].decode("utf-8", "ignore") + "_"
         pattern = re.compile(re.escape(prefix) + r"([1-9][0-9]{0,17})")
         highest = 0
-        for e in self.store.entries(session=session):
-            if e.name is not None:
-                m = pattern.fullmatch(e.name)
-                if m:
-                    highest = max(highest, int(m.group(1)))
+        for e in self.store.named(session=session, prefix=prefix):  # the session's names, not all its records
+            m = pattern.fullmatch(e.name or "")
+            if m:
+                highest = max(highest, int(m.group(1)))
         with _RESERVED_LOCK:
             taken = _RESERVED.setdefault((id(self.store), session), set())
             n = highest + 1
