@@ -446,7 +446,8 @@ def test_grep_pages_with_wide_context_hold_only_what_they_show(store):
     assert r["ok"] and r["first_match"] == 10_001 and r["shown_matches"] >= 1
     assert peak < 64 << 20
     shown = [ln for ln in r["content"].split("\n") if ln != "--"]
-    assert shown[0].startswith("9901-") and any(ln.startswith("10001:") for ln in shown)
+    # every line matches: none is shown as context (9901-10000 were, though they match)
+    assert shown[0].startswith("10001:") and all(re.match(r"\d+:", ln) for ln in shown)
     for ln in shown:
         number, text = re.match(r"(\d+)[-:](.*)", ln).groups()
         assert lines[int(number) - 1].startswith(text.split(" [... line")[0])
@@ -1498,3 +1499,94 @@ def test_add_tool_adds_a_tool_of_ones_own_and_refuses_a_taken_name(store):
         tb.add_tool({"name": "x"})  # type: ignore[arg-type]
     tb.tools.pop("echo")  # a copy: the toolbox keeps it
     assert "echo" in tb.tools
+
+
+# -- grep pages: labels, context, read-ons --------------------------------------------------------
+
+
+def _grep_pages(tb, eid: str, **args) -> list[dict]:
+    """Every page of a grep, following ``next`` (at most 200 pages)."""
+    pages, call = [], {"scratchpad_id": eid, "mode": "grep", **args}
+    for _ in range(200):
+        page = _read(tb, **call)
+        assert page["ok"], page
+        pages.append(page)
+        if "next" not in page:
+            return pages
+        call = page["next"]
+    raise AssertionError("more than 200 pages")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grep_pages_label_every_line_truly_and_show_each_match_once(store, seed):
+    """A line shown as context (``N-``) never matches, a line shown as ``N:`` always does,
+    across page boundaries too (a context reached into another page's matches and showed
+    them as not matching), and following ``next`` shows every match exactly once."""
+    rng = random.Random(seed)
+    lines = [rng.choice(["ERROR disk", "ok", "ok fine", "ERROR net"]) + f" {i}" for i in range(1, 61)]
+    tb, e = _toolbox(store, "\n".join(lines) + "\n")
+    matches = [n for n, line in enumerate(lines, 1) if "ERROR" in line]
+    for context in (1, 2, 3):
+        for limit in (1, 2, 3, 5):
+            seen = []
+            for page in _grep_pages(tb, e.id, pattern="ERROR", context=context, max_matches=limit):
+                for row in page["content"].split("\n"):
+                    if row == "--" or not row:
+                        continue
+                    m = re.match(r"(\d+)([:-])", row)
+                    assert m, row
+                    number, label = int(m.group(1)), m.group(2)
+                    assert (label == ":") == ("ERROR" in lines[number - 1]), (context, limit, row)
+                    if label == ":":
+                        seen.append(number)
+            assert seen == matches, (context, limit)
+
+
+def test_the_context_of_a_match_too_large_to_show_whole_is_cut_and_says_so(store):
+    """Lines of 3,000 characters around a match with context 5 do not fit the default cap:
+    the nearest context lines are shown, and the ones left out are named, with the
+    arguments that read them (they were dropped silently)."""
+    lines = [f"ctx{i} " + "y" * 3000 for i in range(1, 21)]
+    lines[10] = "ERROR here"
+    tb, e = _toolbox(store, "\n".join(lines) + "\n")
+    page = _read(tb, scratchpad_id=e.id, mode="grep", pattern="ERROR", context=5)
+    shown = {int(m.group(1)) for m in re.finditer(r"^(\d+)-", page["content"], re.M)}
+    left = re.findall(r"\[\.\.\. context lines (\d+)-(\d+) not shown: the output is capped; read them with (.*)\]$",
+                      page["content"], re.M)
+    missing = {n for a, b, _ in left for n in range(int(a), int(b) + 1)}
+    assert "11:ERROR here" in page["content"] and shown and left
+    assert shown | missing == set(range(6, 11)) | set(range(12, 17)) and not shown & missing
+    for _, _, how in left:  # the arguments given read those lines
+        args = dict(re.findall(r'(\w+)=("[^"]*"|\d+)', how))
+        got = _read(tb, **{k: json.loads(v) for k, v in args.items()})
+        first, last = int(args["start_line"]), int(args["end_line"])
+        assert got["ok"] and got["start_line"] == first and str(first) in got["content"]
+        assert len(json.dumps(got)) <= tb.max_result_chars and last >= first
+
+
+@pytest.mark.parametrize("limit", [5, 150])
+def test_a_long_pattern_never_reads_on_with_another(store, limit):
+    """At the smallest cap a 1,655-character pattern cannot appear three times: ``next``
+    is never cut (it ran another pattern and found nothing); it is dropped, and the notice
+    says how to read on."""
+    pattern = "|".join(f"nomatch{i:03d}" for i in range(150)) + "|ERROR"
+    tb, e = _toolbox(store, "".join(f"{i} ERROR x\n" for i in range(500)), max_result_chars=2000)
+    page = _read(tb, scratchpad_id=e.id, mode="grep", pattern=pattern, max_matches=limit)
+    assert page["ok"] and page["total_matches"] == 500 and len(json.dumps(page)) <= 2000
+    if "next" in page:
+        assert page["next"]["pattern"] == pattern
+    else:
+        skip = int(re.search(r"skip=(\d+)", page["notice"]).group(1))
+        assert "same pattern" in page["notice"] and skip == page["shown_matches"] > 0
+        follow = _read(tb, scratchpad_id=e.id, mode="grep", pattern=pattern, max_matches=limit, skip=skip)
+        assert follow["ok"] and follow["content"].startswith(f"{skip + 1}:{skip} ERROR x")
+
+
+def test_a_matching_line_shows_its_match_whatever_the_escaping(store):
+    """Control characters take six JSON characters each: the budget shrinks, the part of
+    the line shown is cut shorter, and it must still hold the match."""
+    line = "\x01" * 30_000 + "ERROR" + "\x01" * 30_000
+    tb, e = _toolbox(store, line + "\n", max_result_chars=2000)
+    page = _read(tb, scratchpad_id=e.id, mode="grep", pattern="ERROR")
+    assert page["ok"] and len(json.dumps(page)) <= 2000
+    assert "ERROR" in page["content"].split("\n")[0]

@@ -4,9 +4,10 @@ slices of characters or bytes, grep's lines, listings, searches run once per cal
 from __future__ import annotations
 
 import base64
+import bisect
 import datetime
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import HINT_FIXED, InvalidArgument, NotFound
@@ -119,21 +120,27 @@ def read_range(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int, mo
 
 def grep_lines(
     tb: ToolContext, entry: Entry, res_matches: list[Any], context: int, budget: int, id_args: dict[str, Any],
-    separator: bool = True, read_on: bool = True,
+    separator: bool = True, read_on: bool = True, known: Iterable[int] = (),
 ) -> tuple[list[str], int]:
     """Format grep matches as ``N:text`` (context ``N-text``, groups split by ``--``).
 
     Returns the lines and how many matches fit in ``budget``.  The ``context`` lines
     before and after each match are read here, for the matches shown only, each cut to
     what can be shown (``Store.line_windows``): the search itself is asked for none, so
-    a page of many matches with wide context never holds more than it shows.
+    a page of many matches with wide context never holds more than it shows.  A context
+    never runs into another match: ``known`` holds the lines of the matches of the other
+    pages the caller knows (those before this page, and those after it within
+    ``context`` lines), which are never shown as context lines (``N-``), since they match.
+    A first match whose context does not fit keeps the context lines nearest to it and
+    says which lines it leaves out, with the arguments that read them.
 
     A line cut to the width says how to read on with ``mode="lines"`` and a column; a
     profile whose read tool has no such mode (``read_on=False``, seed 003) says only
-    how much of the line is left.
+    how much of the line is left.  The part of a matching line shown always holds its
+    first match.
     """
     cap = min(tb.line_chars, max(80, budget - 400))
-    match_lines = {m.line for m in res_matches}
+    match_lines = sorted({m.line for m in res_matches} | set(known))
     out: list[str] = []
     used = 0
     last_emitted = 0
@@ -156,47 +163,84 @@ def grep_lines(
         except NotFound:  # deleted or expired since the search: the matches without their context
             return []
 
-    for m in res_matches:
-        group: list[str] = []
-        first_line = None
-        before = around(max(1, m.line - context, last_emitted + 1), m.line - 1)
-        after = around(m.line + 1, m.line + context)
-        for number, text in before:
-            if number > last_emitted and number not in match_lines:
-                first_line = first_line or number
-                group.append(ctx_line(number, text))
-        text = m.text[:cap]
-        prefix = f"[... {m.offset} characters ...]" if m.offset else ""
-        after_chars = m.line_chars - m.offset - len(text)
+    def left_out(first: int, last: int) -> str:
+        if not read_on:
+            return f"[... context lines {first}-{last} not shown: the output is capped]"
+        nxt = args_text({**id_args, "mode": "lines", "start_line": first, "end_line": last})
+        return f"[... context lines {first}-{last} not shown: the output is capped; read them with {nxt}]"
+
+    def match_line(m: Any) -> str:
+        start = 0
+        if m.spans and m.spans[0][1] > cap:  # the cut would hide the match: show the part around it
+            start = max(0, min(m.spans[0][0] - cap // 4, len(m.text) - cap))
+        text = m.text[start : start + cap]
+        offset = m.offset + start
+        prefix = f"[... {offset} characters ...]" if offset else ""
+        after_chars = m.line_chars - offset - len(text)
         suffix = ""
         if after_chars > 0 and not read_on:
             suffix = f" [... line {m.line} continues for {after_chars} more characters]"
         elif after_chars > 0:
             nxt = args_text({**id_args, "mode": "lines", "start_line": m.line, "end_line": m.line,
-                              "column": m.offset + len(text)})
+                              "column": offset + len(text)})
             suffix = f" [... line {m.line} continues for {after_chars} more characters; read on with {nxt}]"
-        first_line = first_line or m.line
-        group.append(f"{m.line}:{prefix}{text}{suffix}")
-        end_line = m.line
-        for number, text in after:
-            if number in match_lines:
-                break
-            group.append(ctx_line(number, text))
-            end_line = number
+        return f"{m.line}:{prefix}{text}{suffix}"
+
+    for m in res_matches:
+        i = bisect.bisect_left(match_lines, m.line)
+        previous = match_lines[i - 1] if i > 0 else 0  # contexts stop short of other matches
+        following = match_lines[i + 1] if i + 1 < len(match_lines) else entry.lines + 1
+        before = [(n, ctx_line(n, t)) for n, t in
+                  around(max(1, m.line - context, last_emitted + 1, previous + 1), m.line - 1)]
+        after = [(n, ctx_line(n, t)) for n, t in around(m.line + 1, min(m.line + context, following - 1))]
+        first_line = before[0][0] if before else m.line
+        end_line = after[-1][0] if after else m.line
+        group = [line for _, line in before] + [match_line(m)] + [line for _, line in after]
         if separator and context and out and first_line > last_emitted + 1:
             group.insert(0, "--")
         size = sum(len(g) + 1 for g in group)
         if used + size > budget:
             if out:
                 break
-            group = [g for g in group if g.startswith(f"{m.line}:")]  # the match alone, without its context
-            size = len(group[0]) + 1
-            end_line = m.line
+            group, end_line = _nearest_context(before, (m.line, match_line(m)), after, budget - used, left_out)
+            size = sum(len(g) + 1 for g in group)
         out.extend(group)
         used += size
         last_emitted = max(last_emitted, end_line)
         shown += 1
     return out, shown
+
+
+def _nearest_context(
+    before: list[tuple[int, str]], numbered: tuple[int, str], after: list[tuple[int, str]], room: int,
+    left_out: Callable[[int, int], str],
+) -> tuple[list[str], int]:
+    """The match with the context lines nearest to it that fit in ``room`` (taken in turn
+    before and after it), and a line naming each run of context lines left out; and the
+    last line number it shows."""
+    number, match = numbered
+    reserve = 2 * len(left_out(10**9, 10**9)) + 4  # the notes of what is left out
+    used = len(match) + 1 + reserve
+    kept_before, kept_after = 0, 0
+    turn = 0
+    while kept_before < len(before) or kept_after < len(after):
+        take_before = kept_before < len(before) and (turn % 2 == 0 or kept_after >= len(after))
+        line = before[len(before) - 1 - kept_before][1] if take_before else after[kept_after][1]
+        if used + len(line) + 1 > room:
+            break
+        used += len(line) + 1
+        if take_before:
+            kept_before += 1
+        else:
+            kept_after += 1
+        turn += 1
+    group: list[str] = []
+    if kept_before < len(before):
+        group.append(left_out(before[0][0], before[len(before) - kept_before - 1][0]))
+    group += [line for _, line in before[len(before) - kept_before:]] + [match] + [line for _, line in after[:kept_after]]
+    if kept_after < len(after):
+        group.append(left_out(after[kept_after][0], after[-1][0]))
+    return group, after[kept_after - 1][0] if kept_after else number
 
 
 def list_result(tb: ToolContext, budget: int, skip: int, describe: Callable[[Entry], dict[str, Any]],

@@ -292,17 +292,32 @@ def longest_string(value: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, .
 
 
 def shrink(result: dict[str, Any], cap: int) -> dict[str, Any]:
-    """Cut the longest strings of ``result`` until it fits in ``cap`` characters of JSON."""
+    """Cut the longest strings of ``result`` until it fits in ``cap`` characters of JSON.
+
+    ``next``, the arguments of the call that reads on, is never cut (a cut pattern would
+    read on with another one); where it alone would take over half the cap, it goes, and
+    the notice says which of its arguments to change (the others stay this call's).
+    """
     result = json.loads(json.dumps(result, ensure_ascii=False))
+    nxt = result.pop("next", None)
+    extra = 0 if nxt is None else result_size({"next": nxt}) - 1  # with the comma before it
+    if nxt is not None and extra > cap // 2:
+        short = {k: v for k, v in nxt.items() if not isinstance(v, str) or len(v) < 100}
+        same = [k for k in nxt if k not in short]
+        result["notice"] = (f"Output capped; to read on, call again with the same {' and '.join(same)} as this call "
+                            "and " + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in short.items()))
+        result["truncated"] = True
+        nxt, extra = None, 0
+    limit = cap - extra
     for _ in range(200):
         size = result_size(result)
-        if size <= cap:
-            return result
+        if size <= limit:
+            return result if nxt is None else {**result, "next": nxt}
         path, text = longest_string(result)
         if len(text) < 100:
             break
         ratio = (len(json.dumps(text, ensure_ascii=False)) - 2) / len(text)   # JSON characters per character
-        keep = max(0, min(len(text) - 1, int(len(text) - (size - cap + 100) / ratio) - 1))
+        keep = max(0, min(len(text) - 1, int(len(text) - (size - limit + 100) / ratio) - 1))
         target: Any = result
         for key in path[:-1]:
             target = target[key]

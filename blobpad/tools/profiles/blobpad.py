@@ -130,13 +130,17 @@ def _lines(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dic
 def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict[str, Any]:
     skip, limit, context = a["skip"], a["max_matches"], a["context"]
     pattern, icase, fixed = a["pattern"], a["ignore_case"], a["fixed_strings"]
-    res = tb.search(("grep", entry.id, pattern, icase, fixed, skip + limit),  # context: read by grep_lines
+    # context lines are read by grep_lines; the matches up to `context` past the page are
+    # asked for too, so that no context line of this page is one (it would read as not matching)
+    wanted = skip + limit + context
+    res = tb.search(("grep", entry.id, pattern, icase, fixed, wanted),
                     lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed,
-                                            max_matches=skip + limit, line_window=tb.line_chars + 1, timeout=t))
-    matches = res.matches[skip:]
+                                            max_matches=wanted, line_window=tb.line_chars + 1, timeout=t))
+    matches = res.matches[skip : skip + limit]
     id_args = {"scratchpad_id": entry.id}
-    lines, shown = grep_lines(tb, entry, matches, context, budget, id_args)
-    more = res.truncated or shown < len(matches)
+    known = [m.line for m in res.matches[:skip]] + [m.line for m in res.matches[skip + limit :]]
+    lines, shown = grep_lines(tb, entry, matches, context, budget, id_args, known=known)
+    more = res.truncated or len(res.matches) > skip + limit or shown < len(matches)
     total: int = len(res.matches)
     counted = None
     if res.truncated:
@@ -161,9 +165,9 @@ def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict
         result["timed_out"] = True
         result["searched_lines"] = res.searched_lines
         result["notice"] = timed_out_notice(tb, entry, res.searched_lines, "the matches found are all those of")
-        if shown < len(matches):
+        if shown < len(res.matches) - skip:  # found, not shown (capped, or past max_matches)
             result["next"] = nxt
-            result["notice"] += f" Output capped: for the next ones found, call again with {args_text(nxt)}."
+            result["notice"] += f" For the next ones found, call again with {args_text(nxt)}."
     elif more:
         why = "max_matches reached" if shown == len(matches) else "output capped"
         if nxt["skip"] <= _MAX_SKIP:
