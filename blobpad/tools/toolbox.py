@@ -68,7 +68,7 @@ class Toolbox:
         scope: ``"turn"`` (only the current turn's entries) or ``"session"`` (all of
             the session's); default: the profile's (turn for blobpad and seed000,
             session for the others).
-        max_result_chars: cap on the length of every result as JSON (default 20,000;
+        max_result_chars: cap on the length of every result as JSON (default 20,000, at least 2,000;
             34,000 for seed003, so that its default limit of 30,000 fits).
         line_chars: longest line shown whole by the line-numbered modes (default 2000,
             or a quarter of ``max_result_chars`` if that is smaller).
