@@ -25,7 +25,7 @@ import threading
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from functools import partial
 from typing import IO, Any
@@ -86,13 +86,14 @@ FILTER_RECORD_MAX = prefilter.RECORD_MAX
 _Span = tuple[memoryview, bytes, int, int, bool]
 
 
-def _non_str_key(value: object) -> tuple[object] | None:
-    """The first dict key in ``value`` (a JSON-serialisable value, so finite) that is not a
-    str, as a 1-tuple (the key may be None), or None when there is none."""
+def non_str_key(value: object) -> tuple[object] | None:
+    """The first mapping key in ``value`` (a JSON-serialisable value, so finite) that is
+    not a str, at any depth, as a 1-tuple (the key may be None); None when there is none.
+    JSON turns such keys into strings without a word (1 and "1" into one key)."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, dict):
+        if isinstance(item, Mapping):
             for k, v in item.items():
                 if not isinstance(k, str):
                     return (k,)
@@ -116,7 +117,7 @@ def check_meta(meta: object) -> dict[str, Any]:
         raise InvalidArgument(f"meta must be JSON-serialisable: {describe(str(exc), 200)}") from None
     if len(meta_json) > _MAX_META:
         raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {_MAX_META}")
-    found = _non_str_key(meta)
+    found = non_str_key(meta)
     if found is not None:  # JSON would make it a string: {1: "a", "1": "b"} would keep one of the two
         raise InvalidArgument(f"meta's keys must be strings, as JSON's are, not {typename(found[0])} ({describe(found[0])})")
     try:

@@ -76,6 +76,7 @@ from typing import Any
 
 from ..errors import MAX_STR_BYTES, MAX_TTL, BlobpadError, InvalidArgument, NotFound, typename
 from ..index import Entry
+from ..put import non_str_key
 from ..store import Store
 from ..store import open as open_store
 
@@ -177,18 +178,10 @@ def _value_text(value: object) -> str:
 def _check_keys(value: object) -> None:
     """Refuse a dict key that is not a string, at any depth: JSON would turn 1 into "1" and
     None into "null" without a word (and {1: "a", "1": "b"} into one key)."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                if not isinstance(k, str):
-                    raise InvalidArgument(f"a value's keys must be strings at every depth, not {typename(k)} "
-                                          f"({k!r:.80})")
-                if isinstance(v, (Mapping, list, tuple)):
-                    stack.append(v)
-        elif isinstance(node, (list, tuple)):
-            stack.extend(v for v in node if isinstance(v, (Mapping, list, tuple)))
+    found = non_str_key(value)
+    if found is not None:
+        raise InvalidArgument(f"a value's keys must be strings at every depth, not {typename(found[0])} "
+                              f"({found[0]!r:.80})")
 
 
 def _ttl_seconds(ttl: object) -> float | None:
