@@ -30,7 +30,7 @@ from .view import Reader, ahead
 
 __all__ = [
     "REF", "WHOLE_DEDUP", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
-    "purge_index", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
+    "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
     "prefetch_deletes", "prefetch_due",
 ]
@@ -107,7 +107,7 @@ def _legacy_seq_keys(e: Entry) -> list[tuple[str, bytes]]:
     return [(space, prefix + seq_key(e.seq)) for space, prefix in keys]
 
 
-def _expiry_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
+def expiry_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
     """Entry ``e``'s key in the ``expiry`` index, in either layout (:func:`expiry_key`: a
     store written before the sequence was part of it has the other)."""
     us = expiry_us(e.expires_at)
@@ -116,7 +116,7 @@ def _expiry_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
 
 def _dated_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
     """Entry ``e``'s keys in the ``expiry`` and ``digests`` indexes (the latter only where it was indexed)."""
-    return [*_expiry_keys(e, raw_id), ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
+    return [*expiry_keys(e, raw_id), ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
 
 
 def _chunk_list(txn: ReadTxn, raw_id: bytes) -> Manifest | None:
@@ -468,7 +468,7 @@ class Catalog:
         entry = None if raw is None else decode_entry(raw)
         if entry is None or (entry.expires_at is not None and entry.expires_at <= self._now()):
             return None
-        for space, key in _expiry_keys(entry, raw_id):
+        for space, key in expiry_keys(entry, raw_id):
             txn.delete(space, key)
         entry = dataclasses.replace(entry, expires_at=expires)
         txn.put("entries", raw_id, entry.encode())
@@ -530,8 +530,8 @@ class Catalog:
         while tried <= _EVICT_MAX:  # the entries closest to expiry, a batch at a time (as many as it takes)
             victims, last = [], None
             for last, _ in txn.scan("expiry", start):
-                if expiry_id(last) != keep:
-                    victims.append(expiry_id(last))
+                if (victim := expiry_id(last)) != keep:
+                    victims.append(victim)
                 if len(victims) >= batch:
                     break
             batch = min(4 * batch, _EVICT_BATCH)  # most puts evict one or two: ask for few first

@@ -215,15 +215,12 @@ def edit(reader: Reader, putter: Putter, entry_id: str, old: str, new: str, *, r
     if occurrences > 1 and not replace_all:
         raise NoUniqueMatch(f"{describe(old, 200)} occurs {occurrences} times in entry {entry.id}", occurrences,
                             hint=_HINT_MANY)
-    ttl = None
-    if entry.expires_at is not None:
-        ttl = entry.expires_at - reader.now()
-        if ttl <= 0:
-            raise not_found(entry.id)  # it expired while it was being read
+    if entry.expires_at is not None and entry.expires_at <= reader.now():
+        raise not_found(entry.id)  # it expired while it was being read
     try:
-        stored = putter.put(
+        stored = putter.put(  # no ttl: the commit takes the entry's expiry as it stands then (replaces=)
             _Pieces(_replaced(reader, entry, old_bytes, new_bytes)), kind="text", session=entry.session,
-            turn=entry.turn, ttl=ttl, name=entry.name, step=entry.step, tool=entry.tool, meta=dict(entry.meta),
+            turn=entry.turn, ttl=None, name=entry.name, step=entry.step, tool=entry.tool, meta=dict(entry.meta),
             replaces=bytes.fromhex(entry.id),
         )
     except NotFound:  # the entry went away while the edit read it again

@@ -30,7 +30,7 @@ from .catalog import (
     counters,
     digest_key,
     due,
-    expiry_us,
+    expiry_keys,
     filter_bytes,
     fold,
     get_or_damaged,
@@ -44,7 +44,7 @@ from .chunking import KEY_SIZE, Manifest
 from .codec import Codec
 from .engine import SPACES, Checked, ReadTxn, WriteTxn
 from .errors import BlobpadError, CorruptData, Unavailable
-from .index import decode_entry, expiry_id, expiry_key, name_key
+from .index import decode_entry, expiry_id, name_key
 
 __all__ = ["GcReport", "VerifyReport", "gc", "sweep", "SWEEP_LIMIT", "verify", "repair_refs"]
 
@@ -161,7 +161,7 @@ class Verifier:
                 continue
             for space, key in seq_index_keys(self.txn, e, raw_id):
                 want[space][key] = raw_id
-            key, legacy = expiry_key(expiry_us(e.expires_at), raw_id, e.seq), expiry_key(expiry_us(e.expires_at), raw_id)
+            (_, key), (_, legacy) = expiry_keys(e, raw_id)  # the layout with the sequence, and the older one
             want["expiry"][legacy if legacy in records["expiry"] and key not in records["expiry"] else key] = b""
             digest = digest_key(e.size_bytes, e.sha256, raw_id)
             if e.size_bytes > WHOLE_DEDUP or digest in records["digests"]:  # smaller: indexed by older stores

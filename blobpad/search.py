@@ -167,10 +167,8 @@ class Deadline:
     def timed(self, find: _Find, buf: _Bytes, pos: int, end: int) -> tuple[int, int]:
         """``find`` over ``buf[pos:end]`` (the whole buffer as context) if the budget is not
         spent (else TimedOut), the window adapted to how long it took; the first span."""
+        self.check()
         t0 = time.monotonic()
-        if t0 >= self.end or self.expired or (self.cancel is not None and self.cancel.is_set()):
-            self.expired = True
-            raise TimedOut()
         span = find(UNANCHORED, buf, pos, end)[0]
         scanned = (span[1] if span[0] >= 0 else end) - pos
         spent = time.monotonic() - t0
