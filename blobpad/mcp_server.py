@@ -128,6 +128,17 @@ def build_server(toolbox: Toolbox, *, name: str = "blobpad") -> Any:
 #: longest message line the server reads, in bytes; a longer one is skipped and answered
 #: with an Invalid Request error.
 MAX_MESSAGE_BYTES = 64 << 20
+
+
+def _result_caps() -> str:
+    """The profiles' default result caps in words: "20000; 34000 for seed003"."""
+    records = profile_records("+".join(PROFILES))
+    common = max((r.max_result_chars for r in records), key=[r.max_result_chars for r in records].count)
+    others = [f"{r.max_result_chars} for {r.name}" for r in records if r.max_result_chars != common]
+    return "; ".join([str(common), *others])
+
+
+_RESULT_CAPS = _result_caps()
 #: deepest nesting of objects and arrays accepted in a message (the envelope counts: a
 #: tool call's arguments object is at depth 3).
 MAX_DEPTH = 100
@@ -524,7 +535,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="blobpad", metavar="NAME",
                    help=f"tool profile: {', '.join(PROFILES)}, or several joined with '+' (default: blobpad)")
     p.add_argument("--max-result-chars", type=non_negative, default=None, metavar="N",
-                   help="cap on each tool result, in characters of JSON (default 20000)")
+                   help="cap on each tool result, in characters of JSON, at least 2000 (default: the profile's, "
+                        f"{_RESULT_CAPS}; a combination takes the largest)")
     p.add_argument("--max-file-bytes", type=non_negative, default=1 << 30, metavar="N",
                    help="largest file scratchpad_offload accepts (default 1 GiB)")
     p.add_argument("--max-message-bytes", type=non_negative, default=MAX_MESSAGE_BYTES, metavar="N",

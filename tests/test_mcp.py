@@ -21,6 +21,7 @@ import anyio
 import jsonschema
 import pytest
 
+import blobpad
 from blobpad import Offloader, Toolbox, sample
 
 mcp = pytest.importorskip("mcp")
@@ -207,6 +208,17 @@ def test_main_rejects_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         mcp_server.main(["--db", str(tmp_path / "db"), "--max-result-chars", "many"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("profile", ["blobpad", "seed000", "seed001", "seed002", "seed003", "seed004"])
+def test_help_states_each_profiles_default_result_cap(capsys, profile):
+    """``--help`` gives the cap the server uses when ``--max-result-chars`` is left out."""
+    with pytest.raises(SystemExit):
+        mcp_server.main(["--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    with blobpad.open("memory://") as store:
+        cap = Toolbox(store, session="s", turn=1, profile=profile).max_result_chars
+    assert f"{cap} for {profile}" in helptext or (f"the profile's, {cap};" in helptext and f"for {profile}" not in helptext)
 
 
 def test_blobpad_imports_without_mcp():

@@ -153,6 +153,23 @@ def test_append_notes_rejected_over_4000_leaves_notes_unchanged(store):
     assert pad.version("notes") == 2 and len(pad.history("notes")) == 2
 
 
+def test_load_legacy_notes_moves_the_single_key_scratchpad_into_notes_once(store):
+    pad = store.notepad("s")
+    assert pad.load_legacy_notes() is None  # nothing written anywhere
+    pad.scratchpad("old findings")
+    loaded = pad.load_legacy_notes()
+    assert loaded is not None and loaded.changed and loaded.action == "load_legacy" and loaded.used == 12
+    assert pad.read("notes") == "old findings" and pad.load_legacy_notes() is None
+    fresh = store.notepad("t")
+    fresh.scratchpad("kept")
+    assert fresh.set_notes("new").ok and [v.action for v in fresh.history("notes")] == ["set_notes", "load_legacy"]
+    assert fresh.read("notes", version=1) == "kept" and fresh.read("notes") == "new"
+    written = store.notepad("u")
+    written.set_notes("mine")
+    written.scratchpad("later")
+    assert written.load_legacy_notes() is None and written.read("notes") == "mine"
+
+
 def test_set_plan_truncates_to_2000_and_warns(store):
     pad = store.notepad("s")
     assert pad.set_plan("1. Fix auth bug\n2. Add test\n3. Update docs").warning is None

@@ -411,6 +411,69 @@ def test_seed003_edit(store):
     assert nobody["ok"] is False and "scratchpad_list" in nobody["error"]
 
 
+@pytest.mark.parametrize("typed", [str.upper, str.lower, lambda i: i[:8].upper() + i[8:]])
+@pytest.mark.parametrize("edit", [{"content": "rewritten\n"}, {"old_string": "line 2", "new_string": "rewritten"}])
+def test_seed003_edit_of_an_entry_read_by_its_id_keeps_it_reachable_by_that_id_in_any_case(store, typed, edit):
+    """An offloaded (unnamed) entry edited through its id, typed in any case, becomes a
+    named entry called by the id as ids are written (lower case): the id the model was
+    given keeps reading the edited text, in either case, and nothing else is named."""
+    tb, entry = _toolbox(store, "line 1\nline 2\nline 3\n", profile="seed003")
+    r = tb.call("scratchpad_edit", {"name": typed(entry.id), **edit})
+    assert r["ok"] and r["name"] == entry.id
+    expected = "rewritten\n" if "content" in edit else "line 1\nrewritten\nline 3\n"
+    for name in (entry.id, entry.id.upper(), typed(entry.id)):
+        assert tb.call("scratchpad_read", {"name": name})["content"] == expected, name
+    listed = tb.call("scratchpad_list", {})["entries"]
+    assert [row["name"] for row in listed] == [entry.id]
+    again = tb.call("scratchpad_edit", {"name": entry.id.upper(), "content": "third\n"})
+    assert again["ok"] and again["name"] == entry.id and store.get(store.find(entry.id, session="s").id) == "third\n"
+
+
+def test_seed003_regex_notice_counts_the_lines_the_cap_left_when_over_100_match(store):
+    """Over 100 matching lines whose text the result cap cuts: the notice says how many
+    are shown and that more match, never "the first 100 are shown"."""
+    text = "".join(f"{i:04d} match " + "x" * 1500 + "\n" for i in range(200))
+    tb = Toolbox(store, session="s", profile="seed003")
+    tb.call("scratchpad_write", {"name": "wide", "content": text})
+    r = tb.call("scratchpad_read", {"name": "wide", "regex": "match"})
+    shown = r["matches"]
+    assert r["ok"] and r["truncated"] is True and 0 < shown < 100
+    assert len(r["content"].split("\n")) == shown
+    assert f"{shown} of the first 100 matching lines shown" in r["notice"] and "more lines match" in r["notice"]
+    assert "Only the first 100" not in r["notice"]
+
+
+def test_seed001_loads_the_old_single_key_scratchpad_into_notes_on_first_use(store):
+    """Seed 001: "The old single-key format (openclaw:scratchpad) is recognised for
+    backwards compatibility and loaded into notes on first use": the scratchpad space
+    seed 004 writes becomes notes' first version, once, within notes' budget."""
+    legacy = "decided: use the v2 API\n" * 100  # 2,400 characters, under notes' 4,000
+    Toolbox(store, session="s", profile="seed004").call("session_scratchpad", {"content": legacy})
+    tb = Toolbox(store, session="s", profile="seed001")
+    block = tb.context_block()
+    assert "## Notes\n" + legacy.rstrip("\n") in block or "## Notes\n" + legacy in block
+    r = tb.call("session_scratchpad", {"action": "append_notes", "content": "next"})
+    assert r["ok"] and store.notepad("s").read("notes") == legacy + "next"
+    assert [v.action for v in store.notepad("s").history("notes")] == ["append_notes", "load_legacy"]
+    tb.call("session_scratchpad", {"action": "set_notes", "content": ""})  # emptied on purpose: never loaded again
+    assert tb.call("session_scratchpad", {"action": "set_plan", "content": "1. ship"})["ok"]
+    assert store.notepad("s").read("notes") == "" and "## Notes" not in tb.context_block()
+    assert store.notepad("s").read("scratchpad") == legacy  # the old key is left as it was
+
+
+def test_seed001_legacy_notes_over_budget_are_cut_with_a_warning_and_the_tool_says_so(store):
+    legacy = "".join(f"finding {i}: {'y' * 40}\n" for i in range(200))  # over 4,000 characters
+    store.notepad("s").scratchpad(legacy)
+    assert store.notepad("s").read("scratchpad") != ""
+    kept = store.notepad("s").read("scratchpad")
+    r = Toolbox(store, session="s", profile="seed001").call("session_scratchpad", {"action": "refs.add", "ref": "a.py"})
+    assert r["ok"] and "old single-key scratchpad" in r["notice"] and "truncated" in r["notice"]
+    assert store.notepad("s").read("notes") == kept[:4000]
+    assert store.notepad("s").refs() == ["a.py"]
+    other = Toolbox(store, session="t", profile="seed001").call("session_scratchpad", {"action": "refs.add", "ref": "b"})
+    assert "notice" not in other and store.notepad("t").read("notes") == ""  # nothing to load: nothing written
+
+
 def test_seed003_edit_over_the_size_limit_is_refused_before_it_is_built(store):
     """replace_all of 250,000 occurrences with 300 characters each would make a 75 MB
     entry (in place edits stop at 64 MiB): refused from the counts, before the text is built."""

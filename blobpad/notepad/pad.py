@@ -800,6 +800,38 @@ class Notepad:
 
         return self._mutate(space, budget, action, decide)
 
+    def load_legacy_notes(self, source: str = "scratchpad") -> NoteResult | None:
+        """Seed 001's backwards compatibility: notes never written take the old single-key scratchpad.
+
+        Seed 001 keeps notes, plan and refs under keys of their own and loads the old
+        single-key scratchpad (seed 004's, the ``scratchpad`` space here) into notes on
+        first use.  When ``notes`` has never been written in this session and ``source``
+        holds text, that text becomes notes' first version (action ``load_legacy``),
+        cut to notes' budget with a warning as :meth:`write` cuts; ``source`` is left as
+        it is.  Answers that change, or None when there was nothing to load (notes were
+        written before, even if emptied since, or ``source`` is empty).  The seed 001
+        names below, and the seed001 tool profile, call it before they act.
+        """
+        budget = self._budget("notes", list_space=False)
+        legacy = self._budget(source, list_space=False)
+        now = self.store.now()
+        with self.store.engine.read() as txn:  # the common case, nothing to load, costs no write
+            if read_head(txn, self.session, "notes") is not None or not self._current(txn, source, legacy, now)[1]:
+                return None
+
+        def decide(_current: str | list[str], txn: ReadTxn) -> _Outcome:
+            if read_head(txn, self.session, "notes") is not None:  # written meanwhile: nothing to load
+                return _Outcome(None)
+            text = self._current(txn, source, legacy, now)[1]
+            assert isinstance(text, str)
+            original = self._count(budget, text)
+            if budget.limit is not None and original > budget.limit:
+                return _Outcome(self._truncate(budget, text), "truncated", dict(original=original, source=source))
+            return _Outcome(text or None, details=dict(source=source))
+
+        result = self._mutate("notes", budget, "load_legacy", decide)
+        return result if result.changed else None
+
     # -- the seeds' names --------------------------------------------------------------------
     # Each seed's tool names, kept so that code written against a seed works as is; every
     # one is a single call of a method above, which documents the behaviour.
@@ -826,14 +858,17 @@ class Notepad:
 
     def set_notes(self, content: str) -> NoteResult:
         """Seed 001's ``set_notes``: :meth:`write` on notes (4,000 characters by default)."""
+        self.load_legacy_notes()
         return self.write(content, space="notes", action="set_notes")
 
     def append_notes(self, content: str) -> NoteResult:
         """Seed 001's ``append_notes``: :meth:`append` to notes."""
+        self.load_legacy_notes()
         return self.append(content, space="notes", action="append_notes")
 
     def set_plan(self, content: str) -> NoteResult:
         """Seed 001's ``set_plan``: :meth:`write` on plan (2,000 characters by default)."""
+        self.load_legacy_notes()
         return self.write(content, space="plan", action="set_plan")
 
     def scratchpad(self, content: str, mode: str = "replace") -> NoteResult:

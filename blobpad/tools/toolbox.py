@@ -3,6 +3,7 @@ schemas in each API's shape, and the calls that never raise."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -23,7 +24,7 @@ from ..errors import (
     describe,
     typename,
 )
-from ..index import Entry, is_id
+from ..index import Entry, is_id, parse_id
 from ..offload import Offloader
 from ..reads import SEARCH_TIMEOUT, check_timeout
 from ..store import Store
@@ -324,6 +325,12 @@ class Toolbox:
                 return self.entry(name)
             except ToolError:
                 pass
+            canonical = parse_id(name).hex()  # an entry edited by seed 003 is named by its id, in lower case
+            if canonical != name:
+                with contextlib.suppress(NotFound):
+                    e = self.store.find(canonical, session=self.session)
+                    if self.in_scope(e):
+                        return e
         raise ToolError(f"no scratchpad entry named {describe(name, 200)} in this session; "
                         "call scratchpad_list to see the names")
 

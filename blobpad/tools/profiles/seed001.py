@@ -14,6 +14,16 @@ _SEED001_ACTIONS = ("set_notes", "append_notes", "set_plan", "refs.add", "refs.r
 
 
 def _seed001(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
+    loaded = tb.notepad.load_legacy_notes()  # seed 001: the old single-key scratchpad becomes notes on first use
+    result = _act(tb, a)
+    if loaded is not None:
+        result["notice"] = (f"Before this action, notes were loaded from the old single-key scratchpad "
+                            f"({loaded.used:,} {loaded.unit})."
+                            + (f" {loaded.warning}" if loaded.warning else ""))
+    return result
+
+
+def _act(tb: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
     action = a["action"]
     pad = tb.notepad
     if action in ("set_notes", "append_notes", "set_plan"):
@@ -57,12 +67,14 @@ def _seed001_tools(tb: ToolContext) -> list[ToolSpec]:
 
 def _sections(pad: Notepad) -> list[str]:
     """The notes, plan and refs under their headings (refs as ``- ref`` lines), "" for an empty one."""
+    pad.load_legacy_notes()
     notes, plan, refs = pad.read("notes"), pad.read("plan"), pad.refs()
     return [f"## Notes\n{notes}" if notes else "", f"## Plan\n{plan}" if plan else "",
             "## Refs\n" + "\n".join(f"- {r}" for r in refs) if refs else ""]
 
 
 def _context_block(pad: Notepad) -> str:
+    pad.load_legacy_notes()
     return pad.render_spaces()
 
 

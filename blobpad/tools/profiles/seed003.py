@@ -43,6 +43,9 @@ def _read_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
                                                 "or read the entry with offset and limit")
             if shown < len(res):
                 result["notice"] += f" Output capped: {shown} of the {len(res)} matching lines found are shown."
+        elif res.truncated and shown < len(res):
+            result["notice"] = (f"Output capped: {shown} of the first {len(res)} matching lines shown; more lines "
+                                "match. Narrow the regex to see the others.")
         elif res.truncated:
             result["notice"] = ("Only the first 100 matching lines are shown; more lines match. Narrow the regex "
                                 "to see the others.")
@@ -75,9 +78,10 @@ def _replace(tb: ToolContext, entry: Entry, name: str, content: str) -> Entry:
     """Put the new content of an edited entry under its name.
 
     An unnamed entry (an offloaded observation read by its id) becomes a named one
-    called by that id, so the model keeps reaching it the same way; the old one goes.
+    called by that id, written the way ids are (lower case, whatever case the model
+    typed), so the model keeps reaching it by the id it was given; the old one goes.
     """
-    e = tb.store.put(content, session=tb.session, turn=tb.turn, name=entry.name or name, tool="scratchpad_edit",
+    e = tb.store.put(content, session=tb.session, turn=tb.turn, name=entry.name or entry.id, tool="scratchpad_edit",
                      ttl=tb.ttl, kind="text")
     if entry.name is None:
         try:
@@ -99,7 +103,7 @@ def _edit_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
     entry = tb.named(name)
     if content is not None:
         e = _replace(tb, entry, name, content)
-        return {"ok": True, "name": name, "scratchpad_id": e.id, "size_chars": e.length, "replacements": None}
+        return {"ok": True, "name": e.name, "scratchpad_id": e.id, "size_chars": e.length, "replacements": None}
     if entry.kind != "text":
         raise ToolError(f"scratchpad_edit: {name!r} is binary; only text entries can be edited")
     if entry.size_bytes > _EDIT_LIMIT:
@@ -126,7 +130,7 @@ def _edit_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
                         "instead)")
     updated = text.replace(old, new, n)
     e = _replace(tb, entry, name, updated)
-    return {"ok": True, "name": name, "scratchpad_id": e.id, "size_chars": e.length,
+    return {"ok": True, "name": e.name, "scratchpad_id": e.id, "size_chars": e.length,
             "replacements": n}
 
 
