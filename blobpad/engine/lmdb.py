@@ -482,6 +482,25 @@ def _set_mode(path: str, mode: int) -> None:
             )
 
 
+def _private_fd(fd: int) -> None:
+    """Give the file open on ``fd`` mode 0600 if it is the caller's and has another mode: a
+    file just created under a umask such as 0277 is read-only to its owner, and another
+    open of it (LMDB's second descriptor, another process) would be refused."""
+    with contextlib.suppress(OSError):
+        st = os.fstat(fd)
+        if stat.S_IMODE(st.st_mode) != FILE_MODE and st.st_uid == os.geteuid():
+            os.fchmod(fd, FILE_MODE)
+
+
+def _owned_with_other_mode(path: str) -> bool:
+    """Whether ``path`` is the caller's and its mode is not 0600."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != FILE_MODE
+
+
 def make_private(path: str) -> None:
     """Give the store directory mode 0700 and its files 0600, whatever the umask.
 
@@ -520,8 +539,7 @@ def _make_dir(path: str) -> None:
                 os.mkdir(directory, DIR_MODE)
             except FileExistsError:
                 continue  # made by another process meanwhile (or a file: said below)
-            if directory != missing[0]:
-                os.chmod(directory, DIR_MODE)  # the store's own directory: make_private below
+            os.chmod(directory, DIR_MODE)  # the umask applies to mkdir: 0777 would leave it unusable
         os.makedirs(path, mode=DIR_MODE, exist_ok=True)
     except FileExistsError:
         raise InvalidArgument(
@@ -743,6 +761,7 @@ class LmdbEngine:
         except OSError as exc:
             raise _os_error(exc, self.path, f"cannot open {lock}") from None
         try:
+            _private_fd(fd)  # before LMDB opens it again
             want = max(os.fstat(fd).st_size, (self._options["max_readers"] - 1) * 64 + 192)  # LMDB's own size
             os.posix_fallocate(fd, 0, want)
         except OSError as exc:
@@ -751,22 +770,35 @@ class LmdbEngine:
         finally:
             os.close(fd)
 
-    def _open_env(self, data: str) -> None:
+    def _lmdb_open(self) -> lmdb.Environment:
+        """The store's LMDB environment, opened with its options."""
         opts = self._options
+        return lmdb.open(
+            self.path,
+            map_size=opts["map_size"],
+            max_dbs=len(SPACES) + 2,
+            max_readers=opts["max_readers"],
+            sync=opts["sync"],
+            metasync=False,  # with sync on, write() flushes the commit's meta page itself: see _flush
+            readahead=False,
+            max_spare_txns=0,  # a spare read transaction keeps its reader slot past its end: see _before_fork
+            lock=True,
+            subdir=True,
+            mode=FILE_MODE,
+        )
+
+    def _open_env(self, data: str) -> None:
         try:
-            env = lmdb.open(
-                self.path,
-                map_size=opts["map_size"],
-                max_dbs=len(SPACES) + 2,
-                max_readers=opts["max_readers"],
-                sync=opts["sync"],
-                metasync=False,  # with sync on, write() flushes the commit's meta page itself: see _flush
-                readahead=False,
-                max_spare_txns=0,  # a spare read transaction keeps its reader slot past its end: see _before_fork
-                lock=True,
-                subdir=True,
-                mode=FILE_MODE,
-            )
+            try:
+                env = self._lmdb_open()
+            except lmdb.ReadonlyError:
+                # LMDB creates data.mdb (the umask applies: 0277 makes it read-only to its
+                # owner), then opens it a second time, which that mode refuses: give a file
+                # of ours its mode and open again (LMDB wrote its header with the first).
+                if not _owned_with_other_mode(data):
+                    raise
+                _set_mode(data, FILE_MODE)
+                env = self._lmdb_open()
         except lmdb.InvalidError as exc:
             raise CorruptData(
                 f"{self.path} is not an LMDB store ({exc}); point blobpad at an empty or blobpad directory"
@@ -900,6 +932,7 @@ class LmdbEngine:
         try:
             if self._lockfile is None or self._pid != os.getpid():
                 self._lockfile = os.open(lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+                _private_fd(self._lockfile)
             fcntl.flock(self._lockfile, fcntl.LOCK_SH)
         except OSError as exc:
             raise _os_error(exc, self.path, f"cannot lock {lock_path}") from None
