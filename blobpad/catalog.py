@@ -29,7 +29,8 @@ from .index import NEVER, Entry, Sequencer, decode_entry, expiry_id, expiry_key,
 from .view import Reader, ahead
 
 __all__ = [
-    "REF", "WHOLE_DEDUP", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "get_or_damaged", "digest_key", "expiry_us",
+    "REF", "WHOLE_DEDUP", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "entry_totals",
+    "get_or_damaged", "digest_key", "expiry_us",
     "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
     "prefetch_deletes", "prefetch_due",
@@ -151,13 +152,32 @@ def prefetch_deletes(txn: ReadTxn, raw_ids: list[bytes]) -> None:
     txn.prefetch_pairs(list(dict.fromkeys(pairs)), bodies=False)  # a chunk's bytes are not read to delete it
 
 
+def entry_totals(txn: ReadTxn) -> tuple[int, int]:
+    """(entries, logical bytes) counted from the entry records.
+
+    A damaged entry record counts as an entry, of the size its chunk list holds, as
+    deleting it takes off (:meth:`Catalog.delete_in`): otherwise counters recounted
+    while it is stored would fall below the truth once it is deleted."""
+    entries = logical = 0
+    unreadable: list[bytes] = []
+    for raw_id, raw in txn.scan("entries", on_damage=unreadable.append):
+        e = decode_entry(raw)
+        if e is None:
+            unreadable.append(raw_id)
+        else:
+            entries += 1
+            logical += e.size_bytes
+    for raw_id in unreadable:
+        m = _chunk_list(txn, raw_id)
+        entries += 1
+        logical += 0 if m is None else m.bytes_at[-1]
+    return entries, logical
+
+
 def recount(txn: ReadTxn) -> dict[str, int]:
     """Counters computed from the records themselves (when the counters record is damaged)."""
-    entries = logical = chunks = stored = unique = 0
-    for _, raw in txn.scan("entries", on_damage=lambda key: None):
-        e = decode_entry(raw)
-        entries += 1
-        logical += e.size_bytes if e is not None else 0
+    entries, logical = entry_totals(txn)
+    chunks = stored = unique = 0
     for _, rec in txn.scan("refs", on_damage=lambda key: None):
         ref = unpack_ref(rec)
         if ref is not None:

@@ -30,6 +30,7 @@ from .catalog import (
     counters,
     digest_key,
     due,
+    entry_totals,
     expiry_keys,
     filter_bytes,
     fold,
@@ -388,11 +389,7 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
             txn.delete("chunks", key)
         else:
             txn.put("refs", key, new)
-    entries = logical = 0
-    for raw_id, raw in txn.scan("entries", on_damage=lambda k: None):
-        entries += 1
-        e = decode_entry(raw)
-        logical += e.size_bytes if e is not None else sizes.get(raw_id, 0)
+    entries, logical = entry_totals(txn)
     orphans = [key for key, _ in txn.scan("filters", on_damage=lambda k: None) if key not in sizes]
     for key in orphans:  # chunk filters whose entry (and chunk list) is gone
         txn.delete("filters", key)

@@ -299,6 +299,30 @@ def test_a_damaged_entry_record_raises_corrupt_data_and_can_be_deleted(damaged_s
         assert _as_bytes(s.get(ids["b"])) == data["b"]
 
 
+@pytest.mark.parametrize("damage", [lambda v: b'{"id": "trunc', None], ids=["undecodable", "checksum"])
+def test_counters_recounted_while_an_entry_record_is_damaged_stay_right_once_it_is_deleted(damaged_setup, damage):
+    """verify() flags wrong counters, gc() recounts them while the damaged record is still
+    stored, then the record is deleted: the counters must count it until then, or they
+    end one entry (and its bytes) short of the truth."""
+    path, data, ids, keys = damaged_setup
+    with Raw(path) as raw:
+        key = bytes.fromhex(ids["c"])
+        if damage is None:  # a flipped byte: the checksum no longer matches
+            stored = raw.get_raw("entries", key)
+            raw.put_raw("entries", key, bytes([stored[0] ^ 1]) + stored[1:])
+        else:
+            raw.put("entries", key, damage(b""))
+    with blobpad.open(path) as s:
+        assert not s.verify().ok
+        s.gc()
+        assert s.stats().entries == 3  # the damaged one is still stored
+        s.delete(ids["c"])
+        s.gc()
+        assert s.stats().entries == 2 and s.stats().logical_bytes == len(data["a"]) + len(data["b"])
+        report = s.verify()
+        assert report.ok, report.problems
+
+
 # -- damaged and foreign files, in a subprocess ---------------------------------------------------
 
 

@@ -8,6 +8,7 @@ a real one started by the tests (tests/servers.py), on 127.0.0.1, stopped by the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -28,6 +29,7 @@ from redis.crc import key_slot
 
 import blobpad
 from blobpad import BlobpadError, InvalidArgument, NotFound, StoreFull
+from blobpad.chunking import Manifest
 from blobpad.engine.base import SEAL_SIZE
 
 CHILD_TIMEOUT = 120  # seconds any child process of these tests may run
@@ -1119,6 +1121,63 @@ def test_a_chunk_key_a_cluster_node_lost_is_reported_once_as_missing_with_its_en
         assert not any("checksum mismatch" in p for p in report.problems)
         with pytest.raises(blobpad.CorruptData, match=owners[0][:8]):
             store.get(owners[0])
+
+
+#: damage to the 12-digit version a value starts with (not covered by the value's checksum): a
+#: non-digit, a version past every commit, a value cut inside it, an empty value
+_STAMP_DAMAGE = {
+    "non-digit": lambda v: bytes([v[0] ^ 0x40]) + v[1:],
+    "future": lambda v: b"8" + v[1:],
+    "cut": lambda v: v[:5],
+    "empty": lambda v: b"",
+}
+
+
+@pytest.mark.parametrize("space", ["entries", "manifests", "chunks"])
+@pytest.mark.parametrize("damage", list(_STAMP_DAMAGE))
+def test_a_damaged_version_stamp_reads_as_damage_or_the_right_bytes_and_stays_deletable(server, space, damage):
+    """Whatever happens to the version in front of a stored value, reading the entry gives
+    its exact content or CorruptData naming it, never a script error, NotFound or a
+    conflict: other entries list and read, verify() and gc() finish, and the damaged
+    entry and its session can be deleted."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    with blobpad.open(_url(server, namespace=ns), cache_bytes=0) as store:
+        good = store.put(_text(1), session="s", ttl=None)
+        text = "soon damaged\n" * 50
+        bad = store.put(text, session="s", ttl=None)
+        client = server.client()
+        try:
+            key = bytes.fromhex(bad.id)
+            if space == "chunks":
+                with store.engine.read() as txn:
+                    key = Manifest.unpack(txn.get("manifests", key)).keys[0]
+            field = f"bp:{{{ns}}}:h:{space}"
+            value = client.hget(field, key)
+            assert value is not None
+            client.hset(field, key, _STAMP_DAMAGE[damage](value))
+        finally:
+            client.close()
+    with blobpad.open(_url(server, namespace=ns), cache_bytes=0) as store:
+        try:
+            assert store.get(bad.id) == text
+        except blobpad.CorruptData as exc:
+            assert bad.id in str(exc)
+        assert store.get(good.id) == _text(1)
+        try:  # a listing meeting a damaged record names it, as on every engine
+            assert good.id in [e.id for e in store.entries(session="s")]
+        except blobpad.CorruptData as exc:
+            assert bad.id in str(exc) and space == "entries"
+        report = store.verify()
+        assert report.ok or bad.id in report.damaged_entries
+        assert good.id not in report.damaged_entries
+        store.gc()
+        with contextlib.suppress(NotFound):
+            store.delete(bad.id)
+        with pytest.raises(NotFound):
+            store.get(bad.id)
+        assert store.delete_session("s") >= 1
+        store.gc()  # recounts what deleting a damaged record left unknown (counters, chunk references)
+        assert store.entries(session="s") == [] and store.verify().ok
 
 
 def test_redis_errors_are_not_leaked_as_tracebacks(server):
