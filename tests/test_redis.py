@@ -364,6 +364,26 @@ def test_a_password_holding_an_at_sign_is_never_shown(server_factory):
         server.client(password="pa@ss@word").config_set("requirepass", "")  # the fixture stops it without one
 
 
+@pytest.mark.parametrize("password", ["p@ss:w0rd#x y", "Secr3t@myhunter2#x", "pa ss@wxyz", "pa/ss?w@rd",
+                                      "tab\there@x", "new\nline@x"])
+@pytest.mark.parametrize("user", ["", "bob"])
+def test_a_password_not_percent_encoded_never_shows_in_an_error(password, user):
+    """Whatever a password holds that its writer forgot to percent-encode (@, #, /, ?, white
+    space), no part of it appears in the error, from the library or the CLI; no server
+    is needed to refuse such a URL or fail to reach it."""
+    url = f"redis://{user}:{password}@127.0.0.1:1/0"
+    pieces = [p for p in re.split(r"[@#/? \t\n:]", password) if len(p) >= 3]
+    with pytest.raises(BlobpadError) as caught:
+        blobpad.open(url, retry_seconds=0.5)
+    for piece in pieces:
+        assert piece not in str(caught.value), (piece, str(caught.value))
+    proc = subprocess.run([sys.executable, "-m", "blobpad", "--db", url, "stats"], capture_output=True, text=True,
+                          timeout=CHILD_TIMEOUT, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 2
+    for piece in pieces:
+        assert piece not in proc.stderr + proc.stdout, (piece, proc.stderr)
+
+
 # -- processes standing for hosts ---------------------------------------------------------------
 
 _WRITER = """

@@ -1162,8 +1162,12 @@ _LOCK = threading.Lock()
 
 
 def without_password(text: str) -> str:
-    """``text`` with the password of any URL in it replaced by ``***`` (errors quote targets)."""
-    return re.sub(r"(://[^/@\s:]*):\S*@", r"\1:***@", text)  # to the last @: a password may hold one
+    """``text`` with the password of any URL in it replaced by ``***`` (errors quote targets).
+
+    Everything from the user name's ``:`` to the last ``@`` goes: a password may hold
+    ``@``, ``#``, ``/`` or spaces its writer forgot to percent-encode, and masking too
+    much hides nothing but the password."""
+    return re.sub(r"(://[^/@\s:]*):.*@", r"\1:***@", text, flags=re.S)
 
 
 def _tried(began: float, seconds: float) -> str:
@@ -1215,6 +1219,11 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     except ImportError:  # pragma: no cover - redis is a dependency
         raise BlobpadError("the Redis engine needs the redis package: pip install redis") from None
     said = without_password(target)  # the target as errors quote it: never its password
+    if any(c in target for c in "# \t\r\n"):  # in a password, those must be percent-encoded
+        raise InvalidArgument(  # not quoted: where the password ends is what cannot be told
+            f"the {target.partition('://')[0][:20]!r} URL given is not a valid Redis URL: it holds a '#' or white "
+            "space; in a password or user name write them percent-encoded ('#' is %23, a space %20)"
+        )
     try:
         parts = urlsplit(target)
     except ValueError as exc:  # a malformed IPv6 host, mostly
