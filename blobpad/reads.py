@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import contextlib
 import dataclasses
 import fnmatch
 import hashlib
@@ -1992,8 +1993,10 @@ class EntryStream(io.RawIOBase):
         self._reader = reader
         self._entry = entry
         self._pos = 0
-        self._buf_index = -1
+        self._buf_start = -1  # where the chunk kept in _buf starts in the entry (-1: none yet)
         self._buf = b""
+        self._txn: ReadTxn | None = None  # the transaction of the call in progress, if it needed one
+        self._m: Manifest | None = None
         self.name = entry.id
 
     def readable(self) -> bool:
@@ -2041,10 +2044,9 @@ class EntryStream(io.RawIOBase):
         n = 0
         if size == 0 or self._pos >= total:
             return b""
-        with self._reader.read() as txn:
-            m = self._manifest(txn)
+        with contextlib.ExitStack() as stack:
             while self._pos < total and (size < 0 or n < size):
-                off, buf = self._chunk_at(txn, m)
+                off, buf = self._chunk_at(stack)
                 end = len(buf) if size < 0 else min(len(buf), off + size - n)
                 nl = buf.find(b"\n", off, end)
                 piece = buf[off : end if nl < 0 else nl + 1]
@@ -2057,6 +2059,18 @@ class EntryStream(io.RawIOBase):
                     break
         return b"".join(parts)
 
+    @contextmanager
+    def _read(self) -> Iterator[ReadTxn]:
+        """A read transaction whose damage names this entry (a chunk's damage names none)."""
+        try:
+            with self._reader.read() as txn:
+                yield txn
+        except CorruptData as exc:
+            named = _naming(exc, self._entry.id)
+            if named is exc:
+                raise
+            raise named from None
+
     def _manifest(self, txn: ReadTxn) -> Manifest:
         try:
             raw_id, _ = self._reader.load(txn, self._entry.id)
@@ -2064,13 +2078,27 @@ class EntryStream(io.RawIOBase):
             raise NotFound(f"entry {self._entry.id} was deleted or expired while being read") from None
         return self._reader.manifest(txn, raw_id)
 
-    def _chunk_at(self, txn: ReadTxn, m: Manifest) -> tuple[int, bytes]:
-        """(the position's offset in its chunk, the chunk), the chunk kept for the next call."""
+    def _chunk_at(self, stack: contextlib.ExitStack) -> tuple[int, bytes]:
+        """(the position's offset in its chunk, the chunk).  The chunk last read is kept:
+        a position inside it is served without a transaction (reading a stream line by
+        line on a networked engine costs a request per chunk, not per line); another
+        chunk is read in one transaction opened on ``stack`` for the whole call, the
+        entry's chunk list read again in it: an entry deleted or expired meanwhile is
+        NotFound when the stream next needs a chunk (what it already holds it serves, as
+        a file unlinked while open is read on)."""
+        off = self._pos - self._buf_start
+        if self._buf_start >= 0 and 0 <= off < len(self._buf):
+            return off, self._buf
+        if self._txn is None:
+            self._txn = stack.enter_context(self._read())
+            stack.callback(setattr, self, "_txn", None)
+            self._m = self._manifest(self._txn)
+        m = self._m
+        assert m is not None
         i = m.chunk_of(m.bytes_at, self._pos)
-        if i != self._buf_index:
-            self._buf = self._reader.codec.chunk(txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
-            self._buf_index = i
-        return self._pos - m.bytes_at[i], self._buf
+        self._buf = self._reader.codec.chunk(self._txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+        self._buf_start = m.bytes_at[i]
+        return self._pos - self._buf_start, self._buf
 
     def readinto(self, buffer: Any) -> int:
         """Fill ``buffer`` from the current position, across as many chunks as it takes
@@ -2083,10 +2111,9 @@ class EntryStream(io.RawIOBase):
         out = memoryview(buffer).cast("B")
         want = len(out)
         n = 0
-        with self._reader.read() as txn:
-            m = self._manifest(txn)
+        with contextlib.ExitStack() as stack:
             while n < want and self._pos < size:
-                off, buf = self._chunk_at(txn, m)
+                off, buf = self._chunk_at(stack)
                 piece = buf[off : off + want - n]
                 if not piece:
                     break

@@ -221,3 +221,40 @@ def test_a_damaged_notepad_is_named_and_deletable(tmp_path):
         s.gc()
         problems = s.verify().problems
         assert all("notepad text" in p for p in problems), problems  # only the texts the damaged versions held
+
+
+_READS = {
+    "get": lambda s, i: s.get(i),
+    "head": lambda s, i: s.head(i, 10**9),
+    "tail": lambda s, i: s.tail(i, 10**9),
+    "range": lambda s, i: s.range(i, 0, None),
+    "byte_range": lambda s, i: s.byte_range(i, 0, None),
+    "lines": lambda s, i: s.lines(i, 1, 10**6),
+    "grep": lambda s, i: s.grep(i, "line", max_matches=10**9),
+    "count": lambda s, i: s.count(i, "line"),
+    "stream.read": lambda s, i: s.stream(i).read(),
+    "stream.readline": lambda s, i: (lambda st: [st.readline() for _ in range(10**5)])(s.stream(i)),
+    "stream.iter": lambda s, i: list(s.stream(i)),
+    "stream.readinto": lambda s, i: s.stream(i).readinto(bytearray(10**7)),
+}
+
+
+@pytest.mark.parametrize("read", list(_READS))
+def test_a_lost_chunk_is_corrupt_data_naming_its_entry_whatever_reads_it(store, read):
+    """A chunk gone from the chunk space (a failover lost it, a disk page went): every way
+    of reading the entry raises CorruptData naming the entry, so the caller knows which
+    one to delete, and the other entry sharing nothing with it reads on."""
+    from blobpad.chunking import Manifest
+
+    text = "".join(f"line {n} of the entry that loses a chunk {'x' * (n % 50)}\n" for n in range(60_000))
+    e = store.put(text, session="s")
+    other = store.put("an entry that keeps all of its chunks\n", session="s")
+    with store.engine.read() as txn:
+        keys = Manifest.unpack(txn.get("manifests", bytes.fromhex(e.id))).keys
+    assert len(keys) > 2
+    store.engine.write(lambda txn: txn.delete("chunks", keys[-1]), frees=True)
+    store.codec.cache.clear()
+    with pytest.raises(CorruptData) as caught:
+        _READS[read](store, e.id)
+    assert e.id in str(caught.value)
+    assert store.get(other.id) == "an entry that keeps all of its chunks\n"

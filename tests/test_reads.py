@@ -18,6 +18,7 @@ import re
 import subprocess
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import re2
@@ -27,6 +28,7 @@ from hypothesis import strategies as st
 
 import blobpad
 from blobpad import InvalidArgument, NotFound, sample
+from blobpad.chunking import Manifest
 
 SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
 #: so small that long lines of 4-byte characters are cut every few characters
@@ -324,6 +326,29 @@ def test_stream_refuses_to_seek_before_the_start(loaded):
         fh.seek(3)
         with pytest.raises(ValueError):
             fh.seek(-4, io.SEEK_CUR)
+
+
+def test_iterating_a_streams_lines_reads_each_chunk_once_not_each_line(store_factory, monkeypatch):
+    """Line by line, a stream opens a read transaction (a request, on a networked engine)
+    only when it needs another chunk: 40,000 lines over a few chunks cost a few reads."""
+    s = store_factory(cache_bytes=0)
+    text = "".join(f"line {n} {'y' * (n % 40)}\n" for n in range(40_000))
+    e = s.put(text)
+    with s.engine.read() as txn:
+        chunks = len(Manifest.unpack(txn.get("manifests", bytes.fromhex(e.id))))
+    opened = 0
+    real = type(s.engine).read
+
+    def counting(engine: Any) -> Any:
+        nonlocal opened
+        opened += 1
+        return real(engine)
+
+    monkeypatch.setattr(type(s.engine), "read", counting)
+    with s.stream(e.id) as fh:
+        assert list(fh) == [line.encode() for line in text.splitlines(keepends=True)]
+    monkeypatch.undo()
+    assert chunks > 1 and opened <= chunks + 1, (opened, chunks)
 
 
 def test_stream_of_a_deleted_entry_raises_not_found(store_factory):
