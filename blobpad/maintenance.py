@@ -93,6 +93,9 @@ class Verifier:
         self.damaged = damaged
         self.totals = totals
         self.recount = False
+        #: keyspaces whose scan stopped at damage: a record not seen in one may lie past
+        #: that point, so it is looked up on its own before it is called missing
+        self.cut: set[str] = set()
 
     def run(self) -> bool:
         # Every keyspace but the chunks, whose frames are checked one at a time (_chunks).
@@ -133,6 +136,7 @@ class Verifier:
             raise  # the server did not answer: not damage (verify raises it, as every call does)
         except BlobpadError as exc:
             self.problems.append(f"the {space} keyspace cannot be read to its end: {exc}")
+            self.cut.add(space)
         for key in bad:
             if lost is not None and self.txn.get_unchecked(space, key) is None:
                 lost.add(key)
@@ -148,7 +152,40 @@ class Verifier:
             )
         return found
 
+    def _lookup(self, records: dict[str, dict[bytes, bytes]], space: str, key: bytes) -> bytes | None:
+        """The record ``key`` of ``space``: as its scan found it, or, when that scan stopped at
+        damage before reaching it, read on its own (and kept with the others); None when it
+        is not stored, or cannot be read (reported, with the damage that stopped the scan)."""
+        value = records[space].get(key)
+        if value is not None or space not in self.cut:
+            return value
+        try:
+            value = self.txn.get(space, key)
+        except Unavailable:
+            raise
+        except BlobpadError as exc:
+            self.problems.append(f"{space} record {key[:40].hex()}: unreadable ({exc})")
+            return None
+        if value is not None:
+            records[space][key] = value
+        return value
+
+    def _recover_entries(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        """With the entries' scan stopped at damage, look up on their own the entries the
+        indexes and chunk lists name, so that the entries past the damage are checked too
+        (and their index records are not taken for stale ones)."""
+        if "entries" not in self.cut:
+            return
+        named: set[bytes] = set(records["manifests"]) | set(records["filters"])
+        for space in ("by_seq", "by_scope", "names"):
+            named.update(v for v in records[space].values() if len(v) == 8)
+        named.update(expiry_id(key) for key in records["expiry"])
+        named.update(key[40:] for key in records["digests"] if len(key) == 48)
+        for raw_id in sorted(named - records["entries"].keys()):
+            self._lookup(records, "entries", raw_id)
+
     def _entries(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        self._recover_entries(records)
         entries, manifests = records["entries"], records["manifests"]
         self.totals[0] = len(entries)
         want: dict[str, dict[bytes, bytes]] = {space: {} for space in ("by_seq", "by_scope", "expiry", "digests")}
@@ -169,7 +206,7 @@ class Verifier:
                 want["digests"][digest] = b""
             if e.name is not None:
                 names[name_key(e.session, e.name)] = raw_id
-            blob = manifests.get(raw_id)
+            blob = self._lookup(records, "manifests", raw_id)
             try:
                 m = Manifest.unpack(blob) if blob is not None else None
             except ValueError:
@@ -184,9 +221,10 @@ class Verifier:
             self.problems.append(f"chunk list {raw_id.hex()}: no entry owns it")
             self.recount = True
         self._filters(records["filters"], entries, manifests)
-        for space, expected in want.items():
+        for space, expected in [*want.items(), ("names", names)]:
+            for key in expected.keys() - records[space].keys():
+                self._lookup(records, space, key)
             self._compare_index(space, expected, records[space])
-        self._compare_index("names", names, records["names"])
 
     def _filters(self, filters: dict[bytes, bytes], entries: dict[bytes, bytes], manifests: dict[bytes, bytes]) -> None:
         """Each sound ``filters`` record belongs to an entry and holds one filter per chunk of
@@ -246,7 +284,22 @@ class Verifier:
                     failed[key] = str(exc)
 
         lost: set[bytes] = set()
-        refs, chunks = records["refs"], self._read_space("chunks", check, lost)
+        chunks = self._read_space("chunks", check, lost)
+        for key in expected.keys() - records["refs"].keys():
+            self._lookup(records, "refs", key)
+        if "chunks" in self.cut:  # the chunks past the damage that stopped the scan: read one by one
+            for key in chunk_owner.keys() - chunks.keys():
+                try:
+                    frame = self.txn.get("chunks", key)
+                except Unavailable:
+                    raise
+                except BlobpadError as exc:
+                    failed[key] = f"chunk {key.hex()}: unreadable ({exc})"
+                    continue
+                if frame is not None:
+                    check(key, frame)
+                    chunks[key] = b""
+        refs = records["refs"]
         self.totals[1] = len(refs)
         for key, rec in refs.items():
             ref = unpack_ref(rec)
@@ -521,7 +574,8 @@ def verify(engine: Checked, codec: Codec) -> VerifyReport:
     damaged: set[str] = set()
     totals = [0, 0]  # entries, chunks
     try:
-        with engine.read() as txn:
+        with engine.read_salvaged() as (txn, found):
+            problems.extend(found)
             recount = Verifier(codec, txn, problems, damaged, totals).run()
     except Unavailable:
         raise

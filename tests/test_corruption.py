@@ -488,3 +488,100 @@ def test_a_garbage_lock_file_next_to_a_good_store_is_harmless(filled_store, tmp_
     (path / "lock.mdb").write_bytes(os.urandom(8192))
     report = _probe(path, expected)
     _assert_clear_failure_or_right_bytes(report)
+
+
+# -- a damaged B-tree page: verify() reports it instead of letting LMDB walk onto it ---------------
+
+_PAGE = 4096
+
+
+def _main_root(img: bytes) -> int:
+    """The main tree's root page of the newer of the two meta pages (LMDB 0.9's layout)."""
+    best = (-1, 0)
+    for pg in (0, 1):
+        dbs = pg * _PAGE + 16 + 24
+        txnid = int.from_bytes(img[dbs + 104:dbs + 112], "little")
+        best = max(best, (txnid, int.from_bytes(img[dbs + 48 + 40:dbs + 48 + 48], "little")))
+    return best[1]
+
+
+def _nodes(img: bytes, pg: int) -> tuple[int, list[tuple[int, int, bytes, int]]]:
+    """(flags, [(node offset in the page, branch child or leaf data size, key, data offset)])."""
+    base = pg * _PAGE
+    flags, lower = int.from_bytes(img[base + 10:base + 12], "little"), int.from_bytes(img[base + 12:base + 14], "little")
+    out = []
+    for j in range((lower - 16) // 2):
+        ptr = int.from_bytes(img[base + 16 + 2 * j:base + 18 + 2 * j], "little")
+        lo, hi, fl, ks = (int.from_bytes(img[base + ptr + i:base + ptr + i + 2], "little") for i in (0, 2, 4, 6))
+        out.append((ptr, lo | hi << 16 | (fl << 32 if flags & 1 else 0), img[base + ptr + 8:base + ptr + 8 + ks],
+                    base + ptr + 8 + ks))
+    return flags, out
+
+
+def _tree_root(img: bytes, name: bytes) -> int:
+    pg = _main_root(img)
+    while True:
+        flags, nodes = _nodes(img, pg)
+        if flags & 1:
+            pg = [child for i, (_, child, key, _) in enumerate(nodes) if i == 0 or key <= name][-1]
+            continue
+        data = next(at for _, _, key, at in nodes if key == name)
+        return int.from_bytes(img[data + 40:data + 48], "little")
+
+
+def _set16(img: bytearray, at: int, value: int) -> None:
+    img[at:at + 2] = value.to_bytes(2, "little")
+
+
+_TREE_DAMAGE = {
+    "leaf flagged overflow": lambda img, root, kids: _set16(img, kids[len(kids) // 2][1] * _PAGE + 10, 0x04),
+    "leaf zeroed": lambda img, root, kids: img.__setitem__(
+        slice(kids[len(kids) // 2][1] * _PAGE, kids[len(kids) // 2][1] * _PAGE + _PAGE), bytes(_PAGE)),
+    "child past the file": lambda img, root, kids: _set16(img, root * _PAGE + kids[len(kids) // 2][0], 0xFFF0),
+    "child is its parent": lambda img, root, kids: _set16(img, root * _PAGE + kids[len(kids) // 2][0], root),
+    "child is a meta page": lambda img, root, kids: _set16(img, root * _PAGE + kids[len(kids) // 2][0], 1),
+}
+
+_VERIFY_THEN_READ = """
+import json, sys, blobpad
+expected = json.load(open(sys.argv[2]))
+store = blobpad.open(sys.argv[1], cache_bytes=0)
+report = store.verify()
+failing = []
+for eid, text in expected.items():
+    try:
+        if store.get(eid) != text:
+            failing.append(eid)
+    except blobpad.CorruptData:
+        failing.append(eid)
+print(json.dumps({"ok": report.ok, "listed": report.damaged_entries, "failing": sorted(failing),
+                  "problems": report.problems}))
+"""
+
+
+@pytest.mark.parametrize("damage", list(_TREE_DAMAGE))
+def test_a_damaged_tree_page_is_reported_by_verify_never_walked_into(tmp_path, damage):
+    """A damaged branch or leaf page of the chunks' tree: LMDB's cursor aborts the process
+    when it moves onto one (``Assertion 'IS_LEAF(mp)' failed``).  verify() walks the
+    trees itself first: it returns, names the damaged page, and lists exactly the entries
+    whose content cannot be read back (the oracle: reading each entry), no intact one."""
+    path = tmp_path / "store"
+    texts = {}
+    with blobpad.open(path) as s:
+        for i in range(120):
+            text = f"entry {i}\n" + "".join(f"{i}-{n} some log text {n * i % 997}\n" for n in range(60))
+            texts[s.put(text, session="s", ttl=None).id] = text
+    data = path / "data.mdb"
+    img = bytearray(data.read_bytes())
+    root = _tree_root(bytes(img), b"chunks")
+    flags, kids = _nodes(bytes(img), root)
+    assert flags & 1 and len(kids) > 4, "the chunks' tree was meant to have a branch root over several leaves"
+    _TREE_DAMAGE[damage](img, root, [(ptr, child) for ptr, child, _, _ in kids])
+    data.write_bytes(bytes(img))
+    (tmp_path / "expected.json").write_text(json.dumps(texts))
+    proc = subprocess.run([sys.executable, "-c", _VERIFY_THEN_READ, str(path), str(tmp_path / "expected.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"the process died ({proc.returncode}): {proc.stderr[-1500:]}"
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not out["ok"] and any("the chunks tree: page" in p for p in out["problems"]), out["problems"][:5]
+    assert out["failing"] and out["listed"] == out["failing"]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -244,6 +244,10 @@ def damaged_length(space: str, key: bytes | None, length: int) -> CorruptData:
     )
 
 
+#: snapshots verify() takes, at most, to find one whose pages can be walked before writers move on
+_SALVAGE_ATTEMPTS = 5
+
+
 class ReadTxn:
     """A checked view of a :class:`RawReadTxn`: what the layers above the engine use.
 
@@ -417,6 +421,26 @@ class Checked:
     def read(self) -> AbstractContextManager[ReadTxn]:
         """A checked read snapshot (a context manager giving a :class:`ReadTxn`)."""
         return _CheckedRead(self.engine, self._gate)
+
+    @contextmanager
+    def read_salvaged(self) -> Iterator[tuple[ReadTxn, list[str]]]:
+        """A checked read snapshot for verify(), and the damage found before it was read.
+
+        An engine that can check its own structure first (``salvage(raw) -> (raw, problems)``,
+        optional: LMDB walks its B-trees in Python) answers what sits on damaged pages from
+        the sound ones instead of letting its library walk them; the others read as usual."""
+        salvage = getattr(self.engine, "salvage", None)
+        for attempt in range(_SALVAGE_ATTEMPTS):
+            with self.read() as txn:
+                found = None if salvage is None else salvage(txn._raw)
+                if found is None and salvage is not None and attempt < _SALVAGE_ATTEMPTS - 1:
+                    continue  # writers moved on while the pages were walked: walk a newer snapshot
+                if found is None:  # no engine check, or writers never let one finish: read as usual
+                    yield txn, []
+                    return
+                raw, problems = found
+                yield (txn if raw is txn._raw else ReadTxn(raw)), problems
+                return
 
     def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` on a checked write transaction and commit; when the store is full, once more

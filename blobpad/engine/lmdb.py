@@ -60,6 +60,7 @@ What follows from them:
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures.thread  # noqa: F401 - its fork hooks must be registered before ours
 import contextlib
 import errno
@@ -93,6 +94,7 @@ from ..errors import (
     check_bool,
     check_int,
 )
+from . import lmdbpages
 from .base import (
     CLOSED,
     LATER_SPACES,
@@ -264,8 +266,8 @@ def translate(exc: lmdb.Error, path: str) -> BlobpadError:
     if isinstance(
         exc,
         (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.BadRslotError, lmdb.BadDbiError,
-         lmdb.BadTxnError, lmdb.PageFullError, lmdb.IncompatibleError),
-    ):
+         lmdb.BadTxnError, lmdb.PageFullError, lmdb.IncompatibleError, lmdb.CursorFullError),
+    ):  # a cursor deeper than LMDB's limit (32 levels) only follows pages that point back: damage
         return CorruptData(f"the store file {path}/data.mdb is damaged: {exc}", hint=HINT_VERIFY)
     if isinstance(exc, lmdb.ReadersFullError) or "MDB_READERS_FULL" in str(exc):
         return BlobpadError(
@@ -317,6 +319,10 @@ class _LmdbTxn:
             return None if view is None else _copy_value(space, key, view, self._limit)
         except lmdb.Error as exc:
             raise translate(exc, self._path) from None
+
+    def txn_id(self) -> int:
+        """LMDB's id of this transaction (the snapshot's)."""
+        return int(self._txn.id())
 
     def count(self, space: str) -> int | None:
         """How many records LMDB's own bookkeeping says ``space`` holds."""
@@ -648,6 +654,40 @@ def acquire_lmdb(path: str | os.PathLike[str], **options: Any) -> LmdbEngine:
         engine._registry_key = key
         _REGISTRY[key] = (engine, 1)
         return engine
+
+
+class _SalvagedTxn:
+    """A read snapshot whose damaged trees are never given to LMDB (verify() reads through it).
+
+    ``trees`` holds, for each keyspace whose tree :mod:`~blobpad.engine.lmdbpages` found
+    damaged, the records its sound pages hold, in key order: ``get``, ``scan`` and
+    ``count`` of those keyspaces are answered from them (a cursor moving onto a damaged
+    page aborts the process); every other keyspace is read through LMDB as usual."""
+
+    __slots__ = ("_raw", "_trees")
+
+    def __init__(self, raw: _LmdbTxn, trees: dict[str, lmdbpages.Tree]) -> None:
+        self._raw = raw
+        self._trees = {space: (list(t.records), [k for k, _ in t.records]) for space, t in trees.items()}
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        if space not in self._trees:
+            return self._raw.get(space, key)
+        records, keys = self._trees[space]
+        i = bisect.bisect_left(keys, key)
+        return records[i][1] if i < len(keys) and keys[i] == key else None
+
+    def count(self, space: str) -> int | None:
+        return self._raw.count(space)  # LMDB's own count (its tree record): what verify() compares
+
+    def scan(self, space: str, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        if space not in self._trees:
+            yield from self._raw.scan(space, start, stop, reverse)
+            return
+        records, keys = self._trees[space]
+        lo = bisect.bisect_left(keys, start)
+        hi = len(keys) if stop is None else bisect.bisect_left(keys, stop)
+        yield from (reversed(records[lo:hi]) if reverse else records[lo:hi])
 
 
 class LmdbEngine:
@@ -1075,6 +1115,25 @@ class LmdbEngine:
                 del txn
         finally:
             self._lock.release_shared()
+
+    def salvage(self, raw: RawReadTxn) -> tuple[RawReadTxn, list[str]] | None:
+        """``raw`` (a snapshot of :meth:`read`) with its damaged trees answered from their sound
+        pages, and the damage found (one line per damaged page); None when the snapshot's
+        meta page was written over meanwhile (two commits since it began): take another.
+
+        Every keyspace's tree is walked in Python first (:mod:`~blobpad.engine.lmdbpages`):
+        LMDB trusts its pages, and a damaged one kills the process that walks it, so
+        verify() lets LMDB read only the trees found sound."""
+        assert isinstance(raw, _LmdbTxn)
+        data = os.path.join(self.path, "data.mdb")
+        try:
+            trees = lmdbpages.damaged_trees(data, raw.txn_id(), list(SPACES))
+        except (OSError, ValueError) as exc:
+            return raw, [f"the store file's pages cannot be read to check them: {exc}"]
+        if trees is None:
+            return None
+        problems = [line for tree in trees.values() for line in tree.damage]
+        return (_SalvagedTxn(raw, trees), problems) if trees else (raw, [])
 
     def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` in one write transaction, growing the map and retrying as needed.
