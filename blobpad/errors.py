@@ -145,6 +145,13 @@ HINT_UNKNOWN_ID = Hint(
 HINT_UNKNOWN_NAME = Hint("list the names with entries()", "list the names with 'blobpad ls'")
 #: Damaged data: find out what it touches.
 HINT_VERIFY = Hint("run verify() to find the damaged entries", "run 'blobpad verify' to find the damaged entries")
+#: Damage that stops a store from opening: verify cannot open it either.
+HINT_UNOPENABLE = Hint(
+    "verify() cannot open it either: move the store aside (keep it: its sound pages still hold data) and open a "
+    "new one, or restore it from a backup",
+    "'blobpad verify' cannot open it either: move the store aside (keep it: its sound pages still hold data) and "
+    "use a new one, or restore it from a backup",
+)
 #: A TTL too long to mean anything but "never".
 HINT_TTL_NEVER = Hint("pass ttl=None for an entry that never expires", "pass --ttl never for an entry that never expires")
 #: The store's max_bytes cap refuses a put.

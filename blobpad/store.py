@@ -56,6 +56,8 @@ from .engine.base import CLOSED
 from .errors import (
     HINT_EXCLUSIVE_NAME,
     HINT_UNKNOWN_NAME,
+    HINT_UNOPENABLE,
+    HINT_VERIFY,
     BlobpadError,
     CorruptData,
     InvalidArgument,
@@ -225,7 +227,10 @@ class Store(ReadsMixin):
             raise InvalidArgument(f"filters must be True, False or None, not {describe(filters)}")
         if chunk_params is not None and not isinstance(chunk_params, ChunkParams):
             raise InvalidArgument(f"chunk_params must be a blobpad.ChunkParams, not {type(chunk_params).__name__}")
-        self._backend: Checked = Checked(open_engine(path, **engine_options))
+        try:
+            self._backend: Checked = Checked(open_engine(path, **engine_options))
+        except CorruptData as exc:
+            raise _unopenable(exc) from None
         #: the store's target: the directory of an LMDB store, the URL of another
         self.path: str = self._backend.engine.target
         self._clock: Callable[[], float] = clock or getattr(self._backend.engine, "clock", None) or time.time
@@ -248,6 +253,9 @@ class Store(ReadsMixin):
             # time.monotonic() of the next sweep after a put (see _sweep): not before a store has been open
             # for SWEEP_SECONDS, so that a short-lived process (a CLI command) only does what it was asked
             self._next_sweep = self._next_recover = time.monotonic() + SWEEP_SECONDS
+        except CorruptData as exc:
+            self.close()
+            raise _unopenable(exc) from None
         except BaseException:
             self.close()  # a failed open holds nothing: the store can be repaired or opened again
             raise
@@ -749,6 +757,11 @@ class _ClosedBackend:
 
     def close(self) -> None:
         pass
+
+
+def _unopenable(exc: CorruptData) -> CorruptData:
+    """Damage met while opening, with a hint that can be followed: verify needs an open store."""
+    return CorruptData(exc.message, hint=HINT_UNOPENABLE) if exc.hint is HINT_VERIFY else exc
 
 
 def open(target: str | os.PathLike[str] | None = None, **options: Any) -> Store:  # noqa: A001 - the public name

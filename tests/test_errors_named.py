@@ -38,6 +38,30 @@ def test_damaged_settings_are_corrupt_data_at_open(tmp_path, value):
         blobpad.open(path)
 
 
+@pytest.mark.parametrize("damage", ["settings", "truncated"])
+def test_damage_that_stops_an_open_never_advises_verify_which_cannot_open_either(tmp_path, damage):
+    """The usual advice for damage, "run verify()", is a loop when the store does not open:
+    verify needs it open.  The advice then is what can be done: move it aside, restore."""
+    path = tmp_path / "s"
+    with blobpad.open(path) as store:
+        for i in range(300):
+            store.put(f"{i} x\n" * 2000, session="s")
+    if damage == "settings":
+        _put_raw(path, "meta", b"settings", b"{not json")
+    else:
+        with open(path / "data.mdb", "r+b") as fh:
+            fh.truncate(20_000)
+    with pytest.raises(CorruptData) as caught:
+        blobpad.open(path)
+    for face in ("library", "cli"):
+        said = caught.value.render(face)
+        rest = said.replace("verify() cannot open it either", "").replace("'blobpad verify' cannot open it either", "")
+        assert "verify" not in rest and ("move the store aside" in said or "from a backup" in said), said
+    proc = subprocess.run([sys.executable, "-m", "blobpad", "--db", str(path), "verify"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 2 and "from a backup" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("value", [b"{not json", b"[1, 2]", b'{"entries": "x"}', b"\xff\xfe"])
 def test_damaged_counters_are_recounted(tmp_path, value):
     for sealed in (False, True):
