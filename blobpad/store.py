@@ -739,7 +739,10 @@ class Store(ReadsMixin):
         """Give free pages back to the file system; return (bytes before, bytes after).
 
         Needs the store to be open in this process only.  Raises BlobpadError on an
-        engine without compaction (``store.engine.capabilities.compaction``).
+        engine without compaction (``store.engine.capabilities.compaction``).  On LMDB,
+        a file whose trees have a damaged page is written again from its sound pages
+        (what sat on the damaged ones is left out): run verify() after it, and delete
+        the entries it names.
         """
         engine = self._backend.engine
         if not engine.capabilities.compaction:

@@ -64,6 +64,7 @@ import bisect
 import concurrent.futures.thread  # noqa: F401 - its fork hooks must be registered before ours
 import contextlib
 import errno
+import itertools
 import os
 import shutil
 import stat
@@ -1262,7 +1263,8 @@ class LmdbEngine:
             try:
                 try:
                     os.makedirs(tmp, mode=DIR_MODE, exist_ok=True)
-                    env.copy(tmp, compact=True)
+                    if not self._rebuild_if_damaged(env, tmp):
+                        env.copy(tmp, compact=True)
                     os.chmod(os.path.join(tmp, "data.mdb"), FILE_MODE)  # LMDB writes the copy 0666 minus the umask
                 except (lmdb.Error, OSError) as exc:  # a full disk, mostly: the store is unchanged
                     shutil.rmtree(tmp, ignore_errors=True)
@@ -1272,13 +1274,48 @@ class LmdbEngine:
                 env.close()
                 self._env = None
                 os.replace(os.path.join(tmp, "data.mdb"), os.path.join(self.path, "data.mdb"))
-                os.rmdir(tmp)
+                shutil.rmtree(tmp, ignore_errors=True)
             finally:
                 if self._env is None:
                     self._open()
                 elif fcntl is not None and self._lockfile is not None:
                     fcntl.flock(self._lockfile, fcntl.LOCK_SH)
         return before, self.size()
+
+    def _rebuild_if_damaged(self, env: lmdb.Environment, tmp: str) -> bool:
+        """When a tree of the file is damaged, write at ``tmp`` a new file holding every record
+        its sound pages hold, and return True; else False (LMDB's own copy is used).
+
+        LMDB's copy walks every tree and fails, or aborts, on a damaged page; so does any
+        write that reaches one (a delete of what lies on it: the damaged entry could not
+        be deleted).  The trees are walked in Python first (:mod:`~blobpad.engine.lmdbpages`);
+        a damaged one is copied from its sound pages, the others through LMDB.  What sat
+        on the damaged pages is gone from the copy: verify() then names the entries it
+        leaves incomplete, and delete() and gc() work on them again."""
+        data = os.path.join(self.path, "data.mdb")
+        with env.begin() as txn:  # the store is ours alone (compact holds it exclusively): no writer moves on
+            trees = lmdbpages.damaged_trees(data, txn.id(), list(SPACES))
+            if not trees:
+                return False
+            out = lmdb.open(tmp, map_size=env.info()["map_size"], max_dbs=len(SPACES) + 2, subdir=True,
+                            mode=FILE_MODE, sync=True, metasync=True)
+            try:
+                for space in SPACES:
+                    target = out.open_db(space.encode())
+                    if space in trees:
+                        records: Iterator[tuple[bytes, bytes]] = iter(trees[space].records)
+                    else:
+                        records = iter(txn.cursor(db=self._dbs[space]))
+                    while True:
+                        batch = list(itertools.islice(records, 1000))
+                        if not batch:
+                            break
+                        with out.begin(write=True) as wtxn:
+                            for key, value in batch:
+                                wtxn.put(bytes(key), bytes(value), db=target, append=True)
+            finally:
+                out.close()
+        return True
 
     def close(self) -> None:
         """Release one holder; the environment closes when the last one lets go."""
