@@ -25,13 +25,14 @@ about 300 bytes:
 
 On Valkey, each figure comes with the script calls the server counted
 (``INFO commandstats``, ``EVALSHA``): the requests it took.  The program only uses
-blobpad's public API, so the same file run with another checkout first on
-``PYTHONPATH`` measures that checkout.
+blobpad's public API, so ``BLOBPAD_CHECKOUT=<another checkout> python -m
+benchmarks.bulk_ops`` measures that checkout's blobpad (see ``benchmarks/__init__.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -72,9 +73,14 @@ class _Calls:
             self.client.close()
 
 
+#: the directories of the LMDB stores a run made: removed when it ends
+_MADE: list[str] = []
+
+
 def _target(engine: str, tag: str) -> str:
     if engine == "lmdb":
-        return str(Path(tempfile.mkdtemp(prefix=f"bulk-{tag}-")) / "store")
+        _MADE.append(tempfile.mkdtemp(prefix=f"bulk-{tag}-"))
+        return str(Path(_MADE[-1]) / "store")
     return redis_server.store_url(redis_server.url(), redis_server.namespace(tag))
 
 
@@ -173,6 +179,8 @@ def run(engine: str, n: int, backlog_seconds: float = 10.0) -> list[dict[str, An
             row("expiry_backlog", (time.perf_counter() - t0) * 1e3, None, puts=puts, expired=st.expired_entries)
     finally:
         calls.close()
+        while _MADE:
+            shutil.rmtree(_MADE.pop(), ignore_errors=True)
     return rows
 
 

@@ -19,8 +19,9 @@ run, on the benchmark log of ``--size`` MB (``benchmarks/data.py``, made if miss
 * then the median of ``--puts`` puts of 5 KB of the log (new text each time) into each,
   interleaved (``put5k``).
 
-The program only uses blobpad's public API, so the same file run with another checkout
-first on ``PYTHONPATH`` measures that checkout (the layout before or after a change).
+The program only uses blobpad's public API, so ``BLOBPAD_CHECKOUT=<another checkout>
+python -m benchmarks.cluster_spread`` measures that checkout's blobpad (the layout before
+or after a change; see ``benchmarks/__init__.py``).
 """
 
 from __future__ import annotations

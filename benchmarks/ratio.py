@@ -8,6 +8,7 @@ The figure in the README comes from the loghub sample (``DIR`` = a checkout's
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -16,13 +17,14 @@ import blobpad
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or not Path(args[0]).is_dir():
-        print("usage: python -m benchmarks.ratio DIR (a folder holding *.log files)", file=sys.stderr)
-        return 2
-    files = sorted(Path(args[0]).rglob("*.log"))
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ratio", description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", metavar="DIR", help="a folder holding *.log files (searched recursively)")
+    args = ap.parse_args(argv)
+    if not Path(args.dir).is_dir():
+        ap.error(f"{args.dir} is not a directory")
+    files = sorted(Path(args.dir).rglob("*.log"))
     if not files:
-        print(f"no *.log file under {args[0]}", file=sys.stderr)
+        print(f"no *.log file under {args.dir}", file=sys.stderr)
         return 1
     total_raw = total_stored = 0
     with tempfile.TemporaryDirectory() as tmp, blobpad.open(Path(tmp) / "store", cache_bytes=0) as store:
