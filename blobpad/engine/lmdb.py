@@ -1134,7 +1134,14 @@ class LmdbEngine:
         if trees is None:
             return None
         problems = [line for tree in trees.values() for line in tree.damage]
-        return (_SalvagedTxn(raw, trees), problems) if trees else (raw, [])
+        if lmdbpages.FREE_LIST in trees:
+            problems.append("no write can commit while LMDB's free-page list is damaged: compact() writes the file "
+                            "again from its sound pages")
+        elif trees:
+            problems.append("writes that reach a damaged page fail (a delete of what lies on it, too): compact() "
+                            "writes the file again from its sound pages; then verify() and delete what it names")
+        trees = {space: tree for space, tree in trees.items() if space in SPACES}
+        return (_SalvagedTxn(raw, trees), problems) if trees or problems else (raw, [])
 
     def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` in one write transaction, growing the map and retrying as needed.
@@ -1300,7 +1307,7 @@ class LmdbEngine:
             out = lmdb.open(tmp, map_size=env.info()["map_size"], max_dbs=len(SPACES) + 2, subdir=True,
                             mode=FILE_MODE, sync=True, metasync=True)
             try:
-                for space in SPACES:
+                for space in SPACES:  # the free-page list is not copied: the new file starts with none
                     target = out.open_db(space.encode())
                     if space in trees:
                         records: Iterator[tuple[bytes, bytes]] = iter(trees[space].records)

@@ -23,7 +23,10 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-__all__ = ["PageFile", "Tree", "MAGIC", "damaged_trees"]
+__all__ = ["PageFile", "Tree", "MAGIC", "FREE_LIST", "damaged_trees"]
+
+#: the name :func:`damaged_trees` gives LMDB's own tree of free pages when it is damaged
+FREE_LIST = "free-page list"
 
 MAGIC = 0xBEEFC0DE
 _P_BRANCH, _P_LEAF, _P_OVERFLOW, _P_META = 0x01, 0x02, 0x04, 0x08
@@ -218,16 +221,20 @@ class PageFile:
 
 def damaged_trees(path: str, txnid: int, names: list[str]) -> dict[str, Tree] | None:
     """The named trees of the file at ``path`` that are damaged at transaction ``txnid``,
-    each with the records its sound pages hold; {} when every one is sound; None when that
-    snapshot's meta page has been written over since (read again).  Sound trees are only
-    checked: their values are not read."""
+    each with the records its sound pages hold, and LMDB's free-page list under
+    :data:`FREE_LIST` when it is damaged (every commit rewrites it: none can succeed); {}
+    when every one is sound; None when that snapshot's meta page has been written over
+    since (read again).  Sound trees are only checked: their values are not read."""
     with PageFile(path) as pf:
         snap = pf.snapshot(txnid)
         if snap is None:
             return None
-        last, main_root, _ = snap
+        last, main_root, free_root = snap
         roots, damage = pf.named_roots(main_root, last)
         trees: dict[str, Tree] = {}
+        free = pf.walk(free_root, last, FREE_LIST, values=False)  # LMDB's list of reusable pages: every commit writes it
+        if free.damage:
+            trees[FREE_LIST] = free
         for name in names:
             root = roots.get(name.encode())
             if root is None:
