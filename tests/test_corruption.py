@@ -630,3 +630,35 @@ def test_compact_rebuilds_a_damaged_tree_so_its_damaged_entries_can_be_deleted(t
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["listed"] and out["ok_after"], out["problems_after"]
     assert out["wrong"] == [] and out["entries"] == 120 - len(out["listed"]) + 1
+
+
+def test_a_damaged_overflow_page_header_is_found_by_verify_and_compact_lets_its_entry_go(tmp_path):
+    """A large chunk lives on overflow pages; LMDB reads it without looking at their
+    header, but freeing them (deleting the entry) checks it and fails: verify() said ok,
+    then the entry could never be deleted.  verify() now checks those headers too, names
+    the entry, and after compact() it deletes and the store comes clean."""
+    path = tmp_path / "store"
+    with blobpad.open(path) as s:
+        big = s.put(sample.binary_blob(60_000, seed=5), session="s", ttl=None)
+        small = {s.put(f"small {i}\n" * 20, session="s", ttl=None).id: f"small {i}\n" * 20 for i in range(5)}
+    data = path / "data.mdb"
+    img = bytearray(data.read_bytes())
+    flags, nodes = _nodes(bytes(img), _tree_root(bytes(img), b"chunks"))
+    assert flags & 2, "a chunks' tree of one leaf was expected"
+    overflow = [at for ptr, size, key, at in nodes if size > 4000]
+    assert overflow, "the large chunk was expected on overflow pages"
+    pgno = int.from_bytes(img[overflow[0]:overflow[0] + 8], "little")
+    _set16(img, pgno * _PAGE + 10, 0x02)  # its header now says leaf
+    data.write_bytes(bytes(img))
+    with blobpad.open(path) as s:
+        report = s.verify()
+        assert not report.ok and report.damaged_entries == [big.id], report.problems
+        assert any("overflow page" in p for p in report.problems)
+        s.compact()
+        for eid in s.verify().damaged_entries:
+            s.delete(eid)
+        s.gc()
+        assert s.verify().ok
+        assert {eid: s.get(eid) for eid in small} == small
+        s.delete_session("s")
+        assert s.stats().entries == 0
