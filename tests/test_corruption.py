@@ -542,6 +542,26 @@ _TREE_DAMAGE = {
     "child is a meta page": lambda img, root, kids: _set16(img, root * _PAGE + kids[len(kids) // 2][0], 1),
 }
 
+def _store_with_a_damaged_chunks_tree(tmp_path: Path, damage: str) -> Path:
+    """A store of 120 entries whose chunks' tree (a branch over several leaves) has one page
+    damaged by ``_TREE_DAMAGE[damage]``; the entries' texts in ``tmp_path / "expected.json"``."""
+    path = tmp_path / "store"
+    texts = {}
+    with blobpad.open(path) as s:
+        for i in range(120):
+            text = f"entry {i}\n" + "".join(f"{i}-{n} some log text {n * i % 997}\n" for n in range(60))
+            texts[s.put(text, session="s", ttl=None).id] = text
+    data = path / "data.mdb"
+    img = bytearray(data.read_bytes())
+    root = _tree_root(bytes(img), b"chunks")
+    flags, kids = _nodes(bytes(img), root)
+    assert flags & 1 and len(kids) > 4, "the chunks' tree was meant to have a branch root over several leaves"
+    _TREE_DAMAGE[damage](img, root, [(ptr, child) for ptr, child, _, _ in kids])
+    data.write_bytes(bytes(img))
+    (tmp_path / "expected.json").write_text(json.dumps(texts))
+    return path
+
+
 _VERIFY_THEN_READ = """
 import json, sys, blobpad
 expected = json.load(open(sys.argv[2]))
@@ -565,20 +585,7 @@ def test_a_damaged_tree_page_is_reported_by_verify_never_walked_into(tmp_path, d
     when it moves onto one (``Assertion 'IS_LEAF(mp)' failed``).  verify() walks the
     trees itself first: it returns, names the damaged page, and lists exactly the entries
     whose content cannot be read back (the oracle: reading each entry), no intact one."""
-    path = tmp_path / "store"
-    texts = {}
-    with blobpad.open(path) as s:
-        for i in range(120):
-            text = f"entry {i}\n" + "".join(f"{i}-{n} some log text {n * i % 997}\n" for n in range(60))
-            texts[s.put(text, session="s", ttl=None).id] = text
-    data = path / "data.mdb"
-    img = bytearray(data.read_bytes())
-    root = _tree_root(bytes(img), b"chunks")
-    flags, kids = _nodes(bytes(img), root)
-    assert flags & 1 and len(kids) > 4, "the chunks' tree was meant to have a branch root over several leaves"
-    _TREE_DAMAGE[damage](img, root, [(ptr, child) for ptr, child, _, _ in kids])
-    data.write_bytes(bytes(img))
-    (tmp_path / "expected.json").write_text(json.dumps(texts))
+    path = _store_with_a_damaged_chunks_tree(tmp_path, damage)
     proc = subprocess.run([sys.executable, "-c", _VERIFY_THEN_READ, str(path), str(tmp_path / "expected.json")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"the process died ({proc.returncode}): {proc.stderr[-1500:]}"
@@ -611,19 +618,7 @@ def test_compact_rebuilds_a_damaged_tree_so_its_damaged_entries_can_be_deleted(t
     page).  compact() now writes the file again from its sound pages: then verify() names
     the entries left incomplete, they delete, gc() tidies, verify() is clean, every other
     entry reads back exactly, and the store takes puts."""
-    path = tmp_path / "store"
-    texts = {}
-    with blobpad.open(path) as s:
-        for i in range(120):
-            text = f"entry {i}\n" + "".join(f"{i}-{n} some log text {n * i % 997}\n" for n in range(60))
-            texts[s.put(text, session="s", ttl=None).id] = text
-    data = path / "data.mdb"
-    img = bytearray(data.read_bytes())
-    root = _tree_root(bytes(img), b"chunks")
-    _, kids = _nodes(bytes(img), root)
-    _TREE_DAMAGE[damage](img, root, [(ptr, child) for ptr, child, _, _ in kids])
-    data.write_bytes(bytes(img))
-    (tmp_path / "expected.json").write_text(json.dumps(texts))
+    path = _store_with_a_damaged_chunks_tree(tmp_path, damage)
     proc = subprocess.run([sys.executable, "-c", _COMPACT_THEN_DELETE, str(path), str(tmp_path / "expected.json")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"the process failed ({proc.returncode}): {proc.stderr[-1500:]}"
