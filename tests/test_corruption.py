@@ -657,3 +657,27 @@ def test_a_damaged_overflow_page_header_is_found_by_verify_and_compact_lets_its_
         assert {eid: s.get(eid) for eid in small} == small
         s.delete_session("s")
         assert s.stats().entries == 0
+
+
+def test_a_damaged_keyspace_table_is_reported_once_and_its_trees_left_to_lmdb(tmp_path):
+    """The walk of a file whose main tree (LMDB's table of the keyspaces) has a damaged page
+    reports that page once, under the table's name, and claims nothing about the keyspaces
+    it can no longer find there (LMDB found them when the store opened); a sound file
+    reports nothing."""
+    from blobpad.engine import lmdbpages
+    from blobpad.engine.base import SPACES
+
+    path = tmp_path / "store"
+    with blobpad.open(path) as s:
+        for i in range(10):
+            s.put(f"entry {i}\n" * 30, session="s")
+    img = bytearray((path / "data.mdb").read_bytes())
+    txnid, main = max((int.from_bytes(img[pg * _PAGE + 16 + 24 + 104:pg * _PAGE + 16 + 24 + 112], "little"),
+                       _main_root(bytes(img))) for pg in (0, 1))
+    assert lmdbpages.damaged_trees(str(path / "data.mdb"), txnid, list(SPACES)) == {}
+    img[main * _PAGE + 4] ^= 8  # the page's own number, as its header records it
+    (path / "data.mdb").write_bytes(bytes(img))
+    trees = lmdbpages.damaged_trees(str(path / "data.mdb"), txnid, list(SPACES))
+    assert list(trees) == [lmdbpages.KEYSPACE_TABLE]
+    assert trees[lmdbpages.KEYSPACE_TABLE].damage == [f"the keyspace table tree: page {main}: its header says page "
+                                                       f"{main + (1 << 35)}"]

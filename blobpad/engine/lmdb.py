@@ -1134,9 +1134,9 @@ class LmdbEngine:
         if trees is None:
             return None
         problems = [line for tree in trees.values() for line in tree.damage]
-        if lmdbpages.FREE_LIST in trees:
-            problems.append("no write can commit while LMDB's free-page list is damaged: compact() writes the file "
-                            "again from its sound pages")
+        if lmdbpages.FREE_LIST in trees or lmdbpages.KEYSPACE_TABLE in trees:
+            problems.append("no write can commit while LMDB's free-page list or keyspace table is damaged: compact() "
+                            "writes the file again from its sound pages")
         elif trees:
             problems.append("writes that reach a damaged page fail (a delete of what lies on it, too): compact() "
                             "writes the file again from its sound pages; then verify() and delete what it names")

@@ -23,10 +23,12 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-__all__ = ["PageFile", "Tree", "MAGIC", "FREE_LIST", "damaged_trees"]
+__all__ = ["PageFile", "Tree", "MAGIC", "FREE_LIST", "KEYSPACE_TABLE", "damaged_trees"]
 
-#: the name :func:`damaged_trees` gives LMDB's own tree of free pages when it is damaged
+#: the names :func:`damaged_trees` gives LMDB's own trees when they are damaged: its list of
+#: free pages, and its main tree, which names the others
 FREE_LIST = "free-page list"
+KEYSPACE_TABLE = "keyspace table"
 
 MAGIC = 0xBEEFC0DE
 _P_BRANCH, _P_LEAF, _P_OVERFLOW, _P_META = 0x01, 0x02, 0x04, 0x08
@@ -103,7 +105,7 @@ class PageFile:
 
     def named_roots(self, main_root: int, last: int) -> tuple[dict[bytes, int], list[str]]:
         """The root page of every named tree (``_P_INVALID`` for an empty one), read from the main tree."""
-        tree = self.walk(main_root, last, "the keyspace table")
+        tree = self.walk(main_root, last, KEYSPACE_TABLE)
         roots: dict[bytes, int] = {}
         for key, value in tree.records:
             if len(value) == _DB.size:
@@ -222,7 +224,8 @@ class PageFile:
 def damaged_trees(path: str, txnid: int, names: list[str]) -> dict[str, Tree] | None:
     """The named trees of the file at ``path`` that are damaged at transaction ``txnid``,
     each with the records its sound pages hold, and LMDB's free-page list under
-    :data:`FREE_LIST` when it is damaged (every commit rewrites it: none can succeed); {}
+    :data:`FREE_LIST` and its main tree under :data:`KEYSPACE_TABLE` when they are damaged
+    (every commit rewrites them: none can succeed); {}
     when every one is sound; None when that snapshot's meta page has been written over
     since (read again).  Sound trees are only checked: their values are not read."""
     with PageFile(path) as pf:
@@ -232,13 +235,16 @@ def damaged_trees(path: str, txnid: int, names: list[str]) -> dict[str, Tree] | 
         last, main_root, free_root = snap
         roots, damage = pf.named_roots(main_root, last)
         trees: dict[str, Tree] = {}
+        if damage:
+            trees[KEYSPACE_TABLE] = Tree(damage=damage)
         free = pf.walk(free_root, last, FREE_LIST, values=False)  # LMDB's list of reusable pages: every commit writes it
         if free.damage:
             trees[FREE_LIST] = free
         for name in names:
             root = roots.get(name.encode())
-            if root is None:
-                trees[name] = Tree(damage=[f"the {name} tree is not named in the keyspace table", *damage])
+            if root is None:  # on a damaged table, LMDB found it when the store opened: it is read as usual
+                if not damage:
+                    trees[name] = Tree(damage=[f"the {name} tree is not named in the keyspace table"])
             elif pf.walk(root, last, name, values=False).damage:
                 trees[name] = pf.walk(root, last, name)
         return trees
