@@ -55,6 +55,7 @@ class PageFile:
     def __init__(self, path: str) -> None:
         self.path = path
         self._values = True
+        self._integer_keys = False
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             head = os.pread(self._fd, 4096 + _HEADER + 160, 0)
@@ -112,14 +113,17 @@ class PageFile:
                 roots[key] = _DB.unpack(value)[7]
         return roots, tree.damage
 
-    def walk(self, root: int, last: int, name: str, *, values: bool = True) -> Tree:
+    def walk(self, root: int, last: int, name: str, *, values: bool = True, integer_keys: bool = False) -> Tree:
         """Every record of the tree at ``root`` that sound pages hold, and the damage met.
         ``values`` false: the tree is only checked (values of overflow pages are not read,
-        only their pages' headers; ``records`` holds the keys, with empty values)."""
+        only their pages' headers; ``records`` holds the keys, with empty values).
+        ``integer_keys``: the tree orders its keys as native integers (LMDB's free-page
+        list, ``MDB_INTEGERKEY``), not byte by byte."""
         tree = Tree()
         if root == _P_INVALID:
             return tree
         self._values = values
+        self._integer_keys = integer_keys
         self._walk(root, last, name, tree, 0, set(), [])
         return tree
 
@@ -200,8 +204,10 @@ class PageFile:
                 return f"node {i}'s key runs past the end of the page"
             out.append((off, lo, hi, nflags, raw[off + _NODE:off + _NODE + ksize]))
         flags = struct.unpack_from("<H", raw, 10)[0]
-        keys = [n[4] for n in out][1 if flags & _P_BRANCH else 0:]  # a branch's first key is empty: the lowest
-        if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+        keys: list[bytes] | list[int] = [n[4] for n in out][1 if flags & _P_BRANCH else 0:]  # a branch's first key: the lowest
+        if self._integer_keys:  # the free-page list's keys are transaction ids, native integers (little-endian)
+            keys = [int.from_bytes(k, "little") for k in keys]
+        if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):  # type: ignore[operator]
             return "its keys are out of order"
         return out
 
@@ -213,7 +219,8 @@ class PageFile:
             return f"its overflow page {pgno} is damaged"
         flags = struct.unpack_from("<H", head, 10)[0]
         (count,) = struct.unpack_from("<I", head, 12)
-        if flags != _P_OVERFLOW or count * self.psize < _HEADER + size or pgno + count - 1 > last:
+        kind = flags & (_P_BRANCH | _P_LEAF | _P_OVERFLOW | _P_META)  # LMDB's in-memory bits aside
+        if kind != _P_OVERFLOW or count * self.psize < _HEADER + size or pgno + count - 1 > last:
             return f"its overflow page {pgno} is damaged (flags {flags:#x}, {count} pages for {size} bytes)"
         if not self._values:
             return b""
@@ -237,7 +244,7 @@ def damaged_trees(path: str, txnid: int, names: list[str]) -> dict[str, Tree] | 
         trees: dict[str, Tree] = {}
         if damage:
             trees[KEYSPACE_TABLE] = Tree(damage=damage)
-        free = pf.walk(free_root, last, FREE_LIST, values=False)  # LMDB's list of reusable pages: every commit writes it
+        free = pf.walk(free_root, last, FREE_LIST, values=False, integer_keys=True)  # every commit writes it
         if free.damage:
             trees[FREE_LIST] = free
         for name in names:
