@@ -159,16 +159,21 @@ class Verifier:
         value = records[space].get(key)
         if value is not None or space not in self.cut:
             return value
+        value, error = self._read_one(space, key)
+        if error is not None:
+            self.problems.append(f"{space} record {key[:40].hex()}: unreadable ({error})")
+        elif value is not None:
+            records[space][key] = value
+        return value
+
+    def _read_one(self, space: str, key: bytes) -> tuple[bytes | None, BlobpadError | None]:
+        """(the record, None), or (None, the damage that kept it from being read); no answer raises."""
         try:
-            value = self.txn.get(space, key)
+            return self.txn.get(space, key), None
         except Unavailable:
             raise
         except BlobpadError as exc:
-            self.problems.append(f"{space} record {key[:40].hex()}: unreadable ({exc})")
-            return None
-        if value is not None:
-            records[space][key] = value
-        return value
+            return None, exc
 
     def _recover_entries(self, records: dict[str, dict[bytes, bytes]]) -> None:
         """With the entries' scan stopped at damage, look up on their own the entries the
@@ -289,14 +294,10 @@ class Verifier:
             self._lookup(records, "refs", key)
         if "chunks" in self.cut:  # the chunks past the damage that stopped the scan: read one by one
             for key in chunk_owner.keys() - chunks.keys():
-                try:
-                    frame = self.txn.get("chunks", key)
-                except Unavailable:
-                    raise
-                except BlobpadError as exc:
-                    failed[key] = f"chunk {key.hex()}: unreadable ({exc})"
-                    continue
-                if frame is not None:
+                frame, error = self._read_one("chunks", key)
+                if error is not None:
+                    failed[key] = f"chunk {key.hex()}: unreadable ({error})"
+                elif frame is not None:
                     check(key, frame)
                     chunks[key] = b""
         refs = records["refs"]

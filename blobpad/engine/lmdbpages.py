@@ -7,7 +7,7 @@ a keyspace it walks that keyspace's tree here, reading the file with ``pread`` (
 through LMDB's map) and checking every page it reaches: its number, its kind, its
 bounds, every node's bounds, every child's number and kind, and the overflow pages of
 large values.  A sound tree is then read by LMDB as usual; a damaged one is never given
-to LMDB: its records are taken from the pages that are sound (:meth:`PageFile.records`),
+to LMDB: its records are taken from the pages that are sound (:meth:`PageFile.walk`),
 and the damage is reported with the page it is on.
 
 The layout read here is LMDB 0.9's (``mdb.c``): a page starts with its number (8 bytes),
@@ -32,12 +32,23 @@ KEYSPACE_TABLE = "keyspace table"
 
 MAGIC = 0xBEEFC0DE
 _P_BRANCH, _P_LEAF, _P_OVERFLOW, _P_META = 0x01, 0x02, 0x04, 0x08
-_F_BIGDATA, _F_SUBDATA, _F_DUPDATA = 0x01, 0x02, 0x04
+_F_BIGDATA, _F_DUPDATA = 0x01, 0x04
 _HEADER = 16  # page header bytes
 _NODE = 8  # node header bytes
 _DB = struct.Struct("<IHHQQQQQ")  # MDB_db: pad, flags, depth, branch, leaf, overflow pages, entries, root
 _P_INVALID = (1 << 64) - 1
 _MAX_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """How one walk reads its tree: the file's last page, the tree's name (for the damage
+    it reports), whether overflow values are read, whether keys are native integers."""
+
+    last: int
+    name: str
+    values: bool
+    integer_keys: bool
 
 
 @dataclass
@@ -54,8 +65,6 @@ class PageFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._values = True
-        self._integer_keys = False
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             head = os.pread(self._fd, 4096 + _HEADER + 160, 0)
@@ -122,12 +131,11 @@ class PageFile:
         tree = Tree()
         if root == _P_INVALID:
             return tree
-        self._values = values
-        self._integer_keys = integer_keys
-        self._walk(root, last, name, tree, 0, set(), [])
+        self._walk(root, _Walk(last, name, values, integer_keys), tree, 0, set(), [])
         return tree
 
-    def _walk(self, pgno: int, last: int, name: str, tree: Tree, depth: int, seen: set[int], leaf_depth: list[int]) -> None:
+    def _walk(self, pgno: int, how: _Walk, tree: Tree, depth: int, seen: set[int], leaf_depth: list[int]) -> None:
+        last, name = how.last, how.name
         where = f"the {name} tree: page {pgno}"
         if depth > _MAX_DEPTH:
             tree.damage.append(f"{where}: deeper than any tree LMDB builds")
@@ -142,7 +150,7 @@ class PageFile:
             tree.damage.append(f"{where}: {problem}")
             return
         flags, lower = struct.unpack_from("<HH", raw, 10)
-        nodes = self._nodes(raw, lower)
+        nodes = self._nodes(raw, lower, how.integer_keys)
         if isinstance(nodes, str):
             tree.damage.append(f"{where}: {nodes}")
             return
@@ -151,7 +159,7 @@ class PageFile:
                 tree.damage.append(f"{where}: a branch page with {len(nodes)} keys")
                 return
             for _off, lo, hi, nflags, _key in nodes:
-                self._walk(lo | hi << 16 | nflags << 32, last, name, tree, depth + 1, seen, leaf_depth)
+                self._walk(lo | hi << 16 | nflags << 32, how, tree, depth + 1, seen, leaf_depth)
             return
         if leaf_depth and leaf_depth[0] != depth:
             tree.damage.append(f"{where}: a leaf at depth {depth}, others at {leaf_depth[0]}")
@@ -168,7 +176,7 @@ class PageFile:
                     tree.damage.append(f"{where}: a node past the end of its page")
                     continue
                 big = struct.unpack_from("<Q", raw, data_at)[0]
-                value = self._overflow(big, size, last)
+                value = self._overflow(big, size, last, how.values)
                 if isinstance(value, str):
                     tree.damage.append(f"{where}: the value of a node: {value}")
                     continue
@@ -192,7 +200,7 @@ class PageFile:
             return f"its bounds are wrong (lower {lower}, upper {upper})"
         return None
 
-    def _nodes(self, raw: bytes, lower: int) -> list[tuple[int, int, int, int, bytes]] | str:
+    def _nodes(self, raw: bytes, lower: int, integer_keys: bool) -> list[tuple[int, int, int, int, bytes]] | str:
         out = []
         upper = struct.unpack_from("<H", raw, 14)[0]
         for i in range((lower - _HEADER) // 2):
@@ -205,13 +213,13 @@ class PageFile:
             out.append((off, lo, hi, nflags, raw[off + _NODE:off + _NODE + ksize]))
         flags = struct.unpack_from("<H", raw, 10)[0]
         keys: list[bytes] | list[int] = [n[4] for n in out][1 if flags & _P_BRANCH else 0:]  # a branch's first key: the lowest
-        if self._integer_keys:  # the free-page list's keys are transaction ids, native integers (little-endian)
+        if integer_keys:  # the free-page list's keys are transaction ids, native integers (little-endian)
             keys = [int.from_bytes(k, "little") for k in keys]
         if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):  # type: ignore[operator]
             return "its keys are out of order"
         return out
 
-    def _overflow(self, pgno: int, size: int, last: int) -> bytes | str:
+    def _overflow(self, pgno: int, size: int, last: int, values: bool) -> bytes | str:
         if not 2 <= pgno <= last:
             return f"its overflow page {pgno} is not a page of the file"
         head = self.page(pgno)
@@ -222,7 +230,7 @@ class PageFile:
         kind = flags & (_P_BRANCH | _P_LEAF | _P_OVERFLOW | _P_META)  # LMDB's in-memory bits aside
         if kind != _P_OVERFLOW or count * self.psize < _HEADER + size or pgno + count - 1 > last:
             return f"its overflow page {pgno} is damaged (flags {flags:#x}, {count} pages for {size} bytes)"
-        if not self._values:
+        if not values:
             return b""
         data = os.pread(self._fd, size, pgno * self.psize + _HEADER)
         return data if len(data) == size else f"its overflow pages {pgno}.. run past the end of the file"
