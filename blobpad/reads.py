@@ -22,8 +22,6 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
-import contextlib
-import dataclasses
 import fnmatch
 import hashlib
 import io
@@ -36,8 +34,8 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -726,8 +724,8 @@ class ReadsMixin:
 
     _reader: Reader
 
-    def _view(self, entry_id: str) -> _ViewContext:
-        return _ViewContext(self._reader, entry_id)
+    def _view(self, entry_id: str) -> AbstractContextManager[_View]:
+        return _view_of(self._reader, entry_id)
 
     def get(self, entry_id: str) -> str | bytes:
         """Return the whole content: ``str`` for text, ``bytes`` for binary."""
@@ -931,7 +929,7 @@ class ReadsMixin:
                     _whole_lines(v, find, dl, found.numbers, found.texts)
                 except TimedOut as exc:
                     searched = _searched_before(exc)
-        return dataclasses.replace(found, **_how_far(v, searched))
+        return replace(found, **_how_far(v, searched))
 
     def count(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
@@ -1098,16 +1096,14 @@ def _searching(
     to the store (:func:`_keep_filters`), or, with ``built`` (always with ``txn``, which
     the caller ends), added to it for the caller to hand over with those of other entries."""
     if txn is None:
-        with _ViewContext(reader, entry_id) as v:
+        with _view_of(reader, entry_id) as v:
             v.select(query)
             yield v
     else:
-        try:
+        with _named_damage(entry_id):
             v = _View(reader, txn, entry_id)
             v.select(query)
             yield v
-        except CorruptData as exc:
-            raise _naming(exc, entry_id) from None
     _keep_filters(v, built)
 
 
@@ -1958,31 +1954,32 @@ def _session_targets(
 
 
 
-class _ViewContext:
-    def __init__(self, reader: Reader, entry_id: str) -> None:
-        self.reader = reader
-        self.entry_id = entry_id
+@contextmanager
+def _view_of(reader: Reader, entry_id: str) -> Iterator[_View]:
+    """A view of ``entry_id`` in a read transaction of its own; damage found in it names the entry."""
+    with _named_damage(entry_id), reader.read() as txn:
+        yield _View(reader, txn, entry_id)
 
-    def __enter__(self) -> _View:
-        self._cm = self.reader.read()
-        txn = self._cm.__enter__()
-        try:
-            return _View(self.reader, txn, self.entry_id)
-        except BaseException:
-            self._cm.__exit__(None, None, None)
+
+@contextmanager
+def _named_damage(entry_id: str) -> Iterator[None]:
+    """Raise the damage found inside as found in entry ``entry_id`` (a chunk's damage names no entry)."""
+    try:
+        yield
+    except CorruptData as exc:
+        if entry_id in exc.message:
             raise
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self._cm.__exit__(exc_type, exc, tb)
-        if isinstance(exc, CorruptData):
-            named = _naming(exc, self.entry_id)
-            if named is not exc:
-                raise named from None
+        raise CorruptData(f"entry {entry_id}: {exc.message}", hint=exc.hint) from None
 
 
-def _naming(exc: CorruptData, entry_id: str) -> CorruptData:
-    """``exc``, or the same damage named after the entry it was found in (a chunk's damage names no entry)."""
-    return exc if entry_id in exc.message else CorruptData(f"entry {entry_id}: {exc.message}", hint=exc.hint)
+@dataclass
+class _StreamCall:
+    """One call of an :class:`EntryStream` (a read or a line): the transaction it opened
+    on ``stack`` and the chunk list read in it, once it needed a chunk it did not hold."""
+
+    stack: ExitStack
+    txn: ReadTxn | None = None
+    manifest: Manifest | None = None
 
 
 class EntryStream(io.RawIOBase):
@@ -1995,8 +1992,6 @@ class EntryStream(io.RawIOBase):
         self._pos = 0
         self._buf_start = -1  # where the chunk kept in _buf starts in the entry (-1: none yet)
         self._buf = b""
-        self._txn: ReadTxn | None = None  # the transaction of the call in progress, if it needed one
-        self._m: Manifest | None = None
         self.name = entry.id
 
     def readable(self) -> bool:
@@ -2044,9 +2039,10 @@ class EntryStream(io.RawIOBase):
         n = 0
         if size == 0 or self._pos >= total:
             return b""
-        with contextlib.ExitStack() as stack:
+        with ExitStack() as stack:
+            call = _StreamCall(stack)
             while self._pos < total and (size < 0 or n < size):
-                off, buf = self._chunk_at(stack)
+                off, buf = self._chunk_at(call)
                 end = len(buf) if size < 0 else min(len(buf), off + size - n)
                 nl = buf.find(b"\n", off, end)
                 piece = buf[off : end if nl < 0 else nl + 1]
@@ -2062,14 +2058,8 @@ class EntryStream(io.RawIOBase):
     @contextmanager
     def _read(self) -> Iterator[ReadTxn]:
         """A read transaction whose damage names this entry (a chunk's damage names none)."""
-        try:
-            with self._reader.read() as txn:
-                yield txn
-        except CorruptData as exc:
-            named = _naming(exc, self._entry.id)
-            if named is exc:
-                raise
-            raise named from None
+        with _named_damage(self._entry.id), self._reader.read() as txn:
+            yield txn
 
     def _manifest(self, txn: ReadTxn) -> Manifest:
         try:
@@ -2078,25 +2068,23 @@ class EntryStream(io.RawIOBase):
             raise NotFound(f"entry {self._entry.id} was deleted or expired while being read") from None
         return self._reader.manifest(txn, raw_id)
 
-    def _chunk_at(self, stack: contextlib.ExitStack) -> tuple[int, bytes]:
+    def _chunk_at(self, call: _StreamCall) -> tuple[int, bytes]:
         """(the position's offset in its chunk, the chunk).  The chunk last read is kept:
         a position inside it is served without a transaction (reading a stream line by
         line on a networked engine costs a request per chunk, not per line); another
-        chunk is read in one transaction opened on ``stack`` for the whole call, the
+        chunk is read in one transaction opened on the ``call``'s stack for the whole call, the
         entry's chunk list read again in it: an entry deleted or expired meanwhile is
         NotFound when the stream next needs a chunk (what it already holds it serves, as
         a file unlinked while open is read on)."""
         off = self._pos - self._buf_start
         if self._buf_start >= 0 and 0 <= off < len(self._buf):
             return off, self._buf
-        if self._txn is None:
-            self._txn = stack.enter_context(self._read())
-            stack.callback(setattr, self, "_txn", None)
-            self._m = self._manifest(self._txn)
-        m = self._m
-        assert m is not None
+        if call.txn is None or call.manifest is None:
+            call.txn = call.stack.enter_context(self._read())
+            call.manifest = self._manifest(call.txn)
+        m = call.manifest
         i = m.chunk_of(m.bytes_at, self._pos)
-        self._buf = self._reader.codec.chunk(self._txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
+        self._buf = self._reader.codec.chunk(call.txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
         self._buf_start = m.bytes_at[i]
         return self._pos - self._buf_start, self._buf
 
@@ -2111,9 +2099,10 @@ class EntryStream(io.RawIOBase):
         out = memoryview(buffer).cast("B")
         want = len(out)
         n = 0
-        with contextlib.ExitStack() as stack:
+        with ExitStack() as stack:
+            call = _StreamCall(stack)
             while n < want and self._pos < size:
-                off, buf = self._chunk_at(stack)
+                off, buf = self._chunk_at(call)
                 piece = buf[off : off + want - n]
                 if not piece:
                     break
