@@ -394,10 +394,12 @@ class Catalog:
         (None: none, grep and count read every chunk).
         ``counts`` are more counter changes of the same transaction (the chunks it
         created), written with the entry's in one update of the counters.
-        ``replaces``: the id the name must still name, live (an edit of that entry); when
-        another writer put the name again or deleted the entry since, or it expired,
-        raise Conflict; the new entry expires when that one does at this commit (``ttl``
-        is not used), so a ``touch()`` made during the edit is kept.
+        ``replaces``: the id the name must still name, live (an edit of that entry), or
+        of a live unnamed entry of the session while the name is free (the new entry
+        takes its place: it is deleted in this transaction); when another writer put
+        the name again or deleted the entry since, or it expired, raise Conflict; the
+        new entry expires when that one does at this commit (``ttl`` is not used), so a
+        ``touch()`` made during the edit is kept.
         :data:`NAME_FREE` instead: the name must name no live entry (``Store.put(...,
         exclusive=True)``), else Conflict.  Live means live when this transaction
         commits, by the store's clock, not when the put began.
@@ -416,7 +418,11 @@ class Catalog:
                 now = max(created, self._now())
                 if previous is not None and previous.expires_at is not None and previous.expires_at <= now:
                     previous = None
-            if editing and (old != replaces or previous is None):
+            unnamed = None  # the unnamed entry this put takes the place of
+            if editing and previous is None:
+                unnamed = self._live_unnamed(txn, replaces, session, max(created, self._now()))  # type: ignore[arg-type]
+                previous = unnamed
+            if editing and (old != replaces and unnamed is None or previous is None):
                 raise Conflict(
                     f"the entry named {name[:200]!r} was replaced, deleted or expired while entry "
                     f"{replaces.hex()} was being edited; nothing was changed: read it again and retry"  # type: ignore[union-attr]
@@ -432,6 +438,8 @@ class Catalog:
                     expires = previous.expires_at
             if old is not None:
                 self.delete_in(txn, old)
+            if unnamed is not None:
+                self.delete_in(txn, replaces)  # type: ignore[arg-type]
         seq = self._sequencer.next(created)
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
@@ -454,6 +462,15 @@ class Catalog:
         bump(txn, **(counts or {}), entries=1, logical_bytes=size,
              filter_bytes=0 if filters is None else len(filters))
         return entry
+
+    @staticmethod
+    def _live_unnamed(txn: WriteTxn, raw_id: bytes, session: str, now: float) -> Entry | None:
+        """The entry ``raw_id`` if it is live at ``now``, unnamed and of ``session``; else None."""
+        raw = get_or_damaged(txn, "entries", raw_id)[1]
+        e = None if raw is None else decode_entry(raw)
+        if e is None or e.name is not None or e.session != session:
+            return None
+        return None if e.expires_at is not None and e.expires_at <= now else e
 
     def keep_filters(self, txn: WriteTxn, raw_id: bytes, filters: list[bytes]) -> bool:
         """Keep the chunk filters searches built of an entry's chunks (in chunk-list order,

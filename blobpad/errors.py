@@ -9,6 +9,7 @@ subclasses also derive from the built-in exception a Python caller would expect
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -283,6 +284,18 @@ def check_bool(label: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgument(f"{label} must be True or False, not {typename(value)}")
     return value
+
+
+def check_items(label: str, value: object, item: type | tuple[type, ...], words: str) -> list[Any]:
+    """The items of ``value``, a list (or another iterable, not a string) of ``item``
+    instances; else InvalidArgument saying ``label`` is a list of ``words``."""
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidArgument(f"{label} must be a list of {words}, not {describe(value)}")
+    items = list(value)
+    for one in items:
+        if isinstance(one, bool) or not isinstance(one, item):
+            raise InvalidArgument(f"{label} must be a list of {words}; it holds {describe(one)}")
+    return items
 
 
 def check_str(label: str, value: object, *, allow_none: bool = True) -> None:

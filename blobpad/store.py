@@ -420,6 +420,7 @@ class Store(ReadsMixin):
         meta: dict[str, Any] | None = None,
         kind: str | None = None,
         exclusive: bool = False,
+        replaces: str | None = None,
     ) -> Entry:
         """Store an observation and return its :class:`Entry`.
 
@@ -440,11 +441,20 @@ class Store(ReadsMixin):
             exclusive: with ``name``, never replace: if the session has a live entry of
                 that name when the put commits, raise Conflict and store nothing (two
                 writers choosing the same new name cannot both think they have it).
+            replaces: with ``name``, the id of the entry this put updates (new content
+                computed from that entry's): if, when the put commits, the name does not
+                name that live entry any more (another writer put the name again, or it was
+                deleted or expired), raise Conflict and store nothing, so that no update
+                is lost to a concurrent one.  It may also be an unnamed live entry of the
+                session while the name is free: the put takes its place (that entry is
+                deleted in the same commit).  The new entry keeps that entry's expiry and
+                ``created_at`` (``ttl`` is not used), as :meth:`edit` does.
 
         Raises:
             InvalidArgument: a bad argument (the store is unchanged).
             StoreFull: the store cannot hold the content even after evicting.
-            Conflict: ``exclusive`` and the name is taken (the store is unchanged).
+            Conflict: ``exclusive`` and the name is taken, or the name no longer names
+                ``replaces`` (the store is unchanged).
         """
         check_str("session", session)
         check_str("name", name)
@@ -459,8 +469,15 @@ class Store(ReadsMixin):
         if check_bool("exclusive", exclusive) and name is None:
             raise InvalidArgument("an exclusive put needs a name: it refuses to replace an entry of that name",
                                   hint=HINT_EXCLUSIVE_NAME)
+        if replaces is not None:
+            if name is None or exclusive:
+                raise InvalidArgument("replaces names the entry a named put updates: it needs a name, and "
+                                      "excludes exclusive (which needs the name free)")
+            expected: bytes | None = parse_id(replaces)
+        else:
+            expected = NAME_FREE if exclusive else None
         entry = self._putter.put(data, kind=kind, session=session, turn=turn, ttl=ttl, name=name, step=step,
-                                 tool=tool, meta=check_meta(meta), replaces=NAME_FREE if exclusive else None)
+                                 tool=tool, meta=check_meta(meta), replaces=expected)
         self._sweep()
         return entry
 

@@ -429,6 +429,146 @@ def test_seed003_edit_of_an_entry_read_by_its_id_keeps_it_reachable_by_that_id_i
     assert again["ok"] and again["name"] == entry.id and store.get(store.find(entry.id, session="s").id) == "third\n"
 
 
+class _Meanwhile:
+    """Run ``change`` once, as another agent's call committing meanwhile, right after the
+    store's ``method`` (a public read: ``get``, ``find``) first returns to the call under test."""
+
+    def __init__(self, store: blobpad.Store, method: str, change, times: int = 1) -> None:
+        self.store, self.method, self.change, self.left = store, method, change, times
+        self.real = getattr(store, method)
+        self.busy = False  # the change's own reads are not the call under test's
+
+    def __call__(self, *args, **kwargs):
+        out = self.real(*args, **kwargs)
+        if self.left and not self.busy:
+            self.left -= 1
+            self.busy = True
+            try:
+                self.change()
+            finally:
+                self.busy = False
+        return out
+
+    def __enter__(self) -> _Meanwhile:
+        setattr(self.store, self.method, self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.store, self.method, self.real)
+
+
+_EDITS = {
+    "targeted": {"old_string": "fix bug", "new_string": "fix bug DONE"},
+    "full": {"content": "1. fix bug DONE\n2. run tests\n"},
+}
+_MEANWHILE = {  # another call's change, and what the entry reads after it
+    "targeted edit": ({"tool": "scratchpad_edit", "old_string": "run tests", "new_string": "run tests DONE"},
+                      "1. fix bug\n2. run tests DONE\n"),
+    "write": ({"tool": "scratchpad_write", "content": "other\n"}, "other\n"),
+    "delete": ({"tool": "scratchpad_delete"}, None),
+}
+
+
+@pytest.mark.parametrize("edit", list(_EDITS))
+@pytest.mark.parametrize("other", list(_MEANWHILE))
+@pytest.mark.parametrize("named", [True, False], ids=["named", "by-id"])
+def test_seed003_edit_racing_another_change_is_refused_and_loses_nothing(store, edit, other, named):
+    """An edit computed from what it read, while another call edited, wrote or deleted the
+    entry: the edit answers ok=false, changes nothing, and the other call's change stands
+    (before, both answered ok and the later one silently undid the other, or brought a
+    deleted name back).  Named entries and offloaded ones edited through their id."""
+    text = "1. fix bug\n2. run tests\n"
+    if named:
+        tb = Toolbox(store, session="s", profile="seed003")
+        tb.call("scratchpad_write", {"name": "plan", "content": text})
+        name = "plan"
+    else:
+        tb, entry = _toolbox(store, text, profile="seed003")
+        name = entry.id
+    other_args, after = _MEANWHILE[other]
+    other_tool = other_args["tool"]
+    if other_tool == "scratchpad_write" and not named:
+        other_tool, other_args = "scratchpad_edit", {"content": "other\n"}  # a write would name a new entry
+    answers = []
+    change = lambda: answers.append(tb.call(other_tool, {"name": name, **{k: v for k, v in other_args.items()  # noqa: E731
+                                                                           if k != "tool"}}))
+    read = "get" if edit == "targeted" else "find" if named else "stat"  # the last read before the edit's put
+    with _Meanwhile(store, read, change):
+        r = tb.call("scratchpad_edit", {"name": name, **_EDITS[edit]})
+    assert answers and answers[0]["ok"], answers
+    assert r["ok"] is False and "nothing was changed" in r["error"] and "read it again" in r["error"], r
+    read = tb.call("scratchpad_read", {"name": name})
+    if after is None:
+        assert read["ok"] is False and "scratchpad_list" in read["error"]
+        assert tb.call("scratchpad_list", {})["entries"] == []
+    else:
+        assert read["ok"] and read["content"] == after
+
+
+@pytest.mark.parametrize("mode", [{}, {"offset": 4, "limit": 6}, {"regex": "v[0-9]"}])
+def test_seed003_read_of_a_name_written_again_meanwhile_reads_the_new_entry(store, mode):
+    """The name a read resolved is written again before the read opens the entry: the read
+    answers the entry the name names now (before: "unknown, has expired")."""
+    tb = Toolbox(store, session="s", profile="seed003")
+    tb.call("scratchpad_write", {"name": "doc", "content": "v1 first\nv1 second\n"})
+    new = "v2 first\nv2 second\n"
+    with _Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": new})):
+        r = tb.call("scratchpad_read", {"name": "doc", **mode})
+    assert r["ok"], r
+    if "regex" in mode:
+        assert r["content"] == "1:v2 first\n2:v2 second"
+    else:
+        offset = mode.get("offset", 0)
+        assert r["content"] == new[offset : offset + mode.get("limit", 30_000)]
+
+
+def test_seed003_a_name_written_again_before_every_read_gets_a_clear_answer(store):
+    """A name written again every time the call resolves it: a bounded number of rounds,
+    then an answer saying so (never the name is unknown, never a hang)."""
+    tb = Toolbox(store, session="s", profile="seed003")
+    tb.call("scratchpad_write", {"name": "doc", "content": "v0\n"})
+    rounds = iter(range(1, 1000))
+    with _Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": f"v{next(rounds)}\n"}),
+                    times=1000) as meanwhile:
+        r = tb.call("scratchpad_read", {"name": "doc"})
+    assert r["ok"] is False and "written again" in r["error"] and "try again" in r["error"], r
+    assert 1000 - meanwhile.left <= 40  # bounded: a few rounds, not until the writer stops
+    assert tb.call("scratchpad_read", {"name": "doc"})["content"] == f"v{next(rounds) - 1}\n"
+
+
+def test_put_replaces_commits_only_over_the_entry_it_names(store):
+    """``put(name=..., replaces=id)``: stored while the name still names that live entry
+    (keeping its expiry and creation time); Conflict and nothing stored once another put
+    of the name, a delete or an expiry came between; bad combinations refused."""
+    first = store.put("one", session="s", name="n", ttl=100)
+    second = store.put("two", session="s", name="n", replaces=first.id, ttl=5)
+    assert store.get(store.find("n", session="s").id) == "two"
+    assert (second.expires_at, second.created_at) == (first.expires_at, first.created_at)
+    with pytest.raises(blobpad.Conflict):
+        store.put("three", session="s", name="n", replaces=first.id)  # first was replaced by second
+    store.delete(second.id)
+    with pytest.raises(blobpad.Conflict):
+        store.put("four", session="s", name="n", replaces=second.id)
+    with pytest.raises(blobpad.NotFound):
+        store.find("n", session="s")
+    for bad in ({"replaces": first.id}, {"name": "n", "replaces": first.id, "exclusive": True},
+                {"name": "n", "replaces": "not an id"}, {"name": "n", "replaces": 5}):
+        with pytest.raises(blobpad.InvalidArgument):
+            store.put("x", session="s", **bad)
+    assert store.stats().entries == 0
+
+
+@pytest.mark.parametrize("options", [
+    {"notepad_options": [1, 2]}, {"notepad_options": "ab"}, {"notepad_options": {"bogus": 1}},
+    {"allow_dirs": 5}, {"allow_dirs": [5]}, {"allow_dirs": [None]},
+])
+@pytest.mark.parametrize("profile", ["seed002", "blobpad"])
+def test_toolbox_options_of_the_wrong_shape_are_invalid_arguments(store, options, profile):
+    with pytest.raises(blobpad.InvalidArgument) as caught:
+        Toolbox(store, session="s", turn=1, profile=profile, **options)
+    assert next(iter(options)) in str(caught.value)
+
+
 def test_seed003_regex_notice_counts_the_lines_the_cap_left_when_over_100_match(store):
     """Over 100 matching lines whose text the result cap cuts: the notice says how many
     are shown and that more match, never "the first 100 are shown"."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..errors import InvalidArgument, describe, typename
+from ..errors import InvalidArgument, check_items, describe, typename
 from .pad import Notepad
 
 __all__ = ["NUDGE_TEXTS", "Nudges", "looks_like_plan"]
@@ -84,7 +84,8 @@ class Nudges:
         for key, value in self.config.items():
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
                 raise InvalidArgument(f"{key} must be an integer from 0 (off) to 1000000, not {describe(value)}")
-        self.spaces = (spaces,) if isinstance(spaces, str) else tuple(spaces)  # "plan" is one space, not four
+        # "plan" is one space, not four
+        self.spaces = (spaces,) if isinstance(spaces, str) else tuple(check_items("spaces", spaces, str, "space names"))
         for space in self.spaces:
             notepad._budget(space)  # an unknown space is an InvalidArgument now, not at the first turn
         self._empty_turns = 0
@@ -127,5 +128,7 @@ class Nudges:
 
     def steer(self, assistant_output: str, next_message: str) -> str:
         """:meth:`turn`, then the hints prepended to ``next_message`` (one per line)."""
+        if not isinstance(next_message, str):
+            raise InvalidArgument(f"next_message must be a string, not {typename(next_message)}")
         hints = self.turn(assistant_output)
         return "\n".join([*hints, next_message]) if hints else next_message

@@ -4,6 +4,7 @@ schemas in each API's shape, and the calls that never raise."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import threading
@@ -18,6 +19,7 @@ from ..errors import (
     NotFound,
     StoreFull,
     check_int,
+    check_items,
     check_str,
     check_ttl,
     check_turn,
@@ -52,6 +54,31 @@ def profile_records(profile: str) -> list[Profile]:
             raise InvalidArgument(f"unknown profile {describe(part)}; the profiles are: {', '.join(PROFILES)} "
                                   "(combine them with '+', e.g. 'blobpad+seed002')")
     return [REGISTRY[part] for part in parts]
+
+
+def _notepad_options(options: object) -> dict[str, Any]:
+    """``notepad_options`` checked: a mapping of :class:`blobpad.notepad.Notepad`'s keyword
+    arguments (their values are checked by the notepad)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise InvalidArgument(f"notepad_options must be a dict of Notepad's options, not {describe(options)}")
+    from ..notepad import Notepad
+
+    known = [p.name for p in inspect.signature(Notepad).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    for key in options:
+        if key not in known:
+            raise InvalidArgument(f"notepad_options: unknown option {describe(key)}; the options are: "
+                                  f"{', '.join(known)}")
+    return dict(options)
+
+
+#: how many times, and for how many seconds at most, a call runs when the entry it found by
+#: name was replaced before it read it (:meth:`Toolbox._renamed`): a name written again in
+#: a loop by another thread of the process wins a few rounds in a row (the interpreter
+#: switches threads every few milliseconds), seldom twenty
+_NAME_TRIES = 20
+_NAME_SECONDS = 2.0
 
 
 class Toolbox:
@@ -140,7 +167,7 @@ class Toolbox:
         self._call = threading.local()
         if isinstance(allow_dirs, (str, bytes, os.PathLike)):
             raise InvalidArgument("allow_dirs is a list of directories, not one path")
-        given = [os.fspath(d) for d in allow_dirs]
+        given = [os.fspath(d) for d in check_items("allow_dirs", allow_dirs, (str, os.PathLike), "directory paths")]
         if any(not d for d in given):  # realpath("") is the working directory: never allowed by accident
             raise InvalidArgument("an allowed directory is empty; name it (use . for the working directory)")
         self.allow_dirs = [os.path.realpath(d) for d in given]
@@ -153,7 +180,7 @@ class Toolbox:
                 (r.offload_policy for r in records if r.offload_policy != "seed000"), "seed000")
             offloader = Offloader(store, policy=policy)
         self.offloader = offloader
-        self.notepad_options = dict(notepad_options or {})
+        self.notepad_options = _notepad_options(notepad_options)
         self._pad: Any = None
         self._turn: str | int | None = None
         self.turn = turn
@@ -311,7 +338,18 @@ class Toolbox:
         return e
 
     def named(self, name: str) -> Entry:
-        """The entry called ``name`` (or, failing that, with that id) in scope."""
+        """The entry called ``name`` (or, failing that, with that id) in scope.
+
+        Inside :meth:`call`, the entry found is remembered: should it be gone when the
+        tool reads it (another call wrote the name again meanwhile), the call runs again
+        on the entry the name names then (see :meth:`call`)."""
+        e = self._resolve(name)
+        resolved = getattr(self._call, "resolved", None)
+        if resolved is not None:
+            resolved[name] = e.id
+        return e
+
+    def _resolve(self, name: str) -> Entry:
         try:
             e = self.store.find(name, session=self.session)
             if self.in_scope(e):
@@ -417,11 +455,25 @@ class Toolbox:
             if tool is None:
                 return self._error(tool_name, f"unknown tool {describe(name)}; the tools are: {', '.join(self._tools)}")
             args = tool.validate(arguments)
-            self._call.searches, self._call.t0 = {}, time.monotonic()  # one search budget per call (search)
+            call = self._call
+            outer = {k: getattr(call, k) for k in ("t0", "searches", "resolved") if hasattr(call, k)}  # a call inside a call
+            call.t0 = time.monotonic()  # one search budget per call (search)
             try:
-                return self._fit(tool, args)
+                for attempt in range(_NAME_TRIES):
+                    self._call.searches, self._call.resolved = {}, {}
+                    try:
+                        return self._fit(tool, args)
+                    except NotFound:
+                        if not self._renamed():
+                            raise
+                        if attempt + 1 == _NAME_TRIES or time.monotonic() - self._call.t0 > _NAME_SECONDS:
+                            names = ", ".join(describe(n, 200) for n in self._call.resolved)
+                            raise ToolError(f"the entry named {names} was written again {attempt + 1} times while "
+                                            "this call read it (another call keeps writing it); nothing was "
+                                            "changed: try again") from None
             finally:
-                self._call.searches = {}  # let go of the results
+                call.searches, call.resolved = {}, None  # let go of the results
+                call.__dict__.update(outer)
         except ToolError as exc:
             return self._error(tool_name, str(exc))
         except NotFound:
@@ -439,6 +491,19 @@ class Toolbox:
             log.exception("blobpad tool %s failed", tool_name)
             return self._error(tool_name, f"internal error in {tool_name}; nothing was changed by this failure. "
                                           "Try again with other arguments, or continue without it.")
+
+    def _renamed(self) -> bool:
+        """Whether a name this call found its entry by names another live entry now: the
+        entry it found was replaced (written again, edited) before the call read it, and
+        the call, which changed nothing yet (NotFound is raised before any write), runs
+        again on the new one instead of saying the name is unknown."""
+        for name, entry_id in self._call.resolved.items():
+            try:
+                if self._resolve(name).id != entry_id:
+                    return True
+            except ToolError:  # the name is gone: the call says so
+                continue
+        return False
 
     def _error(self, tool: str, message: str) -> dict[str, Any]:
         limit = self.max_result_chars // 2

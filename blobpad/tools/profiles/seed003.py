@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import MAX_STR_BYTES, NotFound
+from ...errors import MAX_STR_BYTES, Conflict, NotFound
 from ...index import Entry
 from ..reading import check_pattern, grep_lines, iso, list_result, slice_result, timed_out_notice, unit_of
 from ..spec import Param, Profile, ToolContext, ToolError, ToolSpec
@@ -75,20 +75,22 @@ def _read_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, 
 
 
 def _replace(tb: ToolContext, entry: Entry, name: str, content: str) -> Entry:
-    """Put the new content of an edited entry under its name.
+    """Put the new content of an edited entry under its name, only if nothing changed it
+    since it was read: else a ToolError, and nothing is stored (no edit answered ok is
+    lost to another call's, and an edit does not bring back an entry deleted meanwhile).
+    The new entry keeps the old one's expiry.
 
     An unnamed entry (an offloaded observation read by its id) becomes a named one
     called by that id, written the way ids are (lower case, whatever case the model
-    typed), so the model keeps reaching it by the id it was given; the old one goes.
+    typed), so the model keeps reaching it by the id it was given; the old one goes in
+    the same commit.
     """
-    e = tb.store.put(content, session=tb.session, turn=tb.turn, name=entry.name or entry.id, tool="scratchpad_edit",
-                     ttl=tb.ttl, kind="text")
-    if entry.name is None:
-        try:
-            tb.store.delete(entry.id)
-        except NotFound:
-            pass
-    return e
+    try:  # an unnamed entry is taken the place of in the same commit (Store.put's replaces)
+        return tb.store.put(content, session=tb.session, turn=tb.turn, name=entry.name or entry.id,
+                            tool="scratchpad_edit", kind="text", replaces=entry.id)
+    except Conflict:
+        raise ToolError(f"scratchpad_edit: {name!r} was written, edited or deleted by another call while this edit "
+                        "ran; nothing was changed: read it again and retry") from None
 
 
 def _edit_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
