@@ -43,7 +43,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from . import maintenance, notes, prefilter
 from .catalog import NAME_FREE, Catalog, counters, due, get_or_damaged, prefetch_deletes
@@ -59,6 +59,7 @@ from .errors import (
     HINT_UNOPENABLE,
     HINT_VERIFY,
     BlobpadError,
+    Conflict,
     CorruptData,
     InvalidArgument,
     NotFound,
@@ -76,10 +77,19 @@ from .put import Putter, check_meta
 from .reads import ReadsMixin
 from .view import Reader, not_found, records
 
-__all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open"]
+__all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open", "NAME_TRIES", "NAME_SECONDS"]
+
+T = TypeVar("T")
 
 FORMAT = 2  # 2: every record sealed with a checksum (engine.base.seal)
 _MAX_CLOCK = 253402300800.0  # 10000-01-01: a clock past it is broken
+#: how many times, and for how many seconds at most, a read by name runs again when the
+#: entry it found was replaced by a put of the name before it read it (Store.with_named):
+#: a name written again in a loop by another thread of the process wins a few rounds in a
+#: row (the interpreter switches threads every few milliseconds), seldom twenty
+NAME_TRIES = 20
+NAME_SECONDS = 2.0
+
 #: a store sweeps expired entries after a put at most this often (seconds; see Store._sweep)
 SWEEP_SECONDS = 1.0
 #: how many entries :meth:`Store.delete_session` deletes per write transaction
@@ -567,6 +577,54 @@ class Store(ReadsMixin):
                 return self._reader.load(txn, raw_id.hex())[1]
             except NotFound:
                 raise unknown from None  # expired: read exactly like a name never put
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A block whose reads, in the calling thread, all see the store as it was when it
+        began (one read transaction): an entry found by name, then read with several
+        calls, is the same entry throughout, whatever other writers do meanwhile.
+
+        Every read of the store (get, slices, grep, listings, find, stats) takes part;
+        blocks nest.  Writes inside the block raise BlobpadError (write after it).
+        Keep it short: on LMDB a snapshot held open keeps the pages it reads from
+        being reused; on Redis/Valkey it is readable for ``snapshot_seconds``
+        (default 300) while others write, then raises.
+        """
+        with self._backend.pinned():
+            yield
+
+    def with_named(self, name: str, fn: Callable[[Entry], T], *, session: str | None = None) -> T:
+        """``fn(entry)`` on the live entry called ``name`` in ``session``: what it returns.
+
+        A put of the name makes a new entry (a new id) and deletes the old one.  Should
+        that happen after the name was looked up, so that ``fn``, using the old entry,
+        raises NotFound, ``fn`` runs again on the entry the name names then: an update
+        of an entry found by name (an edit) never takes a replaced entry for a missing
+        one.  At most :data:`NAME_TRIES` runs, within :data:`NAME_SECONDS` seconds.  A
+        ``fn`` that only reads is better run inside :meth:`snapshot`, where the entry
+        found is never replaced under it.
+
+        Raises:
+            NotFound: no live entry is called ``name`` (or ``fn`` raised it for
+                another reason: the name still names the entry it ran on).
+            Conflict: the name was written again every time ``fn`` ran.
+            Whatever ``fn`` raises otherwise.
+        """
+        start = time.monotonic()
+        entry = self.find(name, session=session)
+        attempt = 1
+        while True:
+            try:
+                return fn(entry)
+            except NotFound:
+                now = self.find(name, session=session)  # NotFound: the name is gone too
+                if now.id == entry.id:
+                    raise
+                if attempt >= NAME_TRIES or time.monotonic() - start > NAME_SECONDS:
+                    raise Conflict(f"the entry named {name[:200]!r} was written again {attempt} times while it was "
+                                   "being read (another writer keeps writing it); try again") from None
+            entry = now
+            attempt += 1
 
     def named(self, *, session: str | None = None, prefix: str | None = None) -> list[Entry]:
         """The live named entries of ``session`` whose names start with ``prefix``, sorted by name.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +36,48 @@ def saved_counters(txn: Any) -> dict[str, int]:
         for k, v in zip(SHARD_FIELDS, SHARD.unpack(raw), strict=True):
             saved[k] = saved.get(k, 0) + v
     return saved
+
+
+class Meanwhile:
+    """Another agent's (or host's) change committing while the call under test runs: once
+    ``obj.method`` (a public method: ``store.get``, ``store.find``) first returns, ``change``
+    runs ``times`` times at most, each in a thread of its own that is waited for (a
+    thread, as another host: the call under test may hold a read snapshot, inside which
+    its own thread cannot write).  The change's own calls of the method do not trigger it.
+    ``with Meanwhile(...) as m:`` installs it for the block; ``m.done`` counts the changes."""
+
+    def __init__(self, obj: Any, method: str, change: Callable[[], Any], times: int = 1) -> None:
+        self.obj, self.method, self.change, self.left = obj, method, change, times
+        self.real = getattr(obj, method)
+        self.done = 0
+        self.answers: list[Any] = []
+        self._busy = threading.local()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.real(*args, **kwargs)
+        if self.left and not getattr(self._busy, "on", False):
+            self.left -= 1
+            errors: list[BaseException] = []
+
+            def run() -> None:
+                self._busy.on = True
+                try:
+                    self.answers.append(self.change())
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                    errors.append(exc)
+
+            worker = threading.Thread(target=run)
+            worker.start()
+            worker.join(60)
+            assert not worker.is_alive(), "the change made meanwhile did not finish within 60 s"
+            if errors:
+                raise errors[0]
+            self.done += 1
+        return out
+
+    def __enter__(self) -> Meanwhile:
+        setattr(self.obj, self.method, self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.obj, self.method, self.real)

@@ -19,7 +19,7 @@ from deepagents.backends import StoreBackend  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
-from oracles import readme_snippet  # noqa: E402
+from oracles import Meanwhile, readme_snippet  # noqa: E402
 
 import blobpad  # noqa: E402
 from blobpad.integrations.deepagents import HASHED_NAME, BlobpadBackend  # noqa: E402
@@ -255,24 +255,17 @@ def test_a_grep_timeout_the_store_refuses_is_refused_at_once(store, timeout):
         BlobpadBackend(store, session="agent", grep_timeout=timeout)
 
 
-def test_grep_skips_a_file_deleted_since_it_was_listed(store, monkeypatch):
-    backend = BlobpadBackend(store, session="agent")
+def test_grep_answers_the_files_as_listed_when_one_is_deleted_meanwhile(store):
+    """Another host deletes a file between this grep's listing and its search: the grep
+    searches the files as they were when it began (one snapshot), without an error."""
+    backend, other = BlobpadBackend(store, session="agent"), BlobpadBackend(store, session="agent")
     for name in ("a", "b", "c"):
         backend.write(f"/notes/{name}.txt", f"needle in {name}\n")
-    search = store.grep_session
-    gone: list[str] = []
-
-    def delete_one_first(session, pattern, **options):
-        if not gone:  # between the backend's listing and its search, one file is deleted (or expires)
-            gone.append(store.find(backend.entry_name("/notes/b.txt"), session=session).id)
-            store.delete(gone[0])
-        return search(session, pattern, **options)
-
-    monkeypatch.setattr(store, "grep_session", delete_one_first)
-    result = backend.grep("needle", "/notes")
-    assert result.error is None and gone
-    assert [(m["path"], m["text"]) for m in result.matches] == [("/notes/a.txt", "needle in a"),
-                                                                ("/notes/c.txt", "needle in c")]
+    with Meanwhile(store, "named", lambda: other.delete("/notes/b.txt")) as meanwhile:
+        result = backend.grep("needle", "/notes")
+    assert result.error is None and meanwhile.done == 1
+    assert [(m["path"], m["text"]) for m in result.matches] == [(f"/notes/{n}.txt", f"needle in {n}") for n in "abc"]
+    assert [m["path"] for m in backend.grep("needle", "/notes").matches] == ["/notes/a.txt", "/notes/c.txt"]
 
 
 def test_grep_empty_pattern_matches_every_line(pair):
@@ -565,3 +558,36 @@ def test_evicted_results_never_pile_up_under_the_cap(store_factory):
     assert "/notes.md" in kept and "/large_tool_results/call_11" in kept
     assert 1 < len(kept) < 13 and store.stats().stored_bytes <= 3 << 20
     assert backend.read("/notes.md").file_data["content"] == "the plan\n"
+
+
+# -- another host writing meanwhile --------------------------------------------------------
+
+
+#: each operation, the store method it reads through after looking the path up, and what it
+#: answers when that read sees "two\nTODO\n" written over "one\nTODO\n" or the state before it
+_WHILE_REWRITTEN = {
+    "read": ("line_offsets", lambda b: b.read("/f.txt").file_data["content"], ["one\nTODO\n", "two\nTODO\n"]),
+    "edit": ("find", lambda b: (b.edit("/f.txt", "TODO", "DONE").error, b.read("/f.txt").file_data["content"]),
+             [(None, "two\nDONE\n")]),
+    "grep": ("grep_session", lambda b: _grep(b.grep("TODO", "/")),
+             [(True, [("/f.txt", 2, "TODO"), ("/g.txt", 1, "TODO")], False)]),
+    "grep-empty": ("tail", lambda b: _grep(b.grep("", "/")),
+                   [(True, [("/f.txt", 1, w), ("/f.txt", 2, "TODO"), ("/f.txt", 3, ""), ("/g.txt", 1, "TODO"),
+                            ("/g.txt", 2, "")], False) for w in ("one", "two")]),
+    "download": ("get", lambda b: b.download_files(["/f.txt"])[0].content, [b"one\nTODO\n", b"two\nTODO\n"]),
+}
+
+
+@pytest.mark.parametrize("operation", list(_WHILE_REWRITTEN))
+def test_a_file_another_host_rewrites_meanwhile_is_never_missing(store, operation):
+    """Another host writes the file again between this host's lookup of the path and its
+    reads (a write makes a new entry and deletes the old one): read, grep and download
+    answer the file as it was or as it is, edit edits what it is now; never "not found",
+    a skipped file or an exception (before: all three)."""
+    here, there = BlobpadBackend(store, session="s"), BlobpadBackend(store, session="s")
+    here.write("/f.txt", "one\nTODO\n")
+    here.write("/g.txt", "TODO\n")
+    method, run, expected = _WHILE_REWRITTEN[operation]
+    with Meanwhile(store, method, lambda: there.write("/f.txt", "two\nTODO\n")) as meanwhile:
+        answer = run(here)
+    assert meanwhile.done == 1 and answer in expected, answer

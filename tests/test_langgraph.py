@@ -24,7 +24,7 @@ pytest.importorskip("langgraph.store.base", reason="langgraph-checkpoint is not 
 
 from langgraph.store.base import InvalidNamespaceError  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
-from oracles import readme_snippet  # noqa: E402
+from oracles import Meanwhile, readme_snippet  # noqa: E402
 
 import blobpad  # noqa: E402
 from blobpad.errors import InvalidArgument  # noqa: E402
@@ -433,3 +433,21 @@ def test_the_readme_snippet_runs_as_written():
     assert namespace["hits"][0].score > namespace["hits"][1].score
     assert store.list_namespaces(prefix=("users", "*")) == [("users", "42", "memories")]
     store.close()
+
+
+@pytest.mark.parametrize("read", ["get", "entries"])
+def test_an_item_another_host_updates_meanwhile_is_read_never_missed(store, read):
+    """Another host puts the key again between this host's lookup of the item and its read
+    of the content (a put makes a new entry and deletes the old one): ``get`` and
+    ``search`` answer the value as it was when they began, never None or a missing item
+    (before: None, and search left the item out).  Oracle: the values put; afterwards
+    the new value."""
+    here, there = BlobpadStore(store), BlobpadStore(store)
+    here.put(("ns",), "k", {"v": 1})
+    here.put(("ns",), "other", {"v": 0})
+    update = lambda: there.put(("ns",), "k", {"v": 2})  # noqa: E731
+    with Meanwhile(store, "find" if read == "get" else read, update):
+        item = here.get(("ns",), "k") if read == "get" else {i.key: i for i in here.search(("ns",))}.get("k")
+    assert item is not None and item.value == {"v": 1}
+    assert here.get(("ns",), "k").value == {"v": 2}
+    assert {i.key: i.value for i in here.search(("ns",))} == {"k": {"v": 2}, "other": {"v": 0}}

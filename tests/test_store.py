@@ -1215,3 +1215,84 @@ def test_meta_keys_that_json_would_rewrite_are_refused(store, meta):
     assert store.entries(session="s") == []
     nested = {"a": [{"b": {"c": (1, 2)}}], "ok": True}
     assert store.put("x", session="s", meta=nested).meta == {"a": [{"b": {"c": [1, 2]}}], "ok": True}
+
+
+# -- reads by name while other writers write -----------------------------------------------------
+
+
+def test_a_snapshot_reads_one_state_while_other_writers_change_the_store(store):
+    """Inside ``store.snapshot()`` every read of the thread sees the store as it was when
+    the block began: a name written again and an entry deleted by another writer (a
+    thread, as another host would) meanwhile read as before until the block ends.  Oracle:
+    the contents put, and the state after the block."""
+    first = store.put("version one\n" * 50, session="s", name="doc")
+    other = store.put("other\n", session="s")
+    with store.snapshot():
+        found = store.find("doc", session="s")
+        worker = threading.Thread(target=lambda: (store.put("version two\n", session="s", name="doc"),
+                                                  store.delete(other.id)))
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive()
+        assert found.id == first.id and store.find("doc", session="s").id == first.id
+        assert store.get(first.id) == "version one\n" * 50
+        assert store.lines(first.id, 2, 3) == ["version one", "version one"]
+        assert [m.line for m in store.grep(first.id, "one", max_matches=3).matches] == [1, 2, 3]
+        assert store.get(other.id) == "other\n"
+        assert {e.id for e in store.entries(session="s")} == {first.id, other.id}
+        with store.snapshot():  # a block inside shares it
+            assert store.get(first.id) == "version one\n" * 50
+        assert store.exists(other.id)
+    assert store.get(store.find("doc", session="s").id) == "version two\n"
+    for gone in (first.id, other.id):
+        with pytest.raises(NotFound):
+            store.get(gone)
+
+
+def test_a_write_inside_a_snapshot_is_refused_and_changes_nothing(store):
+    entry = store.put("kept\n", session="s", name="n")
+    with store.snapshot():
+        for write in (lambda: store.put("x", session="s"), lambda: store.delete(entry.id),
+                      lambda: store.touch(entry.id, 60), lambda: store.notepad("s").write("p", space="plan")):
+            with pytest.raises(BlobpadError, match="inside a snapshot") as caught:
+                write()
+            assert type(caught.value) is BlobpadError
+        assert store.get(entry.id) == "kept\n"  # the snapshot still reads
+    assert [e.id for e in store.entries(session="s")] == [entry.id] and store.notepad("s").read("plan") == ""
+    store.put("after\n", session="s")  # and writes work again after the block
+    assert store.stats().entries == 2
+
+
+def test_with_named_runs_again_on_the_entry_a_put_of_the_name_made_meanwhile(store):
+    """``with_named(name, fn)``: ``fn`` meets NotFound because another writer put the name
+    again after it was looked up: it runs again on the new entry; bounded (Conflict) when
+    the name is written again every time; NotFound when the name is gone."""
+    store.put("one", session="s", name="n")
+    calls = []
+
+    def read(entry):
+        calls.append(entry.id)
+        if len(calls) == 1:  # another writer puts the name again between the lookup and this read
+            thread = threading.Thread(target=store.put, args=("two",), kwargs={"session": "s", "name": "n"})
+            thread.start()
+            thread.join(60)
+        return store.get(entry.id)
+
+    assert store.with_named("n", read, session="s") == "two"
+    assert len(calls) == 2 and calls[1] == store.find("n", session="s").id
+
+    def always_replaced(entry):
+        store.put("again", session="s", name="n")
+        return store.get(entry.id)
+
+    with pytest.raises(blobpad.Conflict, match="written again"):
+        store.with_named("n", always_replaced, session="s")
+    with pytest.raises(NotFound):
+        store.with_named("missing", store.get, session="s")
+
+    def gone(entry):
+        store.delete(entry.id)
+        return store.get(entry.id)
+
+    with pytest.raises(NotFound):
+        store.with_named("n", gone, session="s")

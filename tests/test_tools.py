@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import Meanwhile
 from oracles import sed_lines as _lines
 
 import blobpad
@@ -429,34 +430,6 @@ def test_seed003_edit_of_an_entry_read_by_its_id_keeps_it_reachable_by_that_id_i
     assert again["ok"] and again["name"] == entry.id and store.get(store.find(entry.id, session="s").id) == "third\n"
 
 
-class _Meanwhile:
-    """Run ``change`` once, as another agent's call committing meanwhile, right after the
-    store's ``method`` (a public read: ``get``, ``find``) first returns to the call under test."""
-
-    def __init__(self, store: blobpad.Store, method: str, change, times: int = 1) -> None:
-        self.store, self.method, self.change, self.left = store, method, change, times
-        self.real = getattr(store, method)
-        self.busy = False  # the change's own reads are not the call under test's
-
-    def __call__(self, *args, **kwargs):
-        out = self.real(*args, **kwargs)
-        if self.left and not self.busy:
-            self.left -= 1
-            self.busy = True
-            try:
-                self.change()
-            finally:
-                self.busy = False
-        return out
-
-    def __enter__(self) -> _Meanwhile:
-        setattr(self.store, self.method, self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        setattr(self.store, self.method, self.real)
-
-
 _EDITS = {
     "targeted": {"old_string": "fix bug", "new_string": "fix bug DONE"},
     "full": {"content": "1. fix bug DONE\n2. run tests\n"},
@@ -493,7 +466,7 @@ def test_seed003_edit_racing_another_change_is_refused_and_loses_nothing(store, 
     change = lambda: answers.append(tb.call(other_tool, {"name": name, **{k: v for k, v in other_args.items()  # noqa: E731
                                                                            if k != "tool"}}))
     read = "get" if edit == "targeted" else "find" if named else "stat"  # the last read before the edit's put
-    with _Meanwhile(store, read, change):
+    with Meanwhile(store, read, change):
         r = tb.call("scratchpad_edit", {"name": name, **_EDITS[edit]})
     assert answers and answers[0]["ok"], answers
     assert r["ok"] is False and "nothing was changed" in r["error"] and "read it again" in r["error"], r
@@ -512,7 +485,7 @@ def test_seed003_read_of_a_name_written_again_meanwhile_reads_the_new_entry(stor
     tb = Toolbox(store, session="s", profile="seed003")
     tb.call("scratchpad_write", {"name": "doc", "content": "v1 first\nv1 second\n"})
     new = "v2 first\nv2 second\n"
-    with _Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": new})):
+    with Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": new})):
         r = tb.call("scratchpad_read", {"name": "doc", **mode})
     assert r["ok"], r
     if "regex" in mode:
@@ -528,11 +501,11 @@ def test_seed003_a_name_written_again_before_every_read_gets_a_clear_answer(stor
     tb = Toolbox(store, session="s", profile="seed003")
     tb.call("scratchpad_write", {"name": "doc", "content": "v0\n"})
     rounds = iter(range(1, 1000))
-    with _Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": f"v{next(rounds)}\n"}),
+    with Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": f"v{next(rounds)}\n"}),
                     times=1000) as meanwhile:
         r = tb.call("scratchpad_read", {"name": "doc"})
     assert r["ok"] is False and "written again" in r["error"] and "try again" in r["error"], r
-    assert 1000 - meanwhile.left <= 40  # bounded: a few rounds, not until the writer stops
+    assert meanwhile.done <= 40  # bounded: a few rounds, not until the writer stops
     assert tb.call("scratchpad_read", {"name": "doc"})["content"] == f"v{next(rounds) - 1}\n"
 
 

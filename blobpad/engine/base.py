@@ -407,20 +407,40 @@ class Checked:
     more.  Every write of the store goes through here, puts and notepads alike, so none
     is refused while expired records hold the room it needs."""
 
-    __slots__ = ("engine", "_gate", "room")
+    __slots__ = ("engine", "_gate", "room", "_pins")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._gate = _Gate()
         self.room: Callable[[], int] | None = None
+        self._pins = threading.local()  # the snapshot each thread pinned (pinned()), if any
 
     @property
     def capabilities(self) -> Capabilities:
         return self.engine.capabilities
 
     def read(self) -> AbstractContextManager[ReadTxn]:
-        """A checked read snapshot (a context manager giving a :class:`ReadTxn`)."""
-        return _CheckedRead(self.engine, self._gate)
+        """A checked read snapshot (a context manager giving a :class:`ReadTxn`): the
+        calling thread's pinned one inside :meth:`pinned`, else a new one."""
+        held = getattr(self._pins, "txn", None)
+        return _CheckedRead(self.engine, self._gate) if held is None else _Held(held)
+
+    @contextmanager
+    def pinned(self) -> Iterator[ReadTxn]:
+        """One read snapshot that every :meth:`read` of the calling thread gives inside the
+        block (a block inside another shares the outer one's), so that several reads see
+        one state of the store.  A write inside raises BlobpadError: its thread would
+        hold two transactions."""
+        held = getattr(self._pins, "txn", None)
+        if held is not None:
+            yield held
+            return
+        with _CheckedRead(self.engine, self._gate) as txn:
+            self._pins.txn = txn
+            try:
+                yield txn
+            finally:
+                self._pins.txn = None
 
     @contextmanager
     def read_salvaged(self) -> Iterator[tuple[ReadTxn, list[str]]]:
@@ -445,6 +465,9 @@ class Checked:
     def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` on a checked write transaction and commit; when the store is full, once more
         after ``room()`` freed something (not for a write that frees: it is let through)."""
+        if getattr(self._pins, "txn", None) is not None:
+            raise BlobpadError("a write inside a snapshot (Store.snapshot()): writes see and change the store as "
+                               "it is now, not the snapshot; write after the block ends")
         gate = self._gate
         gate.enter()
         try:
@@ -494,6 +517,22 @@ class _CheckedRead:
             return self._cm.__exit__(*exc)
         finally:
             self._gate.leave()
+
+
+class _Held:
+    """The context manager :meth:`Checked.read` gives inside :meth:`Checked.pinned`: the
+    pinned transaction, left open at the end of the block (the pin's own closes it)."""
+
+    __slots__ = ("_txn",)
+
+    def __init__(self, txn: ReadTxn) -> None:
+        self._txn = txn
+
+    def __enter__(self) -> ReadTxn:
+        return self._txn
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 class TxnGuard:

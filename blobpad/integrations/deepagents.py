@@ -63,7 +63,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
     BackendProtocol,
@@ -91,7 +91,7 @@ from ..errors import BlobpadError, Conflict, InvalidArgument, NotFound, NoUnique
 from ..index import Entry
 from ..reads import MAX_SESSION_ENTRIES
 from ..search import check_timeout
-from ..store import Store
+from ..store import NAME_SECONDS, NAME_TRIES, Store
 from ..store import open as open_store
 
 __all__ = ["BlobpadBackend", "HASHED_NAME", "MAX_PATH_BYTES"]
@@ -110,6 +110,7 @@ _EVICTED = re.compile(r"(?:/[^/]+)*/large_tool_results/")
 _KNOWN = 4096  # entries whose line ends this process remembers
 
 SessionFactory = Callable[[Any], str]
+T = TypeVar("T")
 
 
 def _iso(t: float | None) -> str:
@@ -259,6 +260,20 @@ class BlobpadBackend(BackendProtocol):
         except (NotFound, InvalidArgument):
             return None
 
+    def _on_file(self, session: str, path: str, fn: Callable[[Entry], T]) -> T:
+        """``fn(entry)`` on the entry holding ``path``, run again on the new one if another
+        writer (any host) writes the file while ``fn`` reads it (:meth:`Store.with_named`).
+
+        Raises NotFound when there is no such file, and what ``fn`` raises."""
+        try:
+            name = self.entry_name(path)
+        except (TypeError, ValueError):
+            raise NotFound(f"no file {describe(path)}") from None
+        try:
+            return self.store.with_named(name, fn, session=session)
+        except InvalidArgument:
+            raise NotFound(f"no file {describe(path)}") from None
+
     def _files(self, session: str, root: str = "/") -> dict[str, Entry]:
         """The files at or under ``root`` (a path as ``_normalize_path`` gives it), by path."""
         found: dict[str, Entry] = {}
@@ -389,11 +404,12 @@ class BlobpadBackend(BackendProtocol):
             offset, limit = normalize_read_bounds(offset, limit)
         except (TypeError, ValueError, OverflowError):
             return ReadResult(error=f"offset and limit must be integers, not {describe(offset)} and {describe(limit)}")
-        entry = self._entry(self.session, file_path)
-        if entry is None:
+        if not isinstance(file_path, str):
             return ReadResult(error=f"File '{file_path}' not found")
         try:
-            return self._read(entry, file_path, offset, limit)
+            with self.store.snapshot():  # its several reads see one state, whatever another host writes meanwhile
+                entry = self._on_file(self.session, file_path, lambda entry: entry)
+                return self._read(entry, file_path, offset, limit)
         except NotFound:
             return ReadResult(error=f"File '{file_path}' not found")
         except BlobpadError as exc:
@@ -477,17 +493,16 @@ class BlobpadBackend(BackendProtocol):
         """Replace ``old_string`` by ``new_string`` (once, or everywhere with ``replace_all``)."""
         if not all(isinstance(s, str) for s in (file_path, old_string, new_string)):
             return EditResult(error="Error: file_path, old_string and new_string must be strings")
-        session = self.session
-        entry = self._entry(session, file_path)
-        if entry is None:
-            return EditResult(error=f"Error: File '{file_path}' not found")
-        if not entry.is_text:
-            return EditResult(error="Error: Cannot edit binary files with text replacements.")
-        if not old_string:
-            message = perform_string_replacement("", old_string, new_string, replace_all)
-            return EditResult(error=message if isinstance(message, str) else "Error: old_string cannot be empty.")
-        try:
+        def edit(entry: Entry) -> EditResult:
+            if not entry.is_text:
+                return EditResult(error="Error: Cannot edit binary files with text replacements.")
+            if not old_string:
+                message = perform_string_replacement("", old_string, new_string, replace_all)
+                return EditResult(error=message if isinstance(message, str) else "Error: old_string cannot be empty.")
             return self._edit(entry, file_path, old_string, new_string, replace_all)
+
+        try:  # a file written again since it was looked up is edited as it is now
+            return self._on_file(self.session, file_path, edit)
         except NotFound:
             return EditResult(error=f"Error: File '{file_path}' not found")
         except BlobpadError as exc:
@@ -556,6 +571,10 @@ class BlobpadBackend(BackendProtocol):
             root = _normalize_path(path)
         except (ValueError, TypeError):
             return GrepResult(matches=[])
+        with self.store.snapshot():  # the files listed are the files searched, whatever another host writes
+            return self._grep(pattern, root, glob, max_count)
+
+    def _grep(self, pattern: str, root: str, glob: str | None, max_count: int | None) -> GrepResult:
         session = self.session
         files = self._files(session, root)  # long roots too: _files finds the files named by a hash
         exact = files.get(root)
@@ -574,11 +593,11 @@ class BlobpadBackend(BackendProtocol):
         cap = self.max_grep_matches if max_count is None else min(max_count, self.max_grep_matches)
         if not files:
             return GrepResult(matches=[])
-        if pattern == "":
-            return self._grep_everything(files, cap)
-        by_id = {e.id: p for p, e in files.items()}
+        by_id = {e.id: p for p, e in files.items()}  # the files found again under new ids join it
         try:
-            found, truncated = self._grep_files(session, root, pattern, list(by_id), cap)
+            if pattern == "":
+                return self._grep_everything(session, files, cap)
+            found, truncated = self._grep_files(session, root, pattern, by_id, cap)
         except BlobpadError as exc:
             return GrepResult(error=f"Error searching files: {exc}")
         if cap == 0:  # max_count=0: no match shown, truncated if one exists
@@ -586,22 +605,25 @@ class BlobpadBackend(BackendProtocol):
         matches = [{"path": by_id[m.entry_id], "line": m.line, "text": m.text} for m in found]
         return GrepResult(matches=matches, truncated=truncated)  # type: ignore[arg-type]
 
-    def _grep_files(self, session: str, root: str, pattern: str, ids: list[str], cap: int) -> tuple[list[Any], bool]:
+    def _grep_files(self, session: str, root: str, pattern: str, by_id: dict[str, str],
+                    cap: int) -> tuple[list[Any], bool]:
         """(the first ``cap`` matches (one for ``cap`` 0) of the literal ``pattern`` in the
-        entries ``ids``, in their order; whether more exist, or the time budget ran out):
-        ``Store.grep_session`` over :data:`~blobpad.reads.MAX_SESSION_ENTRIES` of them at a
-        time, within one time budget (``grep_timeout``); once ``cap`` are found, the files
-        left are searched for one more.  A file deleted or expired since it was listed is
-        skipped: its batch is searched again without the files no longer there."""
+        entries of ``by_id`` (id: path), in their order; whether more exist, or the time
+        budget ran out): ``Store.grep_session`` over
+        :data:`~blobpad.reads.MAX_SESSION_ENTRIES` of them at a time, within one time
+        budget (``grep_timeout``); once ``cap`` are found, the files left are searched for
+        one more.  A file deleted or expired since it was listed is skipped, one written
+        again is searched under its new id (added to ``by_id``): see :meth:`_grep_batch`."""
         deadline = None if self.grep_timeout is None else time.monotonic() + self.grep_timeout
         found: list[Any] = []
         want = max(cap, 1)  # max_count=0 still asks whether one match exists
+        ids = list(by_id)
         for start in range(0, len(ids), MAX_SESSION_ENTRIES):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return found, True
             probing = len(found) >= want  # all wanted are found: is there one more?
-            result = self._grep_batch(session, root, pattern, ids[start : start + MAX_SESSION_ENTRIES],
+            result = self._grep_batch(session, root, pattern, ids[start : start + MAX_SESSION_ENTRIES], by_id,
                                       1 if probing else want - len(found), left)
             if result is None:
                 continue
@@ -614,39 +636,58 @@ class BlobpadBackend(BackendProtocol):
                 return found, True
         return found, False
 
-    def _grep_batch(self, session: str, root: str, pattern: str, batch: list[str], most: int,
-                    timeout: float | None) -> Any:
-        """``Store.grep_session`` of the entries ``batch``; a file gone since it was listed is
-        dropped and the batch searched again (None when none is left)."""
-        for attempt in range(3):
+    def _grep_batch(self, session: str, root: str, pattern: str, batch: list[str], by_id: dict[str, str],
+                    most: int, timeout: float | None) -> Any:
+        """``Store.grep_session`` of the entries ``batch`` (None when none is left).  When one
+        is gone since the files were listed, the files are listed again: a file written
+        again (by any host) is searched under its new id, which joins ``by_id``; a file
+        deleted or expired is dropped; then the batch is searched again, a bounded number
+        of times (a file written again every time is an error, never silently skipped)."""
+        start = time.monotonic()
+        for attempt in range(1, NAME_TRIES + 1):
             try:
                 return self.store.grep_session(session, pattern, entries=batch, fixed=True, max_matches=most,
                                                line_window=self.line_window, timeout=timeout)
             except NotFound:
-                if attempt == 2:
-                    raise
-                live = {e.id for e in self._files(session, root).values()}
-                batch = [i for i in batch if i in live]
+                if attempt == NAME_TRIES or time.monotonic() - start > NAME_SECONDS:
+                    raise Conflict(f"files were written again or deleted {attempt} times while grep searched them (another "
+                                   "writer keeps writing them); try again") from None
+                now = {p: e.id for p, e in self._files(session, root).items()}
+                batch = [now[by_id[i]] for i in batch if by_id[i] in now]
+                by_id.update((i, p) for p, i in now.items())
                 if not batch:
                     return None
         return None
 
-    def _grep_everything(self, files: dict[str, Entry], cap: int) -> GrepResult:
-        """An empty pattern: every line of ``content.split("\\n")`` matches, a final empty one included."""
+    def _grep_everything(self, session: str, files: dict[str, Entry], cap: int) -> GrepResult:
+        """An empty pattern: every line of ``content.split("\\n")`` matches, a final empty one
+        included.  A file written again meanwhile is read as it is now; one deleted since
+        it was listed is skipped."""
         matches: list[dict[str, Any]] = []
-        for path, entry in files.items():  # in grep's order
+
+        def lines_of(path: str, entry: Entry) -> list[dict[str, Any]]:
             lines = entry.lines
             trailing = entry.chars == 0 or self.store.tail(entry.id, 1) == "\n"
-            numbers = range(1, lines + (2 if trailing else 1))
-            for number in numbers:
-                if len(matches) >= cap:
-                    return GrepResult(matches=matches, truncated=True)  # type: ignore[arg-type]
+            out = []
+            for number in range(1, min(lines + (2 if trailing else 1), cap - len(matches) + 1)):
                 if number > lines:
                     text = ""
                 else:
                     window = self.store.line_windows(entry.id, number, number, width=self.line_window)
                     text = window[0].text if window else ""
-                matches.append({"path": path, "line": number, "text": text})
+                out.append({"path": path, "line": number, "text": text})
+            return out
+
+        for path, entry in files.items():  # in grep's order
+            if len(matches) >= cap:
+                return GrepResult(matches=matches, truncated=True)  # type: ignore[arg-type]
+            try:
+                matches += lines_of(path, entry)
+            except NotFound:
+                try:
+                    matches += self._on_file(session, path, lambda e, p=path: lines_of(p, e))  # type: ignore[misc]
+                except NotFound:
+                    continue
         return GrepResult(matches=matches)  # type: ignore[arg-type]
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
@@ -692,11 +733,11 @@ class BlobpadBackend(BackendProtocol):
         session = self.session
         responses = []
         for path in paths:
-            entry = self._entry(session, path)
             try:
-                if entry is None:
-                    raise NotFound(path)
-                content = self.store.get(entry.id)
+                if not isinstance(path, str):
+                    raise NotFound(describe(path))
+                with self.store.snapshot():
+                    content = self.store.get(self._on_file(session, path, lambda entry: entry).id)
             except NotFound:
                 responses.append(FileDownloadResponse(path=path, content=None, error="file_not_found"))
                 continue

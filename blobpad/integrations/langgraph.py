@@ -521,13 +521,11 @@ class BlobpadStore(BaseStore):
     # -- one op -------------------------------------------------------------------------
 
     def _load(self, entry: Entry, namespace: tuple[str, ...], with_vectors: bool) -> _Found | None:
+        """The item ``entry`` holds (None if it is not a LangGraph item); NotFound if it is gone."""
         meta = entry.meta
         if meta.get(_MARK) != 1 or not isinstance(meta.get("key"), str):
             return None
-        try:
-            text = self.store.get(entry.id)
-        except NotFound:
-            return None  # expired or replaced since it was listed
+        text = self.store.get(entry.id)
         try:
             value = json.loads(text)
         except ValueError:
@@ -556,10 +554,10 @@ class BlobpadStore(BaseStore):
         if not _fits(session) or not _valid(op.key):
             return None
         try:
-            entry = self.store.find(_name(op.key), session=session)
+            with self.store.snapshot():  # the entry found is the entry read, whatever another host writes
+                found = self._load(self.store.find(_name(op.key), session=session), tuple(op.namespace), False)
         except NotFound:
             return None
-        found = self._load(entry, tuple(op.namespace), False)
         if found is None or found.item.key != op.key:
             return None
         if op.refresh_ttl:
@@ -580,19 +578,23 @@ class BlobpadStore(BaseStore):
 
     def _search(self, op: SearchOp, query: list[float] | None) -> list[SearchItem]:
         wanted = op.filter or {}
-        candidates: list[_Found] = []
         stop = None if wanted or query is not None else op.offset + op.limit
-        for session in self._sessions(tuple(op.namespace_prefix)):
-            ns = _namespace(session)
-            for entry in self.store.entries(session=session):
-                found = self._load(entry, ns, query is not None)
-                if found is None or not all(_compare(found.item.value.get(k), v) for k, v in wanted.items()):
-                    continue
-                candidates.append(found)
+        candidates: list[_Found] = []
+        with self.store.snapshot():  # the items listed are the items read, whatever another host writes
+            for session in self._sessions(tuple(op.namespace_prefix)):
+                ns = _namespace(session)
+                for entry in self.store.entries(session=session):
+                    try:
+                        found = self._load(entry, ns, query is not None)
+                    except NotFound:  # expired since it was listed
+                        continue
+                    if found is None or not all(_compare(found.item.value.get(k), v) for k, v in wanted.items()):
+                        continue
+                    candidates.append(found)
+                    if stop is not None and len(candidates) >= stop:
+                        break
                 if stop is not None and len(candidates) >= stop:
                     break
-            if stop is not None and len(candidates) >= stop:
-                break
         scores: list[float | None]
         if query is not None:
             qnorm = math.sqrt(sum(x * x for x in query))

@@ -29,7 +29,7 @@ from ..errors import (
 from ..index import Entry, is_id, parse_id
 from ..offload import Offloader
 from ..reads import SEARCH_TIMEOUT, check_timeout
-from ..store import Store
+from ..store import NAME_SECONDS, NAME_TRIES, Store
 from .profiles import REGISTRY
 from .sandbox import offload_tool
 from .spec import Profile, ToolError, ToolSpec, longest_string, result_size, shrink
@@ -73,12 +73,6 @@ def _notepad_options(options: object) -> dict[str, Any]:
     return dict(options)
 
 
-#: how many times, and for how many seconds at most, a call runs when the entry it found by
-#: name was replaced before it read it (:meth:`Toolbox._renamed`): a name written again in
-#: a loop by another thread of the process wins a few rounds in a row (the interpreter
-#: switches threads every few milliseconds), seldom twenty
-_NAME_TRIES = 20
-_NAME_SECONDS = 2.0
 
 
 class Toolbox:
@@ -459,14 +453,14 @@ class Toolbox:
             outer = {k: getattr(call, k) for k in ("t0", "searches", "resolved") if hasattr(call, k)}  # a call inside a call
             call.t0 = time.monotonic()  # one search budget per call (search)
             try:
-                for attempt in range(_NAME_TRIES):
+                for attempt in range(NAME_TRIES):
                     self._call.searches, self._call.resolved = {}, {}
                     try:
                         return self._fit(tool, args)
                     except NotFound:
                         if not self._renamed():
                             raise
-                        if attempt + 1 == _NAME_TRIES or time.monotonic() - self._call.t0 > _NAME_SECONDS:
+                        if attempt + 1 == NAME_TRIES or time.monotonic() - self._call.t0 > NAME_SECONDS:
                             names = ", ".join(describe(n, 200) for n in self._call.resolved)
                             raise ToolError(f"the entry named {names} was written again {attempt + 1} times while "
                                             "this call read it (another call keeps writing it); nothing was "
