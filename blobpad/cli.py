@@ -235,9 +235,17 @@ def parse_lines(spec: str) -> tuple[int, int | None]:
 
 
 def _open(args: argparse.Namespace) -> Store:
+    """The store of ``--db`` (or its default); for one that lives in this process only
+    (``memory://``), a note on stderr: every command starts it empty, and what it writes
+    is gone when the command ends (a put that printed an id would be silently lost)."""
     from .store import open as open_store
 
-    return open_store(args.db)
+    store = open_store(args.db)
+    if not store.engine.capabilities.persistent:
+        _note(f"note: {store.path} is an in-memory store: it lives in this command only, which starts it empty, and "
+              "what the command writes is gone when it ends; use a directory or redis://host:port/db to keep "
+              "entries between commands")
+    return store
 
 
 def _put_view(store: Store, entry: Entry) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import IO, TypeVar
 
 from . import sample
-from .engine import env_target
+from .engine import ENV_VAR, env_target, without_password
 from .offload import Offloader
 from .store import Store
 from .store import open as open_store
@@ -60,6 +60,10 @@ def run(db: str | None = None, *, size: int = 6 << 20, out: IO[str] | None = Non
     # where it was set for the demo alone (BLOBPAD_STORE=... blobpad demo) as in one that exported it
     named = db if db is not None else env_target()
     prefix = "blobpad" if named is None else f"blobpad --db {shlex.quote(named)}"
+    if db is None and named is not None and without_password(named) != named:
+        # a password the environment holds is not printed: the commands name the variable
+        variable = next(v for v in (ENV_VAR, "BLOBPAD_DIR") if os.environ.get(v))
+        prefix = f'blobpad --db "${variable}"'
     with open_store(db) as store, tempfile.TemporaryDirectory(prefix="blobpad-demo-") as tmp:
         say(f"blobpad demo: store {store.path}")
         say()

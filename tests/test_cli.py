@@ -916,6 +916,23 @@ def test_demo_on_the_default_store_and_every_command_it_prints_works(tmp_path):
     assert json.loads(ok(bp("ls", "--json", db=other))) == []  # the last command printed deletes the entry
 
 
+@pytest.mark.parametrize("given", ["--db", "BLOBPAD_STORE"])
+@pytest.mark.parametrize("command", [["put", "-"], ["notes", "--session", "s", "set", "p"], ["ls"]])
+def test_a_command_on_an_in_memory_store_says_it_keeps_nothing(tmp_path, given, command):
+    """memory:// lives in one process: a CLI command on it starts empty and loses what it
+    writes when it ends; it says so on stderr (a put printed an id that the next command
+    called unknown, without a word), and still does its work (stdout unchanged)."""
+    target = "memory://scratch"
+    proc = bp(*command, db=target if given == "--db" else None, input=b"hello\n",
+              env=_env() if given == "--db" else _env(BLOBPAD_STORE=target))
+    assert proc.returncode == 0, proc.stderr
+    assert b"memory://scratch is an in-memory store" in proc.stderr and b"gone when it ends" in proc.stderr
+    if command[0] == "put":
+        assert ID_RE.fullmatch(proc.stdout.strip().decode()) or ID_RE.search(proc.stdout.decode())
+    on_disk = bp("ls", db=tmp_path / "d")
+    assert b"in-memory" not in on_disk.stderr  # a store on disk says nothing of the kind
+
+
 @pytest.mark.parametrize("var", ["BLOBPAD_STORE", "BLOBPAD_DIR"])
 def test_a_demo_on_a_store_set_for_it_alone_prints_commands_that_name_it(tmp_path, var):
     """``BLOBPAD_STORE=DIR blobpad demo``: the variable is gone in the next command, so

@@ -158,11 +158,20 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("memory://a\0b", "no NUL"),
         ("redis://127.0.0.1:7000/0?namespace=a\0b", "no NUL"),
         ("lmdb:///tmp/blobpad-never/a%00b", "NUL"),
+        # any scheme RFC 3986 allows ("-" and "."): a mistyped one is refused, never a directory of that name
+        ("redis-cluster://127.0.0.1:1", "unknown store URL scheme 'redis-cluster'"),
+        ("valkey.cluster://127.0.0.1:1", "unknown store URL scheme 'valkey.cluster'"),
+        ("Redis-Cluster://127.0.0.1:1", "unknown store URL scheme"),
+        (" redis://127.0.0.1:1/0", "white space around it"),
+        ("redis://127.0.0.1:1/0\n", "white space around it"),
+        ("\tmemory://x", "white space around it"),
     ],
 )
-def test_a_bad_target_is_a_clear_error(target, words):
+def test_a_bad_target_is_a_clear_error(target, words, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a target taken for a directory would be made here
     with pytest.raises(InvalidArgument, match=words):
         blobpad.open(target)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_open_takes_the_target_by_position_or_keyword(tmp_path):

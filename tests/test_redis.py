@@ -340,12 +340,46 @@ def test_a_cluster_url_that_reaches_no_cluster_is_a_clear_error(server):
         blobpad.open(server.url.replace("redis://", "redis+cluster://").rsplit("/", 1)[0])
 
 
+def test_a_standalone_url_that_reaches_a_cluster_node_is_refused_at_once(cluster):
+    """redis:// (or valkey://) naming a node of a Redis Cluster: refused at open, saying to
+    use redis+cluster:// (it worked on one node, or retried MOVED for retry_seconds)."""
+    node = cluster.nodes[0]
+    for scheme in ("redis", "valkey"):
+        began = time.monotonic()
+        with pytest.raises(InvalidArgument, match=f"node of a Redis Cluster.*{scheme}\\+cluster://"):
+            blobpad.open(f"{scheme}://127.0.0.1:{node.port}/0?namespace=t-{uuid.uuid4().hex[:8]}")
+        assert time.monotonic() - began < 5
+
+
 def test_a_url_without_a_host_means_localhost(server):
     """redis://:PORT/0 (and redis:///0) leave the host out: localhost, as the errors already said; it
     failed inside redis-py with "Redis URL must specify one of the following schemes"."""
     port = urlsplit(server.url).port
     with blobpad.open(f"redis://:{port}/0?namespace=t-{uuid.uuid4().hex[:12]}") as store:
         assert store.get(store.put("here\n", session="s").id) == "here\n"
+
+
+def test_a_demo_on_a_store_whose_password_the_environment_holds_never_prints_it(server_factory, tmp_path):
+    """BLOBPAD_STORE holding a password: the demo's printed commands name the variable, not
+    the URL (which would print the password), and they work where the variable is set."""
+    server = server_factory("valkey-server")
+    server.client().config_set("requirepass", "s3cretPW")
+    try:
+        url = server.url.replace("redis://", "redis://:s3cretPW@") + f"?namespace=t-{uuid.uuid4().hex[:8]}"
+        env = {**os.environ, "BLOBPAD_STORE": url, "PYTHONPATH": os.pathsep.join(sys.path)}
+        env.pop("BLOBPAD_DIR", None)
+        demo = subprocess.run([sys.executable, "-m", "blobpad", "demo", "--size", "65536"], capture_output=True,
+                              text=True, timeout=CHILD_TIMEOUT, env=env)
+        assert demo.returncode == 0, demo.stderr
+        assert "s3cretPW" not in demo.stdout + demo.stderr
+        commands = [line[2:].split("    #", 1)[0] for line in demo.stdout.splitlines() if line.startswith("$ blobpad")]
+        assert commands and all(c.startswith('blobpad --db "$BLOBPAD_STORE" ') for c in commands), commands
+        read = next(c for c in commands if " read " in c)
+        shell = {**env, "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")}
+        ran = subprocess.run(["bash", "-c", read], capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=shell)
+        assert ran.returncode == 0 and ran.stdout and "s3cretPW" not in ran.stdout + ran.stderr, ran.stderr
+    finally:
+        server.client(password="s3cretPW").config_set("requirepass", "")  # the fixture stops it without one
 
 
 def test_a_password_holding_an_at_sign_is_never_shown(server_factory):
@@ -371,8 +405,13 @@ def test_a_password_not_percent_encoded_never_shows_in_an_error(password, user):
     """Whatever a password holds that its writer forgot to percent-encode (@, #, /, ?, white
     space), no part of it appears in the error, from the library or the CLI; no server
     is needed to refuse such a URL or fail to reach it."""
-    url = f"redis://{user}:{password}@127.0.0.1:1/0"
     pieces = [p for p in re.split(r"[@#/? \t\n:]", password) if len(p) >= 3]
+    for mistyped in (f"redis:/{user}:{password}@127.0.0.1:1/0", f"rediss:{user}:{password}@127.0.0.1:1/0",
+                     f"redis+cluster:/{user}:{password}@127.0.0.1:1"):  # one slash or none: refused, unshown
+        with pytest.raises(InvalidArgument) as refused:
+            blobpad.open(mistyped)
+        assert not any(piece in str(refused.value) for piece in pieces), str(refused.value)
+    url = f"redis://{user}:{password}@127.0.0.1:1/0"
     with pytest.raises(BlobpadError) as caught:
         blobpad.open(url, retry_seconds=0.5)
     for piece in pieces:
@@ -776,9 +815,11 @@ def test_a_cluster_without_replicas_losing_the_stores_node_fails_clearly_in_boun
                      if any(lo <= slot <= hi for lo, hi in _slots_of(node)))
         cluster.kill(owner)
         began = time.monotonic()
-        with pytest.raises(BlobpadError, match="did not answer"):
+        with pytest.raises(BlobpadError, match="did not answer") as caught:
             store.stat(e.id)
         assert time.monotonic() - began < 30
+        # named as the caller named it: the cluster's URL, never a standalone one to retry with
+        assert f"the Redis server {cluster.url} did not answer" in str(caught.value), str(caught.value)
 
 
 @pytest.mark.parametrize("program", PROGRAMS)

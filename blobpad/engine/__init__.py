@@ -17,6 +17,7 @@ data directory.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -69,13 +70,16 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         raise InvalidArgument("a store path must be text, not bytes")
     if "\0" in text:  # no path or URL holds one; the file system would raise its own ValueError
         raise InvalidArgument(f"{without_password(text)[:200]!r}: a store path or URL holds no NUL character")
+    if text != text.strip() and _URL_SCHEME.match(text.strip()):
+        raise InvalidArgument(f"{without_password(text)[:200]!r}: a store URL with white space around it; remove it "
+                              "(a directory of that name is written ./...)")
     scheme, sep, rest = text.partition("://")
     if not sep:
         lone = _lone_colon_url(text)  # memory:, file:/abs, redis:/x ...: a URL, not a directory of that name
         if lone is not None:
             _refuse_foreign("LMDB", text, options)
             return acquire_lmdb(_url_path(text, lone), **options)
-    if not sep or os.sep in scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
+    if not sep or not _URL_SCHEME.fullmatch(scheme + ":"):
         _refuse_foreign("LMDB", text, options)
         return acquire_lmdb(text, **options)  # a plain path (a directory name may contain "://")
     scheme = scheme.lower()
@@ -92,6 +96,11 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         "redis://host:port/db or redis+cluster://host:port"
     )
 
+
+#: what starts a URL: a scheme as RFC 3986 writes one (a letter, then letters, digits, "+",
+#: "-" or "."), and a colon; a target starting so with "://" is a URL, never a directory
+#: (``redis-cluster://...`` is an unknown scheme, not a directory of that name)
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:(?=/|$)")
 
 #: the schemes a target names, whatever the engine
 _SCHEMES = frozenset({"memory", "lmdb", "file", *SCHEMES})

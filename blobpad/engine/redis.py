@@ -578,6 +578,13 @@ class RedisEngine:
             raise BlobpadError(
                 f"the server {self._shown} is Redis {version}: blobpad needs Redis 7.0 or later, or Valkey"
             )
+        if not self._cluster:  # a cluster node would answer MOVED for the slots of the other nodes
+            cluster = self._call("at open", lambda: self._client.info("cluster"), min(self._retry_seconds, _OPEN_SECONDS))
+            if str(cluster.get("cluster_enabled", 0)) == "1":
+                raise InvalidArgument(
+                    f"the server {self._shown} is a node of a Redis Cluster: open the cluster with "
+                    f"{self._shown.split('://', 1)[0]}+cluster://host:port (any of its nodes)"
+                )
         try:
             if self._cluster:  # every primary holds chunks: each one's policy and limit count
                 from redis.cluster import RedisCluster
@@ -1166,8 +1173,9 @@ def without_password(text: str) -> str:
 
     Everything from the user name's ``:`` to the last ``@`` goes: a password may hold
     ``@``, ``#``, ``/`` or spaces its writer forgot to percent-encode, and masking too
-    much hides nothing but the password."""
-    return re.sub(r"(://[^/@\s:]*):.*@", r"\1:***@", text, flags=re.S)
+    much hides nothing but the password.  The URL may be mistyped with fewer slashes
+    (``redis:/user:pw@host``, ``rediss:user:pw@host``): its password goes too."""
+    return re.sub(r"([A-Za-z][A-Za-z0-9+.\-]*:/{0,3}[^/@\s:'\"]*):.*@", r"\1:***@", text, flags=re.S)
 
 
 def _tried(began: float, seconds: float) -> str:
@@ -1296,7 +1304,8 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
         netloc = userinfo + at + "localhost" + port_part
     base = urlunsplit(("rediss" if tls else "redis", netloc, "/" + (path or "0"), "", ""))
     shown_netloc = f"{host}:{port}"
-    shown = f"{'rediss' if tls else 'redis'}://{shown_netloc}/{path or '0'}"
+    # the store as errors name it: the scheme the caller wrote (a cluster's, without a database)
+    shown = f"{scheme}://{shown_netloc}" + ("" if cluster else f"/{path or '0'}")
     shown_target = urlunsplit((scheme, shown_netloc, "/" + (path or "0") if not cluster else "",
                                f"namespace={settings['namespace']}", ""))
     from redis.backoff import NoBackoff
