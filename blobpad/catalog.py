@@ -365,6 +365,9 @@ _EVICT_BATCH = 64
 _EVICT_MAX = 10_000
 
 
+#: the ``expiry`` key's first 8 bytes for an entry without a TTL
+_NEVER_KEY = NEVER.to_bytes(8, "big")
+
 #: ``replaces`` of a put whose name must be free (``Store.put(..., exclusive=True)``)
 NAME_FREE = b""
 
@@ -550,10 +553,12 @@ class Catalog:
         self._reader.forget(raw_id)
         return freed
 
-    def evict_for(self, txn: WriteTxn, keep: bytes, cap: int | None) -> None:
+    def evict_for(self, txn: WriteTxn, keep: bytes, cap: int | None, *, untimed: bool = True) -> None:
         """Evict the entries closest to expiry until the stored bytes fit under ``cap``
         (``max_bytes`` as ``txn`` reads it); among entries that expire together (those
         without a TTL, or put at one instant with one TTL), the oldest put first.
+        ``untimed=False``: entries without a TTL are never evicted (StoreFull when those
+        that expire do not free enough).
 
         Runs in the final transaction of a put (``keep`` is its id), whose chunks are
         already counted, never in its batches: a put that fails has evicted nothing.
@@ -566,8 +571,11 @@ class Catalog:
         start, tried, batch = b"", 0, 4
         while tried <= _EVICT_MAX:  # the entries closest to expiry, a batch at a time (as many as it takes)
             victims, last = [], None
-            for last, _ in txn.scan("expiry", start):
-                if (victim := expiry_id(last)) != keep:
+            for key, _ in txn.scan("expiry", start):
+                if not untimed and key[:8] == _NEVER_KEY:  # entries without a TTL are kept: nothing more to evict
+                    break
+                last = key
+                if (victim := expiry_id(key)) != keep:
                     victims.append(victim)
                 if len(victims) >= batch:
                     break
@@ -584,5 +592,6 @@ class Catalog:
             start = last + b"\0"
         raise StoreFull(
             f"the store is capped at max_bytes={cap} and this put does not fit even after evicting "
-            "every other entry", hint=HINT_MAX_BYTES,
+            + ("every other entry" if untimed else "every entry that expires (entries without a TTL are kept)"),
+            hint=HINT_MAX_BYTES,
         )

@@ -266,6 +266,17 @@ def _check_name(name: object) -> None:
 
 #: names ``<tool>_<n>`` being put by this process, per (store, session): see Offloader._auto_name
 _RESERVED: dict[tuple[int, str], set[str]] = {}
+
+
+def _auto_prefix(tool: str | None) -> str:
+    """What seed 003's automatic names of ``tool``'s outputs start with: ``<tool>_``, cut
+    so that a name with its number fits the store's limit."""
+    check_str("tool", tool)
+    prefix = (tool or "tool_output") + "_"
+    room = MAX_STR_BYTES - 20  # a name fits the store's limit whatever the tool's: its number takes <= 19 digits
+    if len(prefix.encode("utf-8")) > room:
+        prefix = prefix.encode("utf-8")[: room - 1].decode("utf-8", "ignore") + "_"
+    return prefix
 _RESERVED_LOCK = threading.Lock()
 #: how many numbers an automatic name tries when other writers take them first
 _NAME_ATTEMPTS = 64
@@ -321,6 +332,7 @@ class Offloader:
         self.store = store
         self.policy = policy
         self._rules = rules = _POLICY_RECORDS[policy]
+        self._highest: dict[tuple[str, str], int] = {}  # (session, prefix): the highest automatic number put
         default_threshold = rules.threshold
         self.threshold = check_int("threshold", default_threshold if threshold is None else threshold, minimum=0,
                                    maximum=_MAX_INT)
@@ -501,17 +513,8 @@ class Offloader:
         """The next ``<tool>_<n>`` of the session, reserved in this process until released
         (:meth:`_release_name`): threads offloading at once get different numbers, and the
         put commits it only if no other process took it meanwhile (``exclusive``)."""
-        check_str("tool", tool)
-        prefix = (tool or "tool_output") + "_"
-        room = MAX_STR_BYTES - 20  # a name fits the store's limit whatever the tool's: its number takes <= 19 digits
-        if len(prefix.encode("utf-8")) > room:
-            prefix = prefix.encode("utf-8")[: room - 1].decode("utf-8", "ignore") + "_"
-        pattern = re.compile(re.escape(prefix) + r"([1-9][0-9]{0,17})")
-        highest = 0
-        for e in self.store.named(session=session, prefix=prefix):  # the session's names, not all its records
-            m = pattern.fullmatch(e.name or "")
-            if m:
-                highest = max(highest, int(m.group(1)))
+        prefix = _auto_prefix(tool)
+        highest = self._highest_number(session, prefix)
         with _RESERVED_LOCK:
             taken = _RESERVED.setdefault((id(self.store), session), set())
             n = highest + 1
@@ -520,6 +523,36 @@ class Offloader:
             name = f"{prefix}{n}"
             taken.add(name)
         return name
+
+    def _highest_number(self, session: str, prefix: str) -> int:
+        """The highest ``n`` of the session's ``<prefix><n>`` names.  Found by listing the
+        session's names once, then remembered and only checked (one lookup): a session's
+        names are not listed again on every offload (a session of thousands of outputs
+        made each offload cost that many reads).  A remembered name gone since (deleted,
+        expired) is listed again; a number another writer took first is a Conflict the
+        put retries with a fresh listing (:meth:`_put_auto_named`)."""
+        known = self._highest.get((session, prefix))
+        if known is not None:
+            try:
+                self.store.find(f"{prefix}{known}", session=session)
+                return known
+            except NotFound:
+                pass
+        pattern = re.compile(re.escape(prefix) + r"([1-9][0-9]{0,17})")
+        highest = 0
+        for e in self.store.named(session=session, prefix=prefix):  # the session's names, not all its records
+            m = pattern.fullmatch(e.name or "")
+            if m:
+                highest = max(highest, int(m.group(1)))
+        return highest
+
+    def _used(self, session: str, tool: str | None, name: str) -> None:
+        """Remember ``name``, an automatic name just put, as the highest of its kind (see :meth:`_highest_number`)."""
+        prefix = _auto_prefix(tool)
+        n = int(name[len(prefix):])
+        with _RESERVED_LOCK:
+            if n > self._highest.get((session, prefix), 0):
+                self._highest[(session, prefix)] = n
 
     def _release_name(self, session: str, name: str) -> None:
         with _RESERVED_LOCK:
@@ -538,8 +571,12 @@ class Offloader:
         for attempt in range(_NAME_ATTEMPTS):
             name = self._auto_name(session, tool)
             try:
-                return self.store.put(content, session=session, tool=tool, name=name, exclusive=True, **fields), name
+                entry = self.store.put(content, session=session, tool=tool, name=name, exclusive=True, **fields)
+                self._used(session, tool, name)
+                return entry, name
             except Conflict:
+                with _RESERVED_LOCK:  # another writer took the number: list the session's names again
+                    self._highest.pop((session, _auto_prefix(tool)), None)
                 rewind = not hasattr(content, "read") or start is not None
                 if not rewind or attempt == _NAME_ATTEMPTS - 1:
                     raise

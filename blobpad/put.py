@@ -837,6 +837,7 @@ class Putter:
     def put(
         self, data: object, *, kind: str | None, session: str, turn: str | int | None, ttl: float | None,
         name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], replaces: bytes | None = None,
+        evict_untimed: bool = True,
     ) -> Entry:
         """Store checked arguments (``Store.put`` checks them) and return the new entry.
 
@@ -871,7 +872,7 @@ class Putter:
             writer = PutWriter(self, raw_id, known_sha if source.fh is None else None)
             try:
                 writer.run(source.blocks())
-                entry = self._finish_put(writer, raw_id, kind=kind, **fields)
+                entry = self._finish_put(writer, raw_id, kind=kind, evict_untimed=evict_untimed, **fields)
             except BaseException:
                 writer.rollback()
                 raise
@@ -974,7 +975,8 @@ class Putter:
             "to store a path given as a string, pass pathlib.Path(s)"
         )
 
-    def _finish_put(self, writer: PutWriter, raw_id: bytes, *, kind: str | None, **fields: Any) -> Entry:
+    def _finish_put(self, writer: PutWriter, raw_id: bytes, *, kind: str | None, evict_untimed: bool = True,
+                    **fields: Any) -> Entry:
         """The put's final write transaction, its only one when the content fits in one batch.
 
         It places the last batch of chunks (:meth:`PutWriter.place_tail`), clears the
@@ -1007,7 +1009,7 @@ class Putter:
                 chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, counts=counts,
                 filters=None if writer.filters is None else prefilter.pack(writer.filters), **fields,
             )
-            self._catalog.evict_for(txn, raw_id, cap)  # only now: a put that fails evicts nothing
+            self._catalog.evict_for(txn, raw_id, cap, untimed=evict_untimed)  # only now: a put that fails evicts nothing
             return entry, keys, counts.get("stored_bytes", 0)
 
         entry, keys, added = self._group.write(self._backend.write, txn_fn)

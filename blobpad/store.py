@@ -431,6 +431,7 @@ class Store(ReadsMixin):
         kind: str | None = None,
         exclusive: bool = False,
         replaces: str | None = None,
+        evict_untimed: bool = True,
     ) -> Entry:
         """Store an observation and return its :class:`Entry`.
 
@@ -459,6 +460,10 @@ class Store(ReadsMixin):
                 session while the name is free: the put takes its place (that entry is
                 deleted in the same commit).  The new entry keeps that entry's expiry and
                 ``created_at`` (``ttl`` is not used), as :meth:`edit` does.
+            evict_untimed: on a store with ``max_bytes``, whether this put may evict
+                entries without a TTL to make room (as it evicts those closest to expiry
+                first, they go last); False keeps them: the put raises StoreFull when
+                the entries that expire do not free enough (a file store's files).
 
         Raises:
             InvalidArgument: a bad argument (the store is unchanged).
@@ -487,7 +492,8 @@ class Store(ReadsMixin):
         else:
             expected = NAME_FREE if exclusive else None
         entry = self._putter.put(data, kind=kind, session=session, turn=turn, ttl=ttl, name=name, step=step,
-                                 tool=tool, meta=check_meta(meta), replaces=expected)
+                                 tool=tool, meta=check_meta(meta), replaces=expected,
+                                 evict_untimed=check_bool("evict_untimed", evict_untimed))
         self._sweep()
         return entry
 

@@ -394,6 +394,29 @@ def test_session_factory_and_bad_arguments(store):
     assert backend.edit("/x.txt", None, "y").error  # type: ignore[arg-type]
 
 
+def test_under_a_cap_files_are_never_evicted_and_a_write_that_does_not_fit_is_refused(store_factory):
+    """A capped store (BlobpadBackend()'s default is 1 GiB): evicted tool results make room
+    first; once only files are left, a write that does not fit is refused with an error
+    and every file stays (before: it evicted the oldest files, and answered success)."""
+    import os as _os
+
+    size = 200_000
+    store = store_factory(max_bytes=4 * size + 8_000)
+    backend = BlobpadBackend(store, session="s", evicted_ttl=600)
+    files = {f"/src/{i}.bin": _os.urandom(size).hex()[:size] for i in range(3)}  # hex: ~2x compression at most
+    assert backend.write("/large_tool_results/call_1", _os.urandom(size).hex()[:size]).error is None
+    for path, text in files.items():
+        assert backend.write(path, text).error is None
+    answers = [backend.write(f"/more/{i}.txt", _os.urandom(size).hex()[:size]) for i in range(6)]
+    refused = [a for a in answers if a.error is not None]
+    assert refused and all("Error writing file" in a.error and "max_bytes" in a.error for a in refused)
+    for path, text in files.items():  # every earlier file is still there, whole
+        assert backend.read(path, limit=1).error is None and store.get(store.find(path, session="s").id) == text
+    written = [f"/more/{i}.txt" for i, a in enumerate(answers) if a.error is None]
+    assert sorted(i["path"] for i in backend.ls("/more").entries) == sorted(written)
+    assert backend.read("/large_tool_results/call_1").error is not None  # the evicted result made room first
+
+
 def test_evicted_results_expire_and_files_do_not(store):
     backend = BlobpadBackend(store, session="s", evicted_ttl=600)
     backend.write("/large_tool_results/call_1", "big\n")

@@ -313,6 +313,28 @@ def test_seed003_names_count_per_session_and_never_expire(store):
     assert again["name"] == "execute_command_3"
 
 
+def test_seed003_names_count_on_after_other_writers_deletes_and_a_new_session(store):
+    """The next ``<tool>_<n>`` an Offloader gives (it remembers its last instead of listing
+    the session's names on every offload) is the one after the highest live name: after
+    another Offloader took numbers, after the highest name was deleted, and from 1 again
+    once the session was deleted.  Oracle: the names listed by ``store.named``."""
+    big = _log(31_000)
+    a, b = Offloader(store, policy="seed003"), Offloader(store, policy="seed003")
+    names = lambda: [e.name for e in store.named(session="s", prefix="run_")]  # noqa: E731
+
+    def offload(off):
+        return off.offload(big, session="s", turn=1, tool="run")["name"]
+
+    assert [offload(a) for _ in range(3)] == ["run_1", "run_2", "run_3"]
+    assert [offload(b), offload(b)] == ["run_4", "run_5"]  # b lists the names once
+    assert offload(a) == "run_6"  # a remembered 3: run_4 is taken (Conflict), so it lists them again
+    store.delete(store.find("run_6", session="s").id)
+    assert offload(a) == "run_6" and offload(b) == "run_7"
+    store.delete_session("s")
+    assert offload(b) == "run_1" and offload(a) == "run_2"
+    assert names() == ["run_1", "run_2"]
+
+
 def test_seed003_automatic_names_never_collide(store_factory):
     """Parallel tool calls offloading at once (threads, and two handles of one store standing
     for two processes): each output gets its own <tool>_<n> and stays; they all got shell_1,

@@ -751,6 +751,28 @@ def test_max_bytes_evicts_entries_closest_to_expiry_first(store_factory):
     assert s.verify().ok
 
 
+def test_a_put_that_spares_untimed_entries_evicts_only_expiring_ones_or_fails_whole(store_factory):
+    """``put(..., evict_untimed=False)`` makes room from the entries that expire only
+    (closest to expiry first), never from those without a TTL; when they do not free
+    enough it raises StoreFull and evicts nothing.  Oracle: the entries put, and the
+    same sequence with the default, which evicts the untimed ones too."""
+    size = 20_000
+    cap = 3 * (size + 200)  # random bytes do not compress: room for three entries
+    s = store_factory(max_bytes=cap)
+    untimed = [s.put(_rand(size, i), ttl=None) for i in (1, 2)]
+    timed = s.put(_rand(size, 3), ttl=600)
+    kept = s.put(_rand(size, 4), ttl=None, evict_untimed=False)  # room made from the timed entry alone
+    assert not s.exists(timed.id) and all(s.get(e.id) == _rand(size, i) for e, i in zip(untimed, (1, 2), strict=True))
+    with pytest.raises(StoreFull, match="entries without a TTL are kept"):
+        s.put(_rand(size, 5), ttl=600, evict_untimed=False)
+    assert sorted(e.id for e in s.entries()) == sorted([*(e.id for e in untimed), kept.id])  # nothing evicted
+    s.put(_rand(size, 6), ttl=None)  # the default evicts an untimed entry, the oldest put
+    assert not s.exists(untimed[0].id) and s.exists(untimed[1].id) and s.exists(kept.id)
+    with pytest.raises(InvalidArgument, match="evict_untimed"):
+        s.put("x", evict_untimed=None)
+    assert s.verify().ok
+
+
 @pytest.mark.parametrize("ttl", [None, 600.0])
 def test_entries_that_expire_together_are_evicted_oldest_first(store_factory, ttl):
     """Entries without a TTL (or put at one instant with one TTL) expire together: the

@@ -32,7 +32,9 @@ How files map onto blobpad (another process opening the same store sees the same
   the root or under a ``CompositeBackend``'s ``artifacts_root``: see ``evict_prefixes``)
   expire after ``evicted_ttl`` seconds (a day by default) and, being the entries closest
   to expiry, are the first the store evicts when it reaches its ``max_bytes`` cap: they
-  never pile up.  A ``CompositeBackend`` route strips its prefix: a BlobpadBackend
+  never pile up.  Files without a TTL are never evicted: a write that does not fit once
+  the expiring entries made room is refused ("Error writing file", StoreFull), and every
+  other file stays.  A ``CompositeBackend`` route strips its prefix: a BlobpadBackend
   routed at the eviction folder alone (``routes={"/large_tool_results/": backend}``)
   sees ``/call_1``, and takes ``evict_prefixes=("/",)``.  ``BlobpadBackend()`` with no store opens a
   fresh in-memory store capped at 1 GiB.
@@ -322,7 +324,9 @@ class BlobpadBackend(BackendProtocol):
         meta = dict(meta or {})
         if name != path:
             meta["path"] = path
-        entry = self.store.put(data, session=session, name=name, ttl=self._ttl_for(path), meta=meta, kind=kind)
+        # a file is never evicted to make room for another: a write that does not fit is refused
+        entry = self.store.put(data, session=session, name=name, ttl=self._ttl_for(path), meta=meta, kind=kind,
+                               evict_untimed=False)
         if isinstance(data, str):
             self._remember(entry.id, None if _OTHER_LINE_ENDS.search(data) is None else self._count_lines(entry))
         return entry
