@@ -571,6 +571,7 @@ def verify(engine: Checked, codec: Codec) -> VerifyReport:
     be trusted.  Wrong reference records or counters damage no content: verify()
     flags the store so that the next gc() rebuilds them.
     """
+    engine.refuse_pinned("verify()")  # it must read the store as it is, never report a snapshot's refusal as damage
     problems: list[str] = []
     damaged: set[str] = set()
     totals = [0, 0]  # entries, chunks

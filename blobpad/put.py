@@ -844,6 +844,9 @@ class Putter:
         ``replaces`` (an edit, :mod:`blobpad.edit`): the id ``name`` must still name when
         the entry is committed, else the put raises Conflict and writes nothing.
         """
+        # here, in the caller's context, not in the write: a put may be committed by another
+        # thread's (GroupCommit), whose own snapshot, or lack of one, is not this caller's
+        self._backend.refuse_pinned("a put")
         source = self._source(data)
         created = self.now()
         raw_id = bytes.fromhex(new_id())

@@ -590,10 +590,21 @@ class Store(ReadsMixin):
         began (one read transaction): an entry found by name, then read with several
         calls, is the same entry throughout, whatever other writers do meanwhile.
 
-        Every read of the store (get, slices, grep, listings, find, stats) takes part;
-        blocks nest.  Writes inside the block raise BlobpadError (write after it).
+        Every read of the store (get, slices, grep, listings, find, stats), through
+        this handle or another sharing its engine (every handle of an LMDB directory,
+        or of a memory:// name, in the process), takes part; blocks nest.  Writes
+        (put, delete, touch, notepad changes, gc) and verify() inside the block raise
+        BlobpadError: do them after it.  The snapshot belongs to the thread (and the
+        asyncio task) that entered the block: other threads, tasks started before it
+        and forked children read as usual (a child forked inside a block cannot use
+        an LMDB store it inherited: open the store in a new process), and a generator
+        resumed after the block reads as usual too; another task or generator of the
+        same thread that uses the store while the block is open gets BlobpadError (a
+        thread holds one transaction at a time: do not await inside the block).
         Keep it short: on LMDB a snapshot held open keeps the pages it reads from
-        being reused; on Redis/Valkey it is readable for ``snapshot_seconds``
+        being reused, and a write of this process that must grow
+        the map waits for it to end (never wait inside the block for a write of
+        another thread); on Redis/Valkey it is readable for ``snapshot_seconds``
         (default 300) while others write, then raises.
         """
         with self._backend.pinned():
@@ -616,6 +627,8 @@ class Store(ReadsMixin):
             Conflict: the name was written again every time ``fn`` ran.
             Whatever ``fn`` raises otherwise.
         """
+        if not callable(fn):
+            raise InvalidArgument(f"fn must be a function of the entry, not {describe(fn)}")
         start = time.monotonic()
         entry = self.find(name, session=session)
         attempt = 1

@@ -1318,3 +1318,124 @@ def test_with_named_runs_again_on_the_entry_a_put_of_the_name_made_meanwhile(sto
 
     with pytest.raises(NotFound):
         store.with_named("n", gone, session="s")
+
+
+def test_a_snapshot_belongs_to_its_thread_and_task(store_factory, engine_name):
+    """The pin of ``store.snapshot()`` is its thread's and task's alone: puts of other
+    threads go on (a put inside is refused, also when another thread would have
+    committed it with its own, and stores nothing); a second handle sharing the engine
+    reads in the snapshot too (and cannot write); a block left in another thread (a generator resumed there)
+    leaves its thread free; another asyncio task of the thread gets a clear error, never
+    "internal error"; verify() inside is refused; seed 001's context block reads."""
+    import asyncio
+
+    store = store_factory()
+    other = store_factory()  # a second handle of the same store
+    first = store.put("one\n", session="s", name="doc")
+    results: dict[str, int] = {"ok": 0}
+    stop = threading.Event()
+
+    def put_loop():
+        while not stop.is_set() and results["ok"] < 500:
+            store.put("x" * 100, session="bg")
+            results["ok"] += 1
+
+    workers = [threading.Thread(target=put_loop) for _ in range(2)]
+    with store.snapshot():
+        for w in workers:
+            w.start()
+        for _ in range(50):
+            with pytest.raises(BlobpadError, match="inside a snapshot"):
+                store.put("inside\n", session="in")
+        assert other.get(other.find("doc", session="s").id) == "one\n"
+        if other.engine.engine is store.engine.engine:  # one engine per LMDB directory or memory:// name
+            with pytest.raises(BlobpadError, match="inside a snapshot"):
+                other.put("inside\n", session="in")
+        with pytest.raises(BlobpadError, match="verify"):
+            store.verify()
+        assert blobpad.Toolbox(store, session="s", profile="seed001").context_block() is not None
+        stop.set()
+        for w in workers:
+            w.join(60)
+    assert results["ok"] > 0 and store.entries(session="in") == []
+    assert len(store.entries(session="bg")) == results["ok"]
+
+    def reading():  # a generator holding a block, resumed in another thread
+        with store.snapshot():
+            yield store.get(first.id)
+            yield store.get(first.id)
+
+    gen = reading()
+    assert next(gen) == "one\n"
+    closer = threading.Thread(target=gen.close)
+    closer.start()
+    closer.join(60)
+    store.put("after\n", session="s", name="doc")  # this thread is free again: it writes, and reads anew
+    assert store.get(store.find("doc", session="s").id) == "after\n"
+
+    async def both() -> str:
+        entered = asyncio.Event()
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            with store.snapshot():
+                store.find("doc", session="s")
+                entered.set()
+                await release.wait()
+
+        task = asyncio.create_task(holder())
+        await entered.wait()
+        try:
+            store.find("doc", session="s")
+            return "read"
+        except BlobpadError as exc:
+            return str(exc)
+        finally:
+            release.set()
+            await task
+
+    said = asyncio.run(both())
+    assert "another asyncio task or generator" in said and "internal error" not in said
+    assert store.get(store.find("doc", session="s").id) == "after\n"
+
+
+def test_a_child_forked_inside_a_snapshot_never_frees_the_parents(tmp_path):
+    """LMDB: a child forked inside ``store.snapshot()`` that leaves the block and lets its
+    objects go does not end the parent's read transaction (it would free its reader slot
+    in the shared lock file, and writers would reuse the pages the parent reads)."""
+    import gc
+
+    store = blobpad.open(tmp_path / "s", cache_bytes=0)
+    payload = os.urandom(3 << 20)
+    kept = store.put(payload, session="s", name="a")
+
+    class Leave(Exception):
+        pass
+
+    pid = -1
+    try:
+        with store.snapshot():
+            found = store.find("a", session="s")
+            pid = os.fork()
+            if pid == 0:
+                raise Leave  # the child unwinds the block
+            assert os.waitpid(pid, 0)[1] == 0
+
+            def churn():
+                store.delete(kept.id)
+                for i in range(12):
+                    store.put(os.urandom(1 << 20), session="s", name=f"n{i}")
+
+            worker = threading.Thread(target=churn)
+            worker.start()
+            worker.join(120)
+            assert store.get(found.id) == payload
+    except Leave:
+        pass
+    finally:
+        if pid == 0:  # the child: its objects go, then it ends at once (never back into the test run)
+            try:
+                gc.collect()
+            finally:
+                os._exit(0)
+    store.close()

@@ -32,9 +32,11 @@ is tested by :class:`blobpad.testing.EngineTests`, which every engine's tests su
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -407,13 +409,12 @@ class Checked:
     more.  Every write of the store goes through here, puts and notepads alike, so none
     is refused while expired records hold the room it needs."""
 
-    __slots__ = ("engine", "_gate", "room", "_pins")
+    __slots__ = ("engine", "_gate", "room")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._gate = _Gate()
         self.room: Callable[[], int] | None = None
-        self._pins = threading.local()  # the snapshot each thread pinned (pinned()), if any
 
     @property
     def capabilities(self) -> Capabilities:
@@ -421,26 +422,60 @@ class Checked:
 
     def read(self) -> AbstractContextManager[ReadTxn]:
         """A checked read snapshot (a context manager giving a :class:`ReadTxn`): the
-        calling thread's pinned one inside :meth:`pinned`, else a new one."""
-        held = getattr(self._pins, "txn", None)
-        return _CheckedRead(self.engine, self._gate) if held is None else _Held(held)
+        one pinned here inside :meth:`pinned`, else a new one."""
+        pin = _PIN.get()
+        if pin is not None and pin.here(self.engine):
+            return _Held(pin.txn)
+        _settle_pins(self.engine)
+        return _CheckedRead(self.engine, self._gate)
+
+    def pinned_here(self) -> bool:
+        """Whether the caller is inside :meth:`pinned` of this engine (where writes are refused)."""
+        pin = _PIN.get()
+        return pin is not None and pin.here(self.engine)
 
     @contextmanager
     def pinned(self) -> Iterator[ReadTxn]:
-        """One read snapshot that every :meth:`read` of the calling thread gives inside the
-        block (a block inside another shares the outer one's), so that several reads see
-        one state of the store.  A write inside raises BlobpadError: its thread would
-        hold two transactions."""
-        held = getattr(self._pins, "txn", None)
-        if held is not None:
-            yield held
+        """One read snapshot that every :meth:`read` of the caller gives inside the block
+        (through any :class:`Checked` of the same engine: every handle of an LMDB
+        directory), so that several reads see one state of the store; a block inside
+        another shares the outer one's.
+
+        The pin belongs to the thread and the asyncio task (a context variable) that
+        entered the block, in this process: another thread reads as usual, and so does
+        a forked child.  As a thread holds one transaction at a time, another task or
+        generator of the same thread that uses the store meanwhile gets a clear
+        BlobpadError.  The transaction is closed by the thread that opened it: a block
+        left in another thread (a generator resumed elsewhere) leaves it to its own
+        thread's next call of the store.  A write inside raises BlobpadError, so does
+        :meth:`read_salvaged`."""
+        pin = _PIN.get()
+        if pin is not None and pin.here(self.engine):
+            yield pin.txn
             return
-        with _CheckedRead(self.engine, self._gate) as txn:
-            self._pins.txn = txn
-            try:
-                yield txn
-            finally:
-                self._pins.txn = None
+        _settle_pins(self.engine)
+        cm = _CheckedRead(self.engine, self._gate)
+        mine = _Pin(self.engine, cm.__enter__(), cm)
+        key = (id(self.engine), mine.thread)
+        _OPEN_PINS[key] = mine
+        token = _PIN.set(mine)
+        try:
+            yield mine.txn
+        finally:
+            mine.open = False
+            with suppress(ValueError):  # left in another context (a generator closed elsewhere)
+                _PIN.reset(token)
+            if mine.pid == os.getpid() and mine.thread == threading.get_ident():
+                _OPEN_PINS.pop(key, None)
+                mine.close()
+            # else: a forked child never closes its parent's transaction; another thread
+            # leaves it to the thread that opened it (_settle_pins)
+
+    def refuse_pinned(self, what: str) -> None:
+        """BlobpadError if the caller is inside :meth:`pinned` (``what``: the refused call, as the error says it)."""
+        if self.pinned_here():
+            raise BlobpadError(f"{what} inside a snapshot (Store.snapshot()): it would not see the store as it is "
+                               "now; do it after the block ends")
 
     @contextmanager
     def read_salvaged(self) -> Iterator[tuple[ReadTxn, list[str]]]:
@@ -449,6 +484,7 @@ class Checked:
         An engine that can check its own structure first (``salvage(raw) -> (raw, problems)``,
         optional: LMDB walks its B-trees in Python) answers what sits on damaged pages from
         the sound ones instead of letting its library walk them; the others read as usual."""
+        self.refuse_pinned("verify()")
         salvage = getattr(self.engine, "salvage", None)
         for attempt in range(_SALVAGE_ATTEMPTS):
             with self.read() as txn:
@@ -465,9 +501,8 @@ class Checked:
     def write(self, fn: Callable[[WriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` on a checked write transaction and commit; when the store is full, once more
         after ``room()`` freed something (not for a write that frees: it is let through)."""
-        if getattr(self._pins, "txn", None) is not None:
-            raise BlobpadError("a write inside a snapshot (Store.snapshot()): writes see and change the store as "
-                               "it is now, not the snapshot; write after the block ends")
+        self.refuse_pinned("a write")
+        _settle_pins(self.engine)
         gate = self._gate
         gate.enter()
         try:
@@ -519,6 +554,71 @@ class _CheckedRead:
             self._gate.leave()
 
 
+class _Pin:
+    """A snapshot pinned by :meth:`Checked.pinned`: its engine, transaction, thread and process."""
+
+    __slots__ = ("engine", "txn", "cm", "thread", "pid", "open")
+
+    def __init__(self, engine: Engine, txn: ReadTxn, cm: _CheckedRead) -> None:
+        self.engine, self.txn, self.cm = engine, txn, cm
+        self.thread, self.pid = threading.get_ident(), os.getpid()
+        self.open = True
+
+    def here(self, engine: Engine) -> bool:
+        """Whether a read of ``engine`` by the caller takes this pin's transaction."""
+        return self.open and self.engine is engine and self.thread == threading.get_ident() and self.pid == os.getpid()
+
+    def close(self) -> None:
+        """End the transaction (in the thread that opened it)."""
+        self.cm.__exit__(None, None, None)
+
+
+#: the snapshot the caller pinned (Checked.pinned), if any
+_PIN: ContextVar[_Pin | None] = ContextVar("blobpad_pinned_snapshot", default=None)
+#: the pins not closed yet, by (id of their engine, thread)
+_OPEN_PINS: dict[tuple[int, int], _Pin] = {}
+
+
+def _keep_inherited_pins() -> None:
+    """In a forked child: never end a transaction the parent pinned.  Ending it (a block
+    unwound by the child's exit, or its objects freed at the child's end) would, on LMDB,
+    free the reader slot the parent's snapshot holds in the shared lock file, and the
+    parent's writers would reuse the pages it reads.  So the child keeps one reference to
+    each for good (the process ends without freeing them) and forgets them."""
+    import ctypes
+
+    for key, pin in list(_OPEN_PINS.items()):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(pin))
+        del _OPEN_PINS[key]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_keep_inherited_pins)
+
+
+def _settle_pins(engine: Engine) -> None:
+    """Before the calling thread opens a transaction on ``engine`` outside a pin of its
+    context: close the pin of this thread a block left in another thread; refuse, with
+    the reason, while a pin of this thread is open in another context (another asyncio
+    task or generator): a thread holds one transaction at a time."""
+    key = (id(engine), threading.get_ident())
+    pin = _OPEN_PINS.get(key)
+    if pin is None:
+        return
+    if pin.pid != os.getpid() or pin.engine is not engine:  # a parent's, inherited by fork; or a stale id
+        _OPEN_PINS.pop(key, None)
+        return
+    if not pin.open:
+        _OPEN_PINS.pop(key, None)
+        pin.close()
+        return
+    raise BlobpadError(
+        "this thread holds a snapshot of the store (Store.snapshot()) for another asyncio task or generator, and a "
+        "thread holds one store transaction at a time: use the store inside that block, or after it ends (do not "
+        "await or yield inside a snapshot while other code of the thread uses the store)"
+    )
+
+
 class _Held:
     """The context manager :meth:`Checked.read` gives inside :meth:`Checked.pinned`: the
     pinned transaction, left open at the end of the block (the pin's own closes it)."""
@@ -542,8 +642,9 @@ class TxnGuard:
         self._mine = threading.local()
 
     def held(self) -> bool:
-        """Whether the calling thread has a transaction open."""
-        return bool(getattr(self._mine, "held", False))
+        """Whether the calling thread has a transaction open (in this process: a child
+        forked inside one holds none of its own)."""
+        return getattr(self._mine, "held", 0) == os.getpid()
 
     def enter(self) -> None:
         if self.held():
@@ -551,10 +652,10 @@ class TxnGuard:
                 "internal error: a store transaction was opened inside another one in the same thread, "
                 "which would hang at the next map growth; please report this blobpad bug"
             )
-        self._mine.held = True
+        self._mine.held = os.getpid()
 
     def leave(self) -> None:
-        self._mine.held = False
+        self._mine.held = 0
 
     def __enter__(self) -> None:
         """``with guard:`` holds the calling thread's transaction for the block (:meth:`enter`, :meth:`leave`)."""

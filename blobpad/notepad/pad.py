@@ -809,11 +809,14 @@ class Notepad:
         holds text, that text becomes notes' first version (action ``load_legacy``),
         cut to notes' budget with a warning as :meth:`write` cuts; ``source`` is left as
         it is.  Answers that change, or None when there was nothing to load (notes were
-        written before, even if emptied since, or ``source`` is empty).  The seed 001
+        written before, even if emptied since, or ``source`` is empty) or when called
+        inside :meth:`Store.snapshot` (which refuses writes: the next call outside loads).  The seed 001
         names below, and the seed001 tool profile, call it before they act.
         """
         budget = self._budget("notes", list_space=False)
         legacy = self._budget(source, list_space=False)
+        if self.store.engine.pinned_here():  # a read inside Store.snapshot() cannot write: loaded at the next use
+            return None
         now = self.store.now()
         with self.store.engine.read() as txn:  # the common case, nothing to load, costs no write
             if read_head(txn, self.session, "notes") is not None or not self._current(txn, source, legacy, now)[1]:
