@@ -479,34 +479,39 @@ def test_seed003_edit_racing_another_change_is_refused_and_loses_nothing(store, 
 
 
 @pytest.mark.parametrize("mode", [{}, {"offset": 4, "limit": 6}, {"regex": "v[0-9]"}])
-def test_seed003_read_of_a_name_written_again_meanwhile_reads_the_new_entry(store, mode):
-    """The name a read resolved is written again before the read opens the entry: the read
-    answers the entry the name names now (before: "unknown, has expired")."""
+def test_seed003_read_of_a_name_written_again_meanwhile_reads_one_version(store, mode):
+    """The name a read resolved is written again (by another agent) before the read opens
+    the entry: the read answers the entry as it was when the call began, whole and
+    consistent (a read-only call reads one snapshot; before: "unknown, has expired");
+    the next call reads the new one."""
     tb = Toolbox(store, session="s", profile="seed003")
-    tb.call("scratchpad_write", {"name": "doc", "content": "v1 first\nv1 second\n"})
-    new = "v2 first\nv2 second\n"
-    with Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": new})):
+    old, new = "v1 first\nv1 second\n", "v2 first\nv2 second\n"
+    tb.call("scratchpad_write", {"name": "doc", "content": old})
+    with Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": new})) as meanwhile:
         r = tb.call("scratchpad_read", {"name": "doc", **mode})
-    assert r["ok"], r
-    if "regex" in mode:
-        assert r["content"] == "1:v2 first\n2:v2 second"
-    else:
-        offset = mode.get("offset", 0)
-        assert r["content"] == new[offset : offset + mode.get("limit", 30_000)]
+    after = tb.call("scratchpad_read", {"name": "doc", **mode})
+    assert r["ok"] and after["ok"] and meanwhile.done == 1, r
+    for answer, text in ((r, old), (after, new)):
+        if "regex" in mode:
+            assert answer["content"] == "\n".join(f"{n}:{line}" for n, line in enumerate(text.splitlines(), 1))
+        else:
+            offset = mode.get("offset", 0)
+            assert answer["content"] == text[offset : offset + mode.get("limit", 30_000)]
 
 
-def test_seed003_a_name_written_again_before_every_read_gets_a_clear_answer(store):
-    """A name written again every time the call resolves it: a bounded number of rounds,
-    then an answer saying so (never the name is unknown, never a hang)."""
+def test_seed003_an_edit_of_a_name_written_again_before_every_read_gets_a_clear_answer(store):
+    """An edit whose entry, found by name, is written again every time before the edit
+    reads it: the call runs again on the new entry a bounded number of rounds, then
+    answers so (never that the name is unknown, never a hang), changing nothing."""
     tb = Toolbox(store, session="s", profile="seed003")
-    tb.call("scratchpad_write", {"name": "doc", "content": "v0\n"})
+    tb.call("scratchpad_write", {"name": "doc", "content": "v0 todo\n"})
     rounds = iter(range(1, 1000))
-    with Meanwhile(store, "find", lambda: tb.call("scratchpad_write", {"name": "doc", "content": f"v{next(rounds)}\n"}),
-                    times=1000) as meanwhile:
-        r = tb.call("scratchpad_read", {"name": "doc"})
+    rewrite = lambda: tb.call("scratchpad_write", {"name": "doc", "content": f"v{next(rounds)} todo\n"})  # noqa: E731
+    with Meanwhile(store, "find", rewrite, times=1000) as meanwhile:
+        r = tb.call("scratchpad_edit", {"name": "doc", "old_string": "todo", "new_string": "done"})
     assert r["ok"] is False and "written again" in r["error"] and "try again" in r["error"], r
     assert meanwhile.done <= 40  # bounded: a few rounds, not until the writer stops
-    assert tb.call("scratchpad_read", {"name": "doc"})["content"] == f"v{next(rounds) - 1}\n"
+    assert tb.call("scratchpad_read", {"name": "doc"})["content"] == f"v{next(rounds) - 1} todo\n"
 
 
 def test_put_replaces_commits_only_over_the_entry_it_names(store):

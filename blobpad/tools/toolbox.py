@@ -456,6 +456,9 @@ class Toolbox:
                 for attempt in range(NAME_TRIES):
                     self._call.searches, self._call.resolved = {}, {}
                     try:
+                        if tool.read_only:  # one state of the store for the whole call, whatever others write
+                            with self.store.snapshot():
+                                return self._fit(tool, args)
                         return self._fit(tool, args)
                     except NotFound:
                         if not self._renamed():
