@@ -73,8 +73,6 @@ def _notepad_options(options: object) -> dict[str, Any]:
     return dict(options)
 
 
-
-
 class Toolbox:
     """The scratchpad tools of one session (and turn), for one profile.
 
