@@ -22,3 +22,7 @@ if _CHECKOUT:
     if not _os.path.isdir(_os.path.join(_CHECKOUT, "blobpad")):
         raise SystemExit(f"BLOBPAD_CHECKOUT={_CHECKOUT}: no blobpad package in that directory")
     _sys.path.insert(0, _os.path.abspath(_CHECKOUT))
+    import blobpad as _measured
+
+    print(f"benchmarks: BLOBPAD_CHECKOUT: measuring the blobpad at {_os.path.dirname(_measured.__file__)}",
+          file=_sys.stderr)
