@@ -93,7 +93,7 @@ from ..errors import BlobpadError, Conflict, InvalidArgument, NotFound, NoUnique
 from ..index import Entry
 from ..reads import MAX_SESSION_ENTRIES
 from ..search import check_timeout
-from ..store import NAME_SECONDS, NAME_TRIES, Store
+from ..store import Store
 from ..store import open as open_store
 
 __all__ = ["BlobpadBackend", "HASHED_NAME", "MAX_PATH_BYTES"]
@@ -408,11 +408,11 @@ class BlobpadBackend(BackendProtocol):
             offset, limit = normalize_read_bounds(offset, limit)
         except (TypeError, ValueError, OverflowError):
             return ReadResult(error=f"offset and limit must be integers, not {describe(offset)} and {describe(limit)}")
-        if not isinstance(file_path, str):
-            return ReadResult(error=f"File '{file_path}' not found")
         try:
             with self.store.snapshot():  # its several reads see one state, whatever another host writes meanwhile
-                entry = self._on_file(self.session, file_path, lambda entry: entry)
+                entry = self._entry(self.session, file_path)
+                if entry is None:
+                    raise NotFound(file_path)
                 return self._read(entry, file_path, offset, limit)
         except NotFound:
             return ReadResult(error=f"File '{file_path}' not found")
@@ -597,11 +597,11 @@ class BlobpadBackend(BackendProtocol):
         cap = self.max_grep_matches if max_count is None else min(max_count, self.max_grep_matches)
         if not files:
             return GrepResult(matches=[])
-        by_id = {e.id: p for p, e in files.items()}  # the files found again under new ids join it
+        by_id = {e.id: p for p, e in files.items()}
         try:
             if pattern == "":
-                return self._grep_everything(session, files, cap)
-            found, truncated = self._grep_files(session, root, pattern, by_id, cap)
+                return self._grep_everything(files, cap)
+            found, truncated = self._grep_files(session, root, pattern, list(by_id), cap)
         except BlobpadError as exc:
             return GrepResult(error=f"Error searching files: {exc}")
         if cap == 0:  # max_count=0: no match shown, truncated if one exists
@@ -609,25 +609,21 @@ class BlobpadBackend(BackendProtocol):
         matches = [{"path": by_id[m.entry_id], "line": m.line, "text": m.text} for m in found]
         return GrepResult(matches=matches, truncated=truncated)  # type: ignore[arg-type]
 
-    def _grep_files(self, session: str, root: str, pattern: str, by_id: dict[str, str],
-                    cap: int) -> tuple[list[Any], bool]:
+    def _grep_files(self, session: str, root: str, pattern: str, ids: list[str], cap: int) -> tuple[list[Any], bool]:
         """(the first ``cap`` matches (one for ``cap`` 0) of the literal ``pattern`` in the
-        entries of ``by_id`` (id: path), in their order; whether more exist, or the time
-        budget ran out): ``Store.grep_session`` over
-        :data:`~blobpad.reads.MAX_SESSION_ENTRIES` of them at a time, within one time
-        budget (``grep_timeout``); once ``cap`` are found, the files left are searched for
-        one more.  A file deleted or expired since it was listed is skipped, one written
-        again is searched under its new id (added to ``by_id``): see :meth:`_grep_batch`."""
+        entries ``ids``, in their order; whether more exist, or the time budget ran out):
+        ``Store.grep_session`` over :data:`~blobpad.reads.MAX_SESSION_ENTRIES` of them at a
+        time, within one time budget (``grep_timeout``); once ``cap`` are found, the files
+        left are searched for one more.  A file expired since it was listed is skipped."""
         deadline = None if self.grep_timeout is None else time.monotonic() + self.grep_timeout
         found: list[Any] = []
         want = max(cap, 1)  # max_count=0 still asks whether one match exists
-        ids = list(by_id)
         for start in range(0, len(ids), MAX_SESSION_ENTRIES):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return found, True
             probing = len(found) >= want  # all wanted are found: is there one more?
-            result = self._grep_batch(session, root, pattern, ids[start : start + MAX_SESSION_ENTRIES], by_id,
+            result = self._grep_batch(session, root, pattern, ids[start : start + MAX_SESSION_ENTRIES],
                                       1 if probing else want - len(found), left)
             if result is None:
                 continue
@@ -640,58 +636,43 @@ class BlobpadBackend(BackendProtocol):
                 return found, True
         return found, False
 
-    def _grep_batch(self, session: str, root: str, pattern: str, batch: list[str], by_id: dict[str, str],
-                    most: int, timeout: float | None) -> Any:
-        """``Store.grep_session`` of the entries ``batch`` (None when none is left).  When one
-        is gone since the files were listed, the files are listed again: a file written
-        again (by any host) is searched under its new id, which joins ``by_id``; a file
-        deleted or expired is dropped; then the batch is searched again, a bounded number
-        of times (a file written again every time is an error, never silently skipped)."""
-        start = time.monotonic()
-        for attempt in range(1, NAME_TRIES + 1):
+    def _grep_batch(self, session: str, root: str, pattern: str, batch: list[str], most: int,
+                    timeout: float | None) -> Any:
+        """``Store.grep_session`` of the entries ``batch`` (None when none is left).  The
+        grep reads one snapshot (:meth:`grep`), so a listed file can only have expired
+        since: it is dropped and the batch searched again."""
+        for attempt in range(3):
             try:
                 return self.store.grep_session(session, pattern, entries=batch, fixed=True, max_matches=most,
                                                line_window=self.line_window, timeout=timeout)
             except NotFound:
-                if attempt == NAME_TRIES or time.monotonic() - start > NAME_SECONDS:
-                    raise Conflict(f"files were written again or deleted {attempt} times while grep searched them (another "
-                                   "writer keeps writing them); try again") from None
-                now = {p: e.id for p, e in self._files(session, root).items()}
-                batch = [now[by_id[i]] for i in batch if by_id[i] in now]
-                by_id.update((i, p) for p, i in now.items())
+                if attempt == 2:
+                    raise
+                live = {e.id for e in self._files(session, root).values()}
+                batch = [i for i in batch if i in live]
                 if not batch:
                     return None
         return None
 
-    def _grep_everything(self, session: str, files: dict[str, Entry], cap: int) -> GrepResult:
+    def _grep_everything(self, files: dict[str, Entry], cap: int) -> GrepResult:
         """An empty pattern: every line of ``content.split("\\n")`` matches, a final empty one
-        included.  A file written again meanwhile is read as it is now; one deleted since
-        it was listed is skipped."""
+        included.  A file expired since it was listed (the grep reads one snapshot) is skipped."""
         matches: list[dict[str, Any]] = []
-
-        def lines_of(path: str, entry: Entry) -> list[dict[str, Any]]:
-            lines = entry.lines
-            trailing = entry.chars == 0 or self.store.tail(entry.id, 1) == "\n"
-            out = []
-            for number in range(1, min(lines + (2 if trailing else 1), cap - len(matches) + 1)):
-                if number > lines:
-                    text = ""
-                else:
-                    window = self.store.line_windows(entry.id, number, number, width=self.line_window)
-                    text = window[0].text if window else ""
-                out.append({"path": path, "line": number, "text": text})
-            return out
-
         for path, entry in files.items():  # in grep's order
-            if len(matches) >= cap:
-                return GrepResult(matches=matches, truncated=True)  # type: ignore[arg-type]
             try:
-                matches += lines_of(path, entry)
+                lines = entry.lines
+                trailing = entry.chars == 0 or self.store.tail(entry.id, 1) == "\n"
+                for number in range(1, lines + (2 if trailing else 1)):
+                    if len(matches) >= cap:
+                        return GrepResult(matches=matches, truncated=True)  # type: ignore[arg-type]
+                    if number > lines:
+                        text = ""
+                    else:
+                        window = self.store.line_windows(entry.id, number, number, width=self.line_window)
+                        text = window[0].text if window else ""
+                    matches.append({"path": path, "line": number, "text": text})
             except NotFound:
-                try:
-                    matches += self._on_file(session, path, lambda e, p=path: lines_of(p, e))  # type: ignore[misc]
-                except NotFound:
-                    continue
+                continue
         return GrepResult(matches=matches)  # type: ignore[arg-type]
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
@@ -738,10 +719,11 @@ class BlobpadBackend(BackendProtocol):
         responses = []
         for path in paths:
             try:
-                if not isinstance(path, str):
-                    raise NotFound(describe(path))
                 with self.store.snapshot():
-                    content = self.store.get(self._on_file(session, path, lambda entry: entry).id)
+                    entry = self._entry(session, path)
+                    if entry is None:
+                        raise NotFound(describe(path))
+                    content = self.store.get(entry.id)
             except NotFound:
                 responses.append(FileDownloadResponse(path=path, content=None, error="file_not_found"))
                 continue
