@@ -509,11 +509,11 @@ class Offloader:
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"the observation cannot be stored as JSON: {exc}") from None
 
-    def _auto_name(self, session: str, tool: str | None) -> str:
-        """The next ``<tool>_<n>`` of the session, reserved in this process until released
-        (:meth:`_release_name`): threads offloading at once get different numbers, and the
-        put commits it only if no other process took it meanwhile (``exclusive``)."""
-        prefix = _auto_prefix(tool)
+    def _auto_name(self, session: str, prefix: str) -> str:
+        """The next ``<prefix><n>`` (``<tool>_<n>``) of the session, reserved in this process
+        until released (:meth:`_release_name`): threads offloading at once get different
+        numbers, and the put commits it only if no other process took it meanwhile
+        (``exclusive``)."""
         highest = self._highest_number(session, prefix)
         with _RESERVED_LOCK:
             taken = _RESERVED.setdefault((id(self.store), session), set())
@@ -546,9 +546,8 @@ class Offloader:
                 highest = max(highest, int(m.group(1)))
         return highest
 
-    def _used(self, session: str, tool: str | None, name: str) -> None:
+    def _used(self, session: str, prefix: str, name: str) -> None:
         """Remember ``name``, an automatic name just put, as the highest of its kind (see :meth:`_highest_number`)."""
-        prefix = _auto_prefix(tool)
         n = int(name[len(prefix):])
         with _RESERVED_LOCK:
             if n > self._highest.get((session, prefix), 0):
@@ -568,15 +567,16 @@ class Offloader:
         number is tried; content that cannot be read again (a stream that cannot seek back)
         is not tried twice."""
         start = content.tell() if hasattr(content, "read") and _seekable(content) else None
+        prefix = _auto_prefix(tool)
         for attempt in range(_NAME_ATTEMPTS):
-            name = self._auto_name(session, tool)
+            name = self._auto_name(session, prefix)
             try:
                 entry = self.store.put(content, session=session, tool=tool, name=name, exclusive=True, **fields)
-                self._used(session, tool, name)
+                self._used(session, prefix, name)
                 return entry, name
             except Conflict:
                 with _RESERVED_LOCK:  # another writer took the number: list the session's names again
-                    self._highest.pop((session, _auto_prefix(tool)), None)
+                    self._highest.pop((session, prefix), None)
                 rewind = not hasattr(content, "read") or start is not None
                 if not rewind or attempt == _NAME_ATTEMPTS - 1:
                     raise

@@ -25,7 +25,7 @@ from ..errors import InvalidArgument
 from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
 from .lmdb import LMDB_OPTIONS, acquire_lmdb
 from .memory import acquire_memory
-from .redis import REDIS_OPTIONS, SCHEMES, acquire_redis, without_password  # redis-py: imported at first use
+from .redis import REDIS_OPTIONS, SCHEMES, URL_SCHEME, acquire_redis, without_password  # redis-py: imported at first use
 
 __all__ = [
     "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
@@ -97,10 +97,10 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
     )
 
 
-#: what starts a URL: a scheme as RFC 3986 writes one (a letter, then letters, digits, "+",
-#: "-" or "."), and a colon; a target starting so with "://" is a URL, never a directory
-#: (``redis-cluster://...`` is an unknown scheme, not a directory of that name)
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:(?=/|$)")
+#: what starts a URL: a scheme (:data:`~blobpad.engine.redis.URL_SCHEME`, RFC 3986's) and a
+#: colon; a target starting so with "://" is a URL, never a directory (``redis-cluster://...``
+#: is an unknown scheme, not a directory of that name)
+_URL_SCHEME = re.compile(URL_SCHEME + r":(?=/|$)")
 
 #: the schemes a target names, whatever the engine
 _SCHEMES = frozenset({"memory", "lmdb", "file", *SCHEMES})

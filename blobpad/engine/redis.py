@@ -87,7 +87,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull, Unavailable
 from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
 
-__all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES", "without_password"]
+__all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES", "URL_SCHEME", "without_password"]
 
 T = TypeVar("T")
 
@@ -1168,6 +1168,10 @@ class _Txn:
 _LOCK = threading.Lock()
 
 
+#: a URL's scheme as RFC 3986 writes one: a letter, then letters, digits, "+", "-" or "."
+URL_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*"
+
+
 def without_password(text: str) -> str:
     """``text`` with the password of any URL in it replaced by ``***`` (errors quote targets).
 
@@ -1175,7 +1179,7 @@ def without_password(text: str) -> str:
     ``@``, ``#``, ``/`` or spaces its writer forgot to percent-encode, and masking too
     much hides nothing but the password.  The URL may be mistyped with fewer slashes
     (``redis:/user:pw@host``, ``rediss:user:pw@host``): its password goes too."""
-    return re.sub(r"([A-Za-z][A-Za-z0-9+.\-]*:/{0,3}[^/@\s:'\"]*):.*@", r"\1:***@", text, flags=re.S)
+    return re.sub(rf"({URL_SCHEME}:/{{0,3}}[^/@\s:'\"]*):.*@", r"\1:***@", text, flags=re.S)
 
 
 def _tried(began: float, seconds: float) -> str:
