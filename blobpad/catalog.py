@@ -25,6 +25,7 @@ from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
 from .engine.base import SEAL_SIZE, prefix_end
 from .errors import HINT_MAX_BYTES, HINT_NAME_TAKEN, Conflict, CorruptData, StoreFull
+from .forks import reset_in_child
 from .index import NEVER, Entry, Sequencer, decode_entry, expiry_id, expiry_key, name_key, scope_key, seq_key
 from .view import Reader, ahead
 
@@ -241,9 +242,25 @@ SHARD_PREFIX = b"counters:"
 SHARDS = 16
 
 
+class _Shard(threading.local):
+    """The calling thread's shard key, worked out once per thread (its native id is a system call)."""
+
+    key = b""
+
+    def _after_fork(self) -> None:
+        self.key = b""  # the forking thread goes on in the child under another native id
+
+
+_SHARD = _Shard()
+reset_in_child(_SHARD)
+
+
 def shard_key() -> bytes:
     """The counters shard the calling thread adds its changes to."""
-    return SHARD_PREFIX + bytes((threading.get_native_id() % SHARDS,))
+    key = _SHARD.key
+    if not key:
+        key = _SHARD.key = SHARD_PREFIX + bytes((threading.get_native_id() % SHARDS,))
+    return key
 
 
 def counter_keys(txn: ReadTxn) -> list[bytes]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
+import os
 import struct
 import threading
 from dataclasses import asdict, dataclass, field
@@ -40,7 +40,12 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 def new_id() -> str:
     """Return a fresh random entry id: 16 lowercase hex characters (64 random bits)."""
-    return secrets.token_hex(8)
+    return new_raw_id().hex()
+
+
+def new_raw_id() -> bytes:
+    """A fresh random entry id as its 8 stored bytes (:func:`new_id` written out)."""
+    return os.urandom(8)
 
 
 def is_id(value: object) -> bool:

@@ -51,7 +51,7 @@ from .errors import (
     typename,
 )
 from .forks import reset_in_child
-from .index import Entry, name_key, new_id
+from .index import Entry, name_key, new_raw_id
 from .journal import head_record, process_token, rollback_pending
 
 __all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES"]
@@ -849,7 +849,7 @@ class Putter:
         self._backend.refuse_pinned("a put")
         source = self._source(data)
         created = self.now()
-        raw_id = bytes.fromhex(new_id())
+        raw_id = new_raw_id()
         fields = dict(session=session, turn=turn, ttl=ttl, name=name, step=step, tool=tool, meta=meta, created=created,
                       replaces=replaces)
         try:
