@@ -310,6 +310,11 @@ class Offloader:
             :func:`resolve_refs`, so the note may tell the model to write
             ``{{stepN.field}}`` to pass the full content on (default False: the note
             never mentions references, which would reach tools unresolved).
+
+    Whatever a tool returned is stored, as a demanding runtime needs: a value stored as
+    JSON is written as Python writes it (``NaN`` and ``Infinity`` for such floats), and
+    text holding lone surrogates (half of a UTF-16 pair, which no UTF-8 text can hold)
+    is stored with U+FFFD in their place.
     """
 
     def __init__(
@@ -504,9 +509,12 @@ class Offloader:
 
     @staticmethod
     def _as_json(value: Any) -> str:
+        """``value`` as JSON text, as Python writes it: NaN and infinities as ``NaN`` and
+        ``Infinity`` (a tool's float says so; refusing it would leave the model the whole
+        output), which ``json.loads`` reads back."""
         try:
-            return json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+            return json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidArgument(f"the observation cannot be stored as JSON: {exc}") from None
 
     def _auto_name(self, session: str, prefix: str) -> str:
@@ -606,6 +614,8 @@ class Offloader:
         if had_ok and field is not None:
             meta["ok"] = ok  # {{stepN}} gives the observation back whole, its ok included
         kind = "binary" if encoding in ("bytes", "base64") else None
+        if isinstance(content, str):
+            content = valid_text(content)
         if not isinstance(content, (str, bytes, bytearray, memoryview, os.PathLike)) and not hasattr(content, "read"):
             raise InvalidArgument(f"cannot offload content of type {type(content).__name__}")
         if name is None and self._rules.auto_names:
@@ -684,6 +694,19 @@ class Offloader:
 
 
 # -- references between steps -------------------------------------------------------------
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (half of a UTF-16 pair: JSON's ``"\\ud83d"`` cut
+    from its emoji, a byte that ``surrogateescape`` decoded) as U+FFFD, the replacement
+    character: no UTF-8 text can hold one, so the store refuses it, and a tool output is
+    offloaded rather than left whole in the conversation."""
+    if text.isascii() or _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
 
 _REF = re.compile(r"\{\{\s*step(\d{1,9})((?:\.[A-Za-z0-9_\-]+)*)\s*\}\}")
 #: most characters the references of one resolve_refs call may bring in (bytes count as base64)

@@ -183,14 +183,126 @@ def test_the_toolboxs_own_outputs_and_tools_not_chosen_are_not_offloaded(store):
     out = _run(OffloadFilter(tb, tools=["shell"]), items)
     assert out.input[1] is items[1] and out.input[3] is items[3]
     assert json.loads(out.input[5]["output"])["scratchpad_id"]
-    # a tool call no longer in the input (its name is unknown): offloaded unless tools= limits it
+    # a tool call no longer in the input (kept on the server: its name is unknown): offloaded,
+    # tools= or not (left whole, it would fill the conversation)
     orphan = [_output("9", big)]
-    assert _run(OffloadFilter(tb, tools=["shell"]), orphan).input[0] is orphan[0]
-    assert "scratchpad_id" in json.loads(_run(OffloadFilter(tb), orphan).input[0]["output"])
+    for flt in (OffloadFilter(tb, tools=["shell"]), OffloadFilter(tb)):
+        assert "scratchpad_id" in json.loads(_run(flt, orphan).input[0]["output"])
     with pytest.raises(blobpad.InvalidArgument):
         OffloadFilter(store)
     with pytest.raises(blobpad.InvalidArgument):
         OffloadFilter(tb, offloader="seed000")
+
+
+def _offloaded(item_output: str) -> str:
+    seen = json.loads(item_output)
+    assert "scratchpad_id" in seen, seen
+    return seen["scratchpad_id"]
+
+
+@pytest.mark.parametrize("case", ["nan", "infinity", "escaped surrogate", "lone surrogate text"])
+def test_outputs_python_writes_but_strict_json_or_utf8_refuse_are_offloaded(store, case):
+    """A tool output the store cannot hold as it is (JSON with NaN, as json.dumps writes it; a
+    lone surrogate, JSON's "\\ud83d" cut from its emoji or a byte surrogateescape decoded) is
+    offloaded all the same, not left with only its head and tail: what is stored is the text
+    Python writes, with U+FFFD for each lone surrogate."""
+    tb = Toolbox(store, session="s", scope="session")
+    rows = [{"price": float("nan") if case == "nan" else float("inf") if case == "infinity" else 1.5,
+             "note": "cut \ud83d here" if case == "escaped surrogate" else "fine"} for _ in range(2000)]
+    text = ("".join(f"line {i} \udcff\n" for i in range(2000)) if case == "lone surrogate text"
+            else json.dumps({"rows": rows, "status": 200}))
+    flt = OffloadFilter(tb)
+    items = [_call("c1", "fetch"), _output("c1", text)]
+    out = _run(flt, items)
+    shown = out.input[1]["output"]
+    shown.encode("utf-8")                                   # what the model is sent is valid UTF-8
+    stored = store.get(_offloaded(shown))
+    if case == "lone surrogate text":
+        assert stored == text.replace("\udcff", "\ufffd")
+    else:
+        expected = json.dumps(json.loads(text)["rows"], ensure_ascii=False)  # the largest field, as Python writes it
+        assert stored == expected.replace("\ud83d", "\ufffd")
+        assert json.loads(shown)["metadata"] == {"status": 200}
+    assert _run(flt, items).input[1]["output"] == shown and len(store.entries()) == 1   # once, as any output
+    # the Offloader itself, which every integration uses, stores them the same way
+    direct = Offloader(store).offload(text, session="t", turn=None)
+    assert store.get(direct["scratchpad_id"]) == text.replace("\udcff", "\ufffd").replace("\ud83d", "\ufffd")
+
+
+def test_each_output_keeps_its_entry_when_two_share_a_call_id(store):
+    """One filter shared by two runs, or a provider numbering calls per response: two outputs
+    under one call id each keep one entry, and every model call shows each the same id."""
+    tb = Toolbox(store, session="s", scope="session")
+    flt = OffloadFilter(tb)
+    a, b = sample.log_text(30_000, seed=1), sample.log_text(30_000, seed=2)
+    runs = [[_call("1", "fetch"), _output("1", a)], [_call("1", "fetch"), _output("1", b)]]
+    shown = [[_run(flt, items).input[1]["output"] for items in runs] for _ in range(3)]
+    assert shown[0] == shown[1] == shown[2]
+    ids = [_offloaded(x) for x in shown[0]]
+    assert len(set(ids)) == 2 and [store.get(i) for i in ids] == [a, b] and len(store.entries()) == 2
+
+
+def test_an_output_is_put_again_where_the_toolbox_can_no_longer_read_it(store):
+    """A turn-scoped toolbox (seed 000) reads only the current turn's entries: an output offloaded
+    in turn 1 and still in the history at turn 2 is put again in turn 2, so the id the model
+    sees is one its tool reads; a session-scoped toolbox keeps the first entry."""
+    log = sample.log_text(30_000, seed=8)
+    items = [_call("1", "fetch"), _output("1", log)]
+    tb = Toolbox(store, session="turns", turn=1, profile="seed000")
+    flt = OffloadFilter(tb)
+    first = _offloaded(_run(flt, items).input[1]["output"])
+    tb.turn = 2
+    second = _offloaded(_run(flt, items).input[1]["output"])
+    assert second != first and store.get(second) == log
+    read = tb.call("scratchpad_read", {"scratchpad_id": second, "mode": "range", "start": 0, "end": 40})
+    assert read["ok"] is True and read["content"] == log[:40]
+    assert tb.call("scratchpad_read", {"scratchpad_id": first, "mode": "range", "start": 0, "end": 40})["ok"] is False
+    assert _offloaded(_run(flt, items).input[1]["output"]) == second
+    kept = Toolbox(store, session="whole", turn=1, scope="session")
+    flt = OffloadFilter(kept)
+    once = _offloaded(_run(flt, items).input[1]["output"])
+    kept.turn = 2
+    assert _offloaded(_run(flt, items).input[1]["output"]) == once
+
+
+def test_the_sdks_shell_tool_outputs_are_offloaded(store):
+    """The SDK's LocalShellTool answers a ``local_shell_call_output`` (text) and its ShellTool a
+    ``shell_call_output`` (each command's stdout and stderr): large ones are offloaded like a
+    function's, under the tools' names, ``local_shell`` and ``shell``."""
+    tb = Toolbox(store, session="s", scope="session")
+    log, err = sample.log_text(30_000, seed=9), sample.log_text(20_000, seed=10)
+    local = {"type": "local_shell_call_output", "call_id": "l1", "output": log}
+    shell = {"type": "shell_call_output", "call_id": "s1", "status": "completed",
+             "output": [{"stdout": log, "stderr": "warning: small", "outcome": {"type": "exit", "exit_code": 0}},
+                        {"stdout": "", "stderr": err, "outcome": {"type": "exit", "exit_code": 1}}]}
+    before = copy.deepcopy([local, shell])
+    out = _run(OffloadFilter(tb), [local, shell]).input
+    assert [local, shell] == before
+    assert store.get(_offloaded(out[0]["output"])) == log
+    (first, second) = out[1]["output"]
+    assert store.get(_offloaded(first["stdout"])) == log and first["stderr"] == "warning: small"
+    assert second["stdout"] == "" and store.get(_offloaded(second["stderr"])) == err
+    assert first["outcome"] == {"type": "exit", "exit_code": 0} and out[1]["status"] == "completed"
+    assert sorted(e.tool for e in store.entries()) == ["local_shell", "shell", "shell"]
+    only = _run(OffloadFilter(tb, tools=["local_shell"]), [local, shell]).input
+    assert "scratchpad_id" in json.loads(only[0]["output"]) and only[1] is shell
+
+
+def test_the_filter_remembers_its_newest_outputs_only():
+    """A long run does not grow the filter without end: it remembers the newest 4,096 outputs it
+    offloaded; an older one seen again is put again, a newer one keeps its entry."""
+    store = blobpad.open("memory://")
+    try:
+        tb = Toolbox(store, session="s", scope="session")
+        flt = OffloadFilter(tb, offloader=Offloader(store, threshold=10))
+        items = [_output(str(i), f"output number {i:05d}") for i in range(4097)]
+        first = _run(flt, items).input
+        again = _run(flt, [items[0], items[-1]]).input
+        assert _offloaded(again[1]["output"]) == _offloaded(first[-1]["output"])
+        assert _offloaded(again[0]["output"]) != _offloaded(first[0]["output"])
+        assert len(store.entries()) == 4098
+    finally:
+        store.close()
 
 
 def test_the_offloaders_policy_and_threshold_are_the_filters(store):

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import BlobpadError, InvalidArgument, check_bool, typename
-from ..offload import Offloader, text_summary
+from ..offload import Offloader, text_summary, valid_text
 from ..tools import Toolbox
 
 try:
@@ -65,6 +65,15 @@ _ANSWERED: weakref.WeakKeyDictionary[Toolbox, OrderedDict[str, str]] = weakref.W
 _ANSWERED_MAX = 4096
 _FILTERED: weakref.WeakSet[Toolbox] = weakref.WeakSet()
 _REGISTRY_LOCK = threading.Lock()
+#: the outputs an OffloadFilter remembers having offloaded (an older one seen again is put again)
+_DONE_MAX = 4096
+#: the items that call a tool, and the outputs the filter offloads: each with the name of its
+#: tool where the kind tells it (shell tools), else None (the name is in the call item)
+_CALLS = frozenset({"function_call", "custom_tool_call"})
+_OUTPUTS: dict[str, str | None] = {
+    "function_call_output": None, "custom_tool_call_output": None,
+    "local_shell_call_output": "local_shell", "shell_call_output": "shell",
+}
 
 
 def _answered(toolbox: Toolbox, call_id: str, name: str) -> None:
@@ -130,7 +139,10 @@ def _function_tool(toolbox: Toolbox, name: str, strict: bool) -> FunctionTool:
 class OffloadFilter:
     """A ``RunConfig.call_model_input_filter`` that offloads large tool outputs into blobpad.
 
-    Before each model call, every ``function_call_output`` whose output is over the
+    Before each model call, every tool output (``function_call_output``,
+    ``custom_tool_call_output``, and the outputs of the SDK's shell tools,
+    ``local_shell_call_output`` and each command's ``stdout`` and ``stderr`` in a
+    ``shell_call_output``, whose tools are named ``local_shell`` and ``shell``) over the
     offloader's threshold (seed 000's: 4096 characters of JSON) is put into the store,
     in ``toolbox``'s session and turn, tagged with the tool's name; the model's copy
     holds the synthetic observation instead, as JSON text: ``{"ok", "scratchpad_id",
@@ -154,9 +166,18 @@ class OffloadFilter:
             toolbox's, seed 000's policy: over 4096 characters of JSON, entries living
             one hour).
         tools: offload only the outputs of these tools (default: those of every tool).
+            An output whose tool cannot be told (its call is kept on the server and
+            none of the toolbox's tools answered it) is offloaded all the same: left
+            whole, a large one would fill the conversation.
 
     Each output is offloaded once per filter: later model calls get the same
-    observation without another put while its entry lives.  If the store refuses an
+    observation without another put while its entry lives and the toolbox can read it
+    (a turn-scoped toolbox moved on to the next turn cannot: the output is put again in
+    the current turn).  Two outputs under one call id (a filter shared by two runs) each
+    keep theirs.  The filter remembers the newest 4,096 outputs it offloaded; an older
+    one seen again is put again.  An output that is a JSON object holding ``NaN`` or
+    ``Infinity`` is stored as Python writes it, and lone surrogates (half of a UTF-16
+    pair) as U+FFFD (see :class:`blobpad.Offloader`).  If the store refuses an
     output (it is full, say), the model gets the output's first and last 500
     characters and a note saying it could not be saved, never the whole output, and
     the run goes on.
@@ -176,8 +197,9 @@ class OffloadFilter:
         self.toolbox = toolbox
         self.offloader = offloader if offloader is not None else toolbox.offloader
         self.tools = names
-        # (call_id, part) -> (fingerprint of the output, entry id, what the model sees)
-        self._done: dict[tuple[str, int], tuple[tuple[int, bytes], str, str]] = {}
+        # (call id, part, the output's length and hash) -> (entry id, session and turn it
+        # was put in, what the model sees); the newest _DONE_MAX
+        self._done: OrderedDict[tuple[str, str, int, bytes], tuple[str, str, str | int | None, str]] = OrderedDict()
         self._lock = threading.Lock()
         with _REGISTRY_LOCK:
             _FILTERED.add(toolbox)
@@ -192,16 +214,18 @@ class OffloadFilter:
         items = model_data.input
         names: dict[str, str] = {}
         for item in items:
-            if isinstance(item, dict) and item.get("type") == "function_call":
+            if isinstance(item, dict) and item.get("type") in _CALLS:
                 call_id, name = item.get("call_id"), item.get("name")
                 if isinstance(call_id, str) and isinstance(name, str):
                     names[call_id] = name
         out: list[Any] = []
         for item in items:
-            if isinstance(item, dict) and item.get("type") == "function_call_output":
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind in _OUTPUTS:
                 call_id = item.get("call_id")
                 if isinstance(call_id, str):
-                    item = self._output_item(item, call_id, names.get(call_id) or _answered_by(self.toolbox, call_id))
+                    tool = _OUTPUTS[kind] or names.get(call_id) or _answered_by(self.toolbox, call_id)
+                    item = self._output_item(item, call_id, tool)
             out.append(item)
         return ModelInputData(input=out, instructions=model_data.instructions)
 
@@ -210,26 +234,30 @@ class OffloadFilter:
     def _output_item(self, item: dict[str, Any], call_id: str, tool: str | None) -> dict[str, Any]:
         if tool is not None and tool in self.toolbox.tools:
             return item  # blobpad's own answers: capped, and offloading them would loop
-        if self.tools is not None and tool not in self.tools:
-            return item
+        if self.tools is not None and tool is not None and tool not in self.tools:
+            return item  # (a tool that cannot be told, its call kept on the server, is offloaded)
         output = item.get("output")
         if isinstance(output, str):
-            shown = self._shown(output, call_id, -1, tool)
+            shown = self._shown(output, call_id, "", tool)
             return item if shown is None else {**item, "output": shown}
-        if isinstance(output, list):
-            parts: list[Any] = []
-            changed = False
-            for i, part in enumerate(output):
-                text = part.get("text") if isinstance(part, dict) and part.get("type") == "input_text" else None
-                shown = self._shown(text, call_id, i, tool) if isinstance(text, str) else None
-                if shown is not None:
-                    part = {**part, "text": shown}
-                    changed = True
-                parts.append(part)
-            return {**item, "output": parts} if changed else item
-        return item
+        if not isinstance(output, list):
+            return item
+        shell = item["type"] == "shell_call_output"  # a list of commands' {stdout, stderr, outcome}
+        parts: list[Any] = []
+        changed = False
+        for i, part in enumerate(output):
+            if isinstance(part, dict):
+                fields = ("stdout", "stderr") if shell else ("text",) if part.get("type") == "input_text" else ()
+                for field in fields:
+                    text = part.get(field)
+                    shown = self._shown(text, call_id, f"{i}.{field}", tool) if isinstance(text, str) else None
+                    if shown is not None:
+                        part = {**part, field: shown}
+                        changed = True
+            parts.append(part)
+        return {**item, "output": parts} if changed else item
 
-    def _shown(self, text: str, call_id: str, part: int, tool: str | None) -> str | None:
+    def _shown(self, text: str, call_id: str, part: str, tool: str | None) -> str | None:
         """What the model sees instead of ``text``: None when it is small enough to stay."""
         observation: Any = text
         if text.startswith("{"):
@@ -242,13 +270,16 @@ class OffloadFilter:
         off = self.offloader
         if off.size_of(observation) <= off.threshold:
             return None
-        key = (call_id, part)
-        fingerprint = (len(text), hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        tb = self.toolbox
+        # the output itself is in the key: two outputs under one call id (a filter shared by
+        # two runs, a provider numbering calls per response) each keep their own entry
+        key = (call_id, part, len(text), hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
         with self._lock:
             done = self._done.get(key)
-        if done is not None and done[0] == fingerprint and off.store.exists(done[1]):
-            return done[2]
-        tb = self.toolbox
+            if done is not None:
+                self._done.move_to_end(key)
+        if done is not None and self._readable(*done[:3]):
+            return done[3]
         entry_id: str | None
         try:
             synthetic = off.offload(observation, session=tb.session, turn=tb.turn, tool=tool)
@@ -256,13 +287,26 @@ class OffloadFilter:
         except BlobpadError as exc:
             log.warning("blobpad: the output of %s (%d characters) could not be offloaded: %s",
                         tool or "a tool", len(text), exc)
-            synthetic = {"ok": True, "summary": text_summary(text, off.head_chars, off.tail_chars),
+            synthetic = {"ok": True, "summary": text_summary(valid_text(text), off.head_chars, off.tail_chars),
                          "_note": f"This output ({len(text)} characters) was too large for the conversation and could "
                                   f"not be saved in the scratchpad ({exc.render('tool')}); only its start and end "
                                   "are shown."}
             entry_id = None
         shown = json.dumps(synthetic, ensure_ascii=False)
+        if valid_text(shown) is not shown:  # a lone surrogate of the output's other fields: escaped, as it came
+            shown = json.dumps(synthetic)
         if entry_id is not None:  # a failure is not remembered: the next model call tries again
             with self._lock:
-                self._done[key] = (fingerprint, entry_id, shown)
+                self._done[key] = (entry_id, tb.session, tb.turn, shown)
+                while len(self._done) > _DONE_MAX:
+                    self._done.popitem(last=False)
         return shown
+
+    def _readable(self, entry_id: str, session: str, turn: str | int | None) -> bool:
+        """Whether the model can still read the entry an output was offloaded to, through the
+        toolbox as it stands now: it lives, and it is in the toolbox's scope (a turn-scoped
+        toolbox moved on to the next turn reads none of the last turn's entries)."""
+        tb = self.toolbox
+        if session != tb.session or (tb.scope == "turn" and (type(turn) is not type(tb.turn) or turn != tb.turn)):
+            return False
+        return self.offloader.store.exists(entry_id)
