@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,51 @@ def test_the_missing_parents_of_a_new_store_are_private_too(tmp_path, umask):
     assert _modes(db) == PRIVATE
     for parent in (tmp_path / "made", tmp_path / "made" / "by", tmp_path / "made" / "by" / "blobpad"):
         assert stat.S_IMODE(parent.stat().st_mode) == 0o700, parent
+
+
+COMPACT_FOREVER = """
+import os, sys, blobpad
+store = blobpad.open(sys.argv[1])
+print("compacting", flush=True)
+while True:
+    store.compact()
+"""
+
+
+def _every_mode(db: Path) -> dict[str, int]:
+    """The permission bits of everything under the store directory, by path."""
+    out = {".": stat.S_IMODE(db.stat().st_mode)}
+    for p in db.rglob("*"):
+        out[str(p.relative_to(db))] = stat.S_IMODE(p.lstat().st_mode)
+    return out
+
+
+def test_a_compaction_killed_at_any_moment_leaves_nothing_readable_by_others(tmp_path):
+    """compact() writes the store whole again beside it: that copy is the store's data too, so
+    it is private from its first byte, also when the process is killed while it writes it
+    (the copy stays until the next open removes it), whatever the umask."""
+    db = tmp_path / "db"
+    with blobpad.open(db) as store:
+        for _ in range(24):
+            store.put(os.urandom(2 << 20), ttl=None, session="s")   # 48 MB the copy takes a while to write
+    seen_copy = 0
+    for delay in [0.02 * k for k in range(1, 13)]:
+        child = subprocess.Popen([*_AS_USER, sys.executable, "-c", COMPACT_FOREVER, str(db)], stdout=subprocess.PIPE,
+                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                                 preexec_fn=lambda: os.umask(0))
+        try:
+            assert child.stdout is not None and child.stdout.readline() == b"compacting\n"
+            time.sleep(delay)
+        finally:
+            child.kill()
+            child.wait(timeout=30)
+        modes = _every_mode(db)
+        seen_copy += any(name.startswith(".compact-") and name.endswith("data.mdb") for name in modes)
+        assert {name: mode for name, mode in modes.items() if mode not in (0o600, 0o700)} == {}, delay
+    assert seen_copy  # the kills did land while a copy was being written
+    with blobpad.open(db) as store:
+        assert store.verify().ok and len(store.entries(session="s")) == 24
+    assert _modes(db) == PRIVATE
 
 
 def test_the_default_store_is_private(tmp_path):

@@ -389,6 +389,36 @@ class _LmdbTxn:
             raise translate(exc, self._path) from None
 
 
+def _compacted_copy(env: lmdb.Environment, path: str) -> None:
+    """LMDB's compacting copy of ``env``, written at ``path``: private from its first byte
+    (LMDB's own ``copy`` creates it 0666 minus the umask, readable by others until it is
+    chmod-ed, and left so by a kill meanwhile) and on disk before it takes the store's
+    place (LMDB does not flush a copy: a power loss after the swap could leave a file
+    without its pages)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # left by an earlier attempt of this process
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        env.copyfd(fd, compact=True)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_directory(path: str) -> None:
+    """Flush a directory's entries (a rename in it) to disk, where the system allows it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # a file system or platform that cannot flush a directory
+    finally:
+        os.close(fd)
+
+
 _REGISTRY: dict[tuple[int, int], tuple[LmdbEngine, int]] = {}
 _REGISTRY_LOCK = threading.RLock()  # re-entrant: a close run by the GC inside an open must not deadlock
 
@@ -1271,8 +1301,8 @@ class LmdbEngine:
                 try:
                     os.makedirs(tmp, mode=DIR_MODE, exist_ok=True)
                     if not self._rebuild_if_damaged(env, tmp):
-                        env.copy(tmp, compact=True)
-                    os.chmod(os.path.join(tmp, "data.mdb"), FILE_MODE)  # LMDB writes the copy 0666 minus the umask
+                        _compacted_copy(env, os.path.join(tmp, "data.mdb"))
+                    os.chmod(os.path.join(tmp, "data.mdb"), FILE_MODE)
                 except (lmdb.Error, OSError) as exc:  # a full disk, mostly: the store is unchanged
                     shutil.rmtree(tmp, ignore_errors=True)
                     if isinstance(exc, lmdb.Error):
@@ -1281,6 +1311,7 @@ class LmdbEngine:
                 env.close()
                 self._env = None
                 os.replace(os.path.join(tmp, "data.mdb"), os.path.join(self.path, "data.mdb"))
+                _sync_directory(self.path)  # the new file's name, as its bytes, survives a power loss
                 shutil.rmtree(tmp, ignore_errors=True)
             finally:
                 if self._env is None:
