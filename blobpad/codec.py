@@ -173,12 +173,12 @@ class Codec:
         self.cache.put(ident, raw)
         return raw
 
-    def cached(self, txn: ReadTxn, key: bytes) -> bytes | None:
-        """The raw chunk under ``key`` if the cache holds it (checked against the stored frame)."""
+    def cached_frame(self, key: bytes, frame: bytes) -> bytes | None:
+        """The raw chunk of ``frame``, stored under ``key``, if the cache holds it (the cache
+        is keyed by the stored frame's hash: a chunk stored again under the same key misses)."""
         if not self.cache.capacity:
             return None
-        frame = txn.get("chunks", key)
-        return None if frame is None else self.cache.get(key + xxhash.xxh3_64_digest(frame))
+        return self.cache.get(key + xxhash.xxh3_64_digest(frame))
 
     def decompress_cached(self, frame: bytes, key: bytes, raw_len: int) -> bytes:
         """Decompress and verify a frame read by the caller, filling the cache."""

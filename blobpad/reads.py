@@ -531,12 +531,15 @@ class _View:
             raise CorruptData(f"chunk {self.m.keys[i].hex()} is missing", hint=HINT_VERIFY)
         return frame
 
-    def cached(self, i: int) -> bytes | None:
-        """Chunk i if this view or the store's cache already holds it."""
+    def frame_and_cached(self, i: int) -> tuple[bytes, bytes | None]:
+        """Chunk i's stored frame (read once: a networked engine's reader holds a value it
+        fetched ahead only until it is read, so a second read would cost a round trip per
+        chunk) and its raw bytes if this view or the store's cache already holds them."""
+        frame = self.frame(i)
         r = self._raw.get(i)
         if r is None:
-            r = self.reader.codec.cached(self.txn, self.m.keys[i])
-        return r
+            r = self.reader.codec.cached_frame(self.m.keys[i], frame)
+        return frame, r
 
     def decoded(self, i: int) -> str:
         t = self._text.get(i)
@@ -655,6 +658,7 @@ class _View:
             base = m.bytes_at[i]
             raw = self._raw.get(i)
             if raw is None:
+                self._fetch_ahead(i)
                 raw = self.reader.codec.chunk(self.txn, m.keys[i], m.bytes_at[i + 1] - base)
             yield raw[max(0, start - base) : end - base]
             i += 1
@@ -1242,10 +1246,9 @@ def _map_chunks(
                 budgets.append((0, False))
                 continue
             size = m.bytes_at[i + 1] - m.bytes_at[i]
-            hit = v.cached(i)
+            frame, hit = v.frame_and_cached(i)
             need = building and v.needs_filter(i)
-            frame = v.frame(i) if hit is None or need else None
-            items.append(hit if hit is not None else (frame, m.keys[i], size))  # type: ignore[arg-type]
+            items.append(hit if hit is not None else (frame, m.keys[i], size))
             if building:
                 budgets.append((v.filter_budget(i, frame) if need else -1, i == n - 1))
             held += size
@@ -1373,6 +1376,10 @@ def _parallel_count(v: _View, counter: LineCounter) -> CountResult:
                 continue
             head, n, tail = counted
             if n < 0:  # no newline: all of this chunk lies inside one line
+                dl = counter.deadline
+                if dl is not None and dl.left() <= 0:  # a line of many chunks: stop gathering it too
+                    dl.expired = True
+                    raise TimedOut()
                 if not matched:
                     if carry and len(carry) + len(head) > SEGMENT_BYTES:
                         # the last byte is context only; the next piece starts with this one's end
@@ -1401,7 +1408,9 @@ def _parallel_count(v: _View, counter: LineCounter) -> CountResult:
     return CountResult(total, chunks_read=v.chunks_read, chunks_total=len(v.m))
 
 
-def _segments(v: _View, depth: int = 2, start_line: int = 1) -> Iterator[tuple[_Bytes, int, int, int, bool]]:
+def _segments(
+    v: _View, depth: int = 2, start_line: int = 1, dl: Deadline | None = None
+) -> Iterator[tuple[_Bytes, int, int, int, bool]]:
     """Yield (buffer, end, number of the first line, byte offset of the buffer in the
     entry, whether the buffer starts inside a line an earlier buffer began):
     ``buffer[:end]`` is whole lines, or a piece of a very long line.
@@ -1417,7 +1426,10 @@ def _segments(v: _View, depth: int = 2, start_line: int = 1) -> Iterator[tuple[_
     yielded at chunk i starts after the last newline before chunk i.
 
     With ``start_line`` the buffers start at that line (the chunks before the one that
-    holds its start are not read); past the last line nothing is yielded.
+    holds its start are not read); past the last line nothing is yielded.  Under a
+    budget ``dl``, gathering a long line stops when it is spent (TimedOut names that
+    line): a line of many small chunks, each a round trip on a networked engine, could
+    take many times the budget before its first piece was searched.
     """
     lines_at, bytes_at = v.m.lines_at, v.m.bytes_at
     first_chunk = skip = 0
@@ -1440,6 +1452,9 @@ def _segments(v: _View, depth: int = 2, start_line: int = 1) -> Iterator[tuple[_
             base = at
         cut = raw.rfind(b"\n") + 1
         if cut == 0:
+            if dl is not None and dl.left() <= 0:
+                dl.expired = True
+                raise TimedOut(line0)  # the line being gathered, which starts before or in raw
             carry += raw
             if len(carry) >= SEGMENT_BYTES:  # a piece of a very long line: its last byte is context only
                 yield carry, len(carry) - 1, line0, base, inside
@@ -1469,7 +1484,7 @@ def _matching_lines(
     Under a budget ``dl``, raises TimedOut with the number of the first line not searched.
     The search starts at line ``start_line``."""
     reported = 0  # the last line yielded: a very long line's later pieces skip it
-    for seg, size, first_line, base, inside in _segments(v, start_line=start_line):
+    for seg, size, first_line, base, inside in _segments(v, start_line=start_line, dl=dl):
         for found in _segment_matches(find, dl, seg, size, first_line, base, inside, reported):
             reported = found[0]
             yield found
@@ -1645,7 +1660,7 @@ def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int],
     if not v.text:
         return _whole_lines_slowly(v, find, dl, numbers, texts)
     reported = 0  # the last line appended: a very long line's later pieces skip it
-    for seg, size, first_line, _, inside in _segments(v):
+    for seg, size, first_line, _, inside in _segments(v, dl=dl):
         if inside or not (size == len(seg) or seg[size - 1] == 10):  # a piece of a line longer than a buffer
             pieces = _segment_matches(find, dl, seg, size, first_line, 0, inside, reported)
             reported = _append_lines(_texts(v, pieces), numbers, texts) or reported

@@ -134,6 +134,24 @@ def test_a_budget_stops_a_slow_pattern_inside_one_long_line(store):
     assert counted.searched_lines in ((0, 1) if counted.timed_out else (None,))
 
 
+@pytest.mark.parametrize("search", ["grep", "count", "matching_lines"])
+def test_a_spent_budget_stops_gathering_a_line_of_many_chunks(store_factory, search):
+    """A line that spans many chunks is gathered before it is searched; a budget spent
+    meanwhile stops the gathering (each chunk may be a round trip to a server), not only
+    the search: the call reads a few of the line's chunks, not all of them, and says it
+    searched none of its lines (the budget, a microsecond, is spent before the first).
+    Checked by the chunks read, not by a clock."""
+    tiny = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
+    store = store_factory(chunk_params=tiny, filters=False)
+    text = "a" * 100_000 + "!\n" + "short line\n" * 50
+    e = store.put(text, session="s")
+    assert e.chunks > 300
+    result = getattr(store, search)(e.id, "a!$", timeout=1e-6)
+    assert result.timed_out and result.searched_lines == 0, result
+    assert (int(result) if search == "count" else len(result)) == 0
+    assert result.chunks_read < e.chunks // 4, (result.chunks_read, e.chunks)
+
+
 def test_long_lines_under_a_budget_give_the_same_matches_as_without(store):
     """Lines longer than one RE2 call's window are searched in windows, then whole: the
     matches, their spans and windows are those of the search without a budget."""

@@ -995,6 +995,43 @@ def test_a_first_read_on_another_host_asks_for_the_record_and_chunk_list_togethe
     assert calls <= 2 * len(made), calls
 
 
+@pytest.mark.parametrize("read", ["get", "lines", "tail", "count", "grep", "matching_lines"])
+def test_reading_many_chunks_asks_for_them_many_at_a_time(server, read):
+    """A read that goes through an entry's chunks in order asks for them ahead, up to 16 a request
+    (they were asked for one at a time, and grep and count asked twice for each): the round trips
+    of a read grow with its chunks / 16, and it reads what Python's slicing and re read."""
+    text = "".join(f"line {n} of the log, with words {'y' * (n % 23)}\n" for n in range(40_000))
+    url = _url(server)
+    small = blobpad.ChunkParams(min_size=1024, avg_extra=1024, max_size=4096)
+    with blobpad.open(url, chunk_params=small, filters=False) as writer:
+        e = writer.put(text)
+    assert e.chunks > 400
+    lines = text.splitlines()
+    with blobpad.open(url) as reader:  # another host's: none of the chunks in its cache
+        client = server.client()
+        try:
+            client.config_resetstat()
+            if read == "get":
+                assert reader.get(e.id) == text
+            elif read == "lines":
+                assert reader.lines(e.id, 2, 39_999) == lines[1:39_999]
+            elif read == "tail":
+                assert reader.tail(e.id, len(text) - 10) == text[10:]
+            elif read == "count":
+                assert reader.count(e.id, r"words y{22}$") == sum(1 for x in lines if x.endswith("y" * 22))
+            elif read == "grep":
+                found = reader.grep(e.id, r"line \d+5 ", max_matches=10**6)
+                assert [m.line for m in found.matches] == [n + 1 for n, x in enumerate(lines)
+                                                                   if re.match(r"line \d+5 ", x)]
+            else:
+                assert [n for n, _ in reader.matching_lines(e.id, "words yyyyy")] == [
+                    n + 1 for n, x in enumerate(lines) if "words yyyyy" in x]
+            calls = client.info("commandstats")["cmdstat_evalsha"]["calls"]
+        finally:
+            client.close()
+    assert calls <= e.chunks // 8 + 12, (calls, e.chunks)
+
+
 def test_stats_counts_expired_entries_asking_for_their_records_in_batches(server):
     """stats() counts the expired entries gc() has not removed from their records, asked for 256 at a
     time (each was a round trip), and counts them right."""
