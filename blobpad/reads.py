@@ -1990,11 +1990,15 @@ def _named_damage(entry_id: str) -> Iterator[None]:
 @dataclass
 class _StreamCall:
     """One call of an :class:`EntryStream` (a read or a line): the transaction it opened
-    on ``stack`` and the chunk list read in it, once it needed a chunk it did not hold."""
+    on ``stack`` and the chunk list read in it, once it needed a chunk it did not hold;
+    ``end``, the offset a read asks up to, and ``ahead``, the first chunk not yet asked
+    for (a networked engine is asked for the chunks a read spans, up to 16 a request)."""
 
     stack: ExitStack
+    end: int = 0
     txn: ReadTxn | None = None
     manifest: Manifest | None = None
+    ahead: int = 0
 
 
 class EntryStream(io.RawIOBase):
@@ -2099,9 +2103,23 @@ class EntryStream(io.RawIOBase):
             call.manifest = self._manifest(call.txn)
         m = call.manifest
         i = m.chunk_of(m.bytes_at, self._pos)
+        if i >= call.ahead and call.txn.networked and call.end > m.bytes_at[i + 1]:
+            last = m.chunk_of(m.bytes_at, min(call.end, m.bytes_at[-1]) - 1)
+            call.ahead = min(last + 1, i + _AHEAD)
+            call.txn.prefetch("chunks", m.keys[i:call.ahead])
         self._buf = self._reader.codec.chunk(call.txn, m.keys[i], m.bytes_at[i + 1] - m.bytes_at[i])
         self._buf_start = m.bytes_at[i]
         return self._pos - self._buf_start, self._buf
+
+    def readall(self) -> bytes:
+        """The rest of the entry, read in one call (``RawIOBase``'s reads 8 KiB a call, each
+        call a transaction of its own: on a networked engine, a request per chunk or two)."""
+        if self.closed:
+            raise ValueError("I/O operation on closed stream")
+        out = bytearray(max(0, self._entry.size_bytes - self._pos))
+        n = self.readinto(out)
+        del out[n:]
+        return bytes(out)
 
     def readinto(self, buffer: Any) -> int:
         """Fill ``buffer`` from the current position, across as many chunks as it takes
@@ -2115,7 +2133,7 @@ class EntryStream(io.RawIOBase):
         want = len(out)
         n = 0
         with ExitStack() as stack:
-            call = _StreamCall(stack)
+            call = _StreamCall(stack, end=self._pos + want)
             while n < want and self._pos < size:
                 off, buf = self._chunk_at(call)
                 piece = buf[off : off + want - n]

@@ -995,7 +995,7 @@ def test_a_first_read_on_another_host_asks_for_the_record_and_chunk_list_togethe
     assert calls <= 2 * len(made), calls
 
 
-@pytest.mark.parametrize("read", ["get", "lines", "tail", "count", "grep", "matching_lines"])
+@pytest.mark.parametrize("read", ["get", "lines", "tail", "stream", "count", "grep", "matching_lines"])
 def test_reading_many_chunks_asks_for_them_many_at_a_time(server, read):
     """A read that goes through an entry's chunks in order asks for them ahead, up to 16 a request
     (they were asked for one at a time, and grep and count asked twice for each): the round trips
@@ -1017,6 +1017,9 @@ def test_reading_many_chunks_asks_for_them_many_at_a_time(server, read):
                 assert reader.lines(e.id, 2, 39_999) == lines[1:39_999]
             elif read == "tail":
                 assert reader.tail(e.id, len(text) - 10) == text[10:]
+            elif read == "stream":
+                with reader.stream(e.id) as f:
+                    assert f.read(100) == text[:100].encode() and f.read() == text[100:].encode()
             elif read == "count":
                 assert reader.count(e.id, r"words y{22}$") == sum(1 for x in lines if x.endswith("y" * 22))
             elif read == "grep":
