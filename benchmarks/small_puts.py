@@ -29,6 +29,10 @@ The peers, with the same text and, per table, the same sync setting:
   size, its chunk list, the creation, session, turn, expiry and content index keys and
   the counters record, each in its own named database as in a store: the floor of
   blobpad's layout (every tree a transaction touches is written and flushed on commit);
+* ``lmdb-merged`` (latency and throughput): the same records in two trees, each chunk
+  beside its reference record in one, every catalog record in the other under a
+  one-byte tag of its keyspace: what a store's layout costs with its trees merged
+  (fewer pages written and flushed per commit), keys and records unchanged;
 * ``lmdb-session`` (latency and throughput): the floor of the layout issue 13 asks for,
   in one bare LMDB write transaction: the compressed text under a random chunk key in a
   chunk tree, and in one catalog tree, under keys that start with the session, an entry
@@ -76,10 +80,10 @@ from blobpad import sample
 from . import redis_server
 from .peers import SEED_INDEXES, SEED_SCHEMA, SEED_TTL, seed_summary
 
-PEERS = ("blobpad", "lmdb", "lmdb-layout", "lmdb-session", "sqlite-seed", "sqlite-wal")
+PEERS = ("blobpad", "lmdb", "lmdb-layout", "lmdb-merged", "lmdb-session", "sqlite-seed", "sqlite-wal")
 THROUGHPUT_PEERS = ("blobpad", "lmdb", "sqlite-wal")
 #: the throughput of processes (``blobpad-redis`` only where a Valkey server can be started: see :func:`process_peers`)
-PROCESS_PEERS = ("blobpad", "blobpad-redis", "lmdb", "lmdb-layout", "lmdb-session", "sqlite-wal")
+PROCESS_PEERS = ("blobpad", "blobpad-redis", "lmdb", "lmdb-layout", "lmdb-merged", "lmdb-session", "sqlite-wal")
 #: the environment variable through which the throughput run's processes learn the Valkey server's URL
 #: (``..._AOF`` for sync on, ``..._NOAOF`` for sync off)
 REDIS_URL_ENV = "BLOBPAD_BENCH_REDIS_URL"
@@ -204,9 +208,16 @@ class LmdbLayoutPeer(Peer):
     def __init__(self, directory: Path, sync: bool) -> None:
         super().__init__(directory, sync)
         self.env = lmdb.open(str(directory / "lmdb"), map_size=4 << 30, max_dbs=16, sync=sync, metasync=sync)
-        self.dbs = {name: self.env.open_db(name.encode()) for name in self._SPACES}
+        self.dbs = {name: self.env.open_db(name.encode()) for name in self._trees()}
         self.compressor = zstandard.ZstdCompressor(level=1, write_content_size=True)
         self.seq = 0
+
+    def _trees(self) -> tuple[str, ...]:
+        return self._SPACES
+
+    def _where(self, space: str, key: bytes) -> tuple[Any, bytes]:
+        """The tree and the key a record of ``space`` is written under."""
+        return self.dbs[space], key
 
     def put(self, text: str) -> Any:
         raw = text.encode()
@@ -216,27 +227,43 @@ class LmdbLayoutPeer(Peer):
         seq = self.seq.to_bytes(8, "big")
         expires = int((time.time() + 3600) * 1e6).to_bytes(8, "big")
         record = b"e" * 420  # an entry record of a put with a session and a turn is about this long
-        db = self.dbs
+        rows = [
+            ("chunks", chunk, frame), ("refs", chunk, b"r" * 24), ("entries", entry_id, record),
+            ("manifests", entry_id, b"m" * 80), ("by_seq", seq, entry_id),
+            ("by_scope", b"S\0\0\0\x05bench" + seq, entry_id), ("by_scope", b"T\0\0\0\x05benchi" + seq + seq, entry_id),
+            ("expiry", expires + entry_id, b""),
+            ("digests", len(raw).to_bytes(8, "big") + secrets.token_bytes(32) + entry_id, b""),
+            ("meta", b"counters", b"c" * 140),
+        ]
         with self.env.begin(write=True) as txn:
-            txn.put(chunk, frame, db=db["chunks"])
-            txn.put(chunk, b"r" * 24, db=db["refs"])
-            txn.put(entry_id, record, db=db["entries"])
-            txn.put(entry_id, b"m" * 80, db=db["manifests"])
-            txn.put(seq, entry_id, db=db["by_seq"])
-            txn.put(b"S\0\0\0\x05bench" + seq, entry_id, db=db["by_scope"])
-            txn.put(b"T\0\0\0\x05benchi" + seq + seq, entry_id, db=db["by_scope"])
-            txn.put(expires + entry_id, b"", db=db["expiry"])
-            txn.put(len(raw).to_bytes(8, "big") + secrets.token_bytes(32) + entry_id, b"", db=db["digests"])
-            txn.put(b"counters", b"c" * 140, db=db["meta"])
+            for space, key, value in rows:
+                db, where = self._where(space, key)
+                txn.put(where, value, db=db)
         return chunk, len(frame)
 
     def check(self, handle: Any, text: str) -> None:
+        db, key = self._where("chunks", handle[0])
         with self.env.begin() as txn:
-            frame = txn.get(handle[0], db=self.dbs["chunks"])
+            frame = txn.get(key, db=db)
             assert frame is not None and len(frame) == handle[1], handle
 
     def close(self) -> None:
         self.env.close()
+
+
+class LmdbMergedPeer(LmdbLayoutPeer):
+    """``lmdb-layout``'s records in two trees: each chunk beside its reference record, and
+    every catalog record in one tree under a one-byte tag of its keyspace."""
+
+    _TAGS = {space: bytes([i]) for i, space in enumerate(LmdbLayoutPeer._SPACES)}
+
+    def _trees(self) -> tuple[str, ...]:
+        return ("chunks", "catalog")
+
+    def _where(self, space: str, key: bytes) -> tuple[Any, bytes]:
+        if space in ("chunks", "refs"):
+            return self.dbs["chunks"], key + (b"\0" if space == "chunks" else b"\1")
+        return self.dbs["catalog"], self._TAGS[space] + key
 
 
 class LmdbSessionPeer(Peer):
@@ -320,7 +347,7 @@ _WAIT = 60.0
 
 MAKERS: dict[str, Callable[[Path, bool], Peer]] = {
     "blobpad": BlobpadPeer, "blobpad-redis": BlobpadRedisPeer, "lmdb": LmdbPeer, "lmdb-layout": LmdbLayoutPeer,
-    "lmdb-session": LmdbSessionPeer,
+    "lmdb-merged": LmdbMergedPeer, "lmdb-session": LmdbSessionPeer,
     "sqlite-seed": SqliteSeedPeer, "sqlite-wal": SqliteWalPeer,
 }
 
