@@ -693,7 +693,7 @@ class Offloader:
         return note
 
 
-# -- references between steps -------------------------------------------------------------
+# -- text a store can hold -----------------------------------------------------------------
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -707,6 +707,9 @@ def valid_text(text: str) -> str:
         return text
     return _LONE_SURROGATE.sub("\ufffd", text)
 
+
+
+# -- references between steps -------------------------------------------------------------
 
 _REF = re.compile(r"\{\{\s*step(\d{1,9})((?:\.[A-Za-z0-9_\-]+)*)\s*\}\}")
 #: most characters the references of one resolve_refs call may bring in (bytes count as base64)
