@@ -371,8 +371,52 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int) -> None:
-    """Read the wire line by line: valid messages to ``inbox``, error replies to ``outbox``."""
+#: the longest the server goes on after stdin closed, answering the requests read before
+DRAIN_SECONDS = 60.0
+
+
+class _Owed:
+    """The ids of the requests handed to the server and not answered yet: when stdin
+    closes, the reader waits for their replies (up to :data:`DRAIN_SECONDS`) before it
+    ends the session, which would cancel them (``printf ... | blobpad mcp`` got no reply
+    to its last requests)."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+
+    def asked(self, message: Any) -> None:
+        if isinstance(message, _request_type()):
+            self.ids.add(_id_key(message.id))
+        elif getattr(message, "method", None) == "notifications/cancelled":  # a cancelled request gets no reply
+            params = getattr(message, "params", None)
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            self.ids.discard(_id_key(request_id))
+
+    def answered(self, message: Any) -> None:
+        self.ids.discard(_id_key(getattr(message, "id", None)))
+
+    async def drained(self) -> None:
+        import anyio
+
+        with anyio.move_on_after(DRAIN_SECONDS):
+            while self.ids:
+                await anyio.sleep(0.01)
+
+
+def _request_type() -> type:
+    import mcp_types as types
+
+    return types.JSONRPCRequest
+
+
+def _id_key(request_id: Any) -> Any:
+    """A request id as a set member: 1 and "1" are different ids (so are 1 and True)."""
+    return (type(request_id).__name__, request_id)
+
+
+async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed | None = None) -> None:
+    """Read the wire line by line: valid messages to ``inbox``, error replies to ``outbox``;
+    at the end of the input, wait for the replies ``owed`` before closing ``inbox``."""
     import anyio
     import anyio.to_thread
     from mcp.shared.message import SessionMessage
@@ -391,6 +435,8 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int) -> None:
             for reply in replies:
                 await outbox.send(SessionMessage(reply))
         if message is not None:
+            if owed is not None:
+                owed.asked(message)
             await inbox.send(SessionMessage(message))
 
     buf = bytearray()
@@ -401,6 +447,8 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int) -> None:
             if not chunk:
                 if buf or skipping:
                     await handle(bytes(buf), skipping)
+                if owed is not None:
+                    await owed.drained()
                 return
             start = 0
             while start < len(chunk):
@@ -423,7 +471,7 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int) -> None:
                     await handle(line, oversized)
 
 
-async def _write_lines(fd: int, outbox: Any) -> None:
+async def _write_lines(fd: int, outbox: Any, owed: _Owed | None = None) -> None:
     """Write each outgoing message as one line; one that cannot be encoded becomes an error reply."""
     import anyio.to_thread
     import mcp_types as types
@@ -442,7 +490,11 @@ async def _write_lines(fd: int, outbox: Any) -> None:
             try:
                 await anyio.to_thread.run_sync(_write_all, fd, data + b"\n")
             except OSError:  # the client closed its end: nobody is left to answer
+                if owed is not None:
+                    owed.ids.clear()
                 return
+            if owed is not None:
+                owed.answered(message)
 
 
 async def serve_stdio(
@@ -452,7 +504,8 @@ async def serve_stdio(
     stdin_fd: int | None = None,
     stdout_fd: int | None = None,
 ) -> None:
-    """Run ``server`` (an ``mcp`` lowlevel Server) over stdin/stdout until stdin closes.
+    """Run ``server`` (an ``mcp`` lowlevel Server) over stdin/stdout until stdin closes and
+    the requests read before it are answered (up to :data:`DRAIN_SECONDS`).
 
     Every line is decoded by :func:`decode_message`, so a line the SDK would drop
     without a reply is answered with a JSON-RPC error; a line longer than
@@ -466,9 +519,10 @@ async def serve_stdio(
         inbox_send, inbox = anyio.create_memory_object_stream[Any](0)
         outbox, outbox_recv = anyio.create_memory_object_stream[Any](0)
         replies = outbox.clone()
+        owed = _Owed()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_read_lines, in_fd, inbox_send, replies, max_message_bytes)
-            tg.start_soon(_write_lines, out_fd, outbox_recv)
+            tg.start_soon(_read_lines, in_fd, inbox_send, replies, max_message_bytes, owed)
+            tg.start_soon(_write_lines, out_fd, outbox_recv, owed)
             await server.run(inbox, outbox, server.create_initialization_options())
 
     if stdin_fd is not None and stdout_fd is not None:

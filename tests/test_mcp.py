@@ -428,6 +428,53 @@ def test_mcp_oversized_lines_are_answered_and_skipped(target):
             client.proc.wait()
 
 
+#: a pattern that defeats RE2's DFA: a grep of the log below takes a good part of a second
+SLOW_GREP = r".*[0-9].{100}$"
+
+
+@pytest.mark.engines("lmdb")  # the server runs in another process, sharing the store with this one
+def test_requests_read_before_the_input_ends_are_all_answered(store_factory, tmp_path):
+    """A client that writes its requests and closes its end (``printf ... | blobpad mcp``) gets a
+    reply to each of them before the server exits: valid requests still being handled when stdin
+    closed were cancelled (no reply, or "Connection closed"), only invalid lines were answered.
+    A request the client cancels gets no reply, and the server does not wait for one."""
+    store = store_factory("db")
+    text = sample.log_text(400_000, seed=6)
+    sid = store.put(text, session="s", tool="t").id
+    lines = _lines(text)
+    client = RawClient(tmp_path / "db", "--session", "s")
+    try:
+        client.initialize()
+        read = {"name": "scratchpad_read", "arguments": {"scratchpad_id": sid, "mode": "lines",
+                                                          "start_line": 3, "end_line": 5}}
+        client.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        client.send(json.dumps({"jsonrpc": "2.0", "id": "two", "method": "tools/call", "params": read}))
+        client.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+        client.send("not json")
+        slow = {"name": "scratchpad_read", "arguments": {"scratchpad_id": sid, "mode": "grep", "pattern": SLOW_GREP,
+                                                          "max_matches": 5}}   # still running when stdin closes
+        client.send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": slow}))
+        assert client.proc.stdin is not None
+        client.proc.stdin.close()
+        replies = {}
+        for _ in range(5):
+            reply = client.recv()
+            assert reply is not None, f"replies so far: {replies}"
+            replies[reply["id"]] = reply
+        assert client.recv(timeout=2) is None and client.proc.wait(30) == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+            client.proc.wait()
+    assert set(replies) == {1, "two", 3, None, 4}
+    assert "tools" in replies[1]["result"] and replies[3]["result"] == {} and replies[None]["error"]["code"] == -32700
+    got = replies["two"]["result"]["structuredContent"]["content"]
+    assert got == "\n".join(f"{n}\t{lines[n - 1]}" for n in range(3, 6))
+    grep = replies[4]["result"]["structuredContent"]
+    hits = [n for n, line in enumerate(lines, 1) if re.search(SLOW_GREP, line)]
+    assert grep["ok"] is True and grep["total_matches"] == len(hits) > 5, grep
+
+
 def test_main_rejects_a_bad_max_message_bytes(tmp_path, capsys):
     assert mcp_server.main(["--db", str(tmp_path / "db"), "--max-message-bytes", "0"]) == 2
     assert "max_message_bytes must be at least 1" in capsys.readouterr().err
