@@ -383,8 +383,11 @@ class _Owed:
 
     def __init__(self) -> None:
         self.ids: set[Any] = set()
+        self.gone = False  # the client stopped reading: no reply can reach it
 
     def asked(self, message: Any) -> None:
+        if self.gone:
+            return
         if isinstance(message, _request_type()):
             self.ids.add(_id_key(message.id))
         elif getattr(message, "method", None) == "notifications/cancelled":  # a cancelled request gets no reply
@@ -399,8 +402,12 @@ class _Owed:
         import anyio
 
         with anyio.move_on_after(DRAIN_SECONDS):
-            while self.ids:
+            while self.ids and not self.gone:
                 await anyio.sleep(0.01)
+
+    def client_gone(self) -> None:
+        self.gone = True
+        self.ids.clear()
 
 
 def _request_type() -> type:
@@ -491,7 +498,7 @@ async def _write_lines(fd: int, outbox: Any, owed: _Owed | None = None) -> None:
                 await anyio.to_thread.run_sync(_write_all, fd, data + b"\n")
             except OSError:  # the client closed its end: nobody is left to answer
                 if owed is not None:
-                    owed.ids.clear()
+                    owed.client_gone()
                 return
             if owed is not None:
                 owed.answered(message)

@@ -1484,10 +1484,22 @@ def _matching_lines(
     Under a budget ``dl``, raises TimedOut with the number of the first line not searched.
     The search starts at line ``start_line``."""
     reported = 0  # the last line yielded: a very long line's later pieces skip it
-    for seg, size, first_line, base, inside in _segments(v, start_line=start_line, dl=dl):
-        for found in _segment_matches(find, dl, seg, size, first_line, base, inside, reported):
-            reported = found[0]
-            yield found
+    try:
+        for seg, size, first_line, base, inside in _segments(v, start_line=start_line, dl=dl):
+            for found in _segment_matches(find, dl, seg, size, first_line, base, inside, reported):
+                reported = found[0]
+                yield found
+    except TimedOut as exc:
+        raise _past_reported(exc, reported) from None
+
+
+def _past_reported(exc: TimedOut, reported: int) -> TimedOut:
+    """A budget spent while a long line was gathered names that line as not searched; a line
+    already reported (it matched in an earlier piece) was, as far as a match goes: the
+    first line not searched is the next one, so a result never holds a line past it."""
+    if exc.line is not None and exc.line <= reported:
+        return TimedOut(reported + 1)
+    return exc
 
 
 def _segment_matches(
@@ -1660,14 +1672,17 @@ def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int],
     if not v.text:
         return _whole_lines_slowly(v, find, dl, numbers, texts)
     reported = 0  # the last line appended: a very long line's later pieces skip it
-    for seg, size, first_line, _, inside in _segments(v, dl=dl):
-        if inside or not (size == len(seg) or seg[size - 1] == 10):  # a piece of a line longer than a buffer
-            pieces = _segment_matches(find, dl, seg, size, first_line, 0, inside, reported)
-            reported = _append_lines(_texts(v, pieces), numbers, texts) or reported
-        elif dl is None:
-            reported = _whole_lines_of(seg, 0, size, size, first_line, find, numbers, texts)[0] or reported
-        else:
-            reported = _whole_lines_timed(seg, size, first_line, find, dl, numbers, texts) or reported
+    try:
+        for seg, size, first_line, _, inside in _segments(v, dl=dl):
+            if inside or not (size == len(seg) or seg[size - 1] == 10):  # a piece of a line longer than a buffer
+                pieces = _segment_matches(find, dl, seg, size, first_line, 0, inside, reported)
+                reported = _append_lines(_texts(v, pieces), numbers, texts) or reported
+            elif dl is None:
+                reported = _whole_lines_of(seg, 0, size, size, first_line, find, numbers, texts)[0] or reported
+            else:
+                reported = _whole_lines_timed(seg, size, first_line, find, dl, numbers, texts) or reported
+    except TimedOut as exc:
+        raise _past_reported(exc, numbers[-1] if numbers else 0) from None
 
 
 def _whole_lines_timed(

@@ -152,6 +152,38 @@ def test_a_spent_budget_stops_gathering_a_line_of_many_chunks(store_factory, sea
     assert result.chunks_read < e.chunks // 4, (result.chunks_read, e.chunks)
 
 
+@pytest.mark.engines("memory", "lmdb")  # 40,000 chunks: the class is the readers', not an engine's
+def test_a_budget_spent_after_a_long_line_matched_never_returns_it_past_the_searched_lines(store_factory):
+    """A line longer than a search buffer (8 MiB) is searched piece by piece; once a piece
+    matched, the line is reported, and a budget spent while the rest of it is gathered must
+    count it as searched: a result holds only lines up to ``searched_lines``, so the results
+    of budgets spent at any moment are prefixes of the whole result, and a session search
+    continued with its cursor reports no line twice.  Budgets from 20 ms to 240 ms, no clock
+    asserted: whichever moment each one ends at, the prefix must hold."""
+    store = store_factory(chunk_params=blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256), filters=False)
+    text = "first\n" + "NEEDLE " + "x" * (9 << 20) + "\nlast NEEDLE\n"
+    e = store.put(text, session="s")
+    whole = [m.line for m in store.grep(e.id, "NEEDLE", max_matches=100)]
+    assert whole == [2, 3]
+    for budget in [0.02 * k for k in range(1, 13)]:
+        for search in ("grep", "matching_lines"):
+            found = getattr(store, search)(e.id, "NEEDLE", timeout=budget)
+            lines = [m.line for m in found] if search == "grep" else list(found.numbers)
+            searched = found.searched_lines if found.timed_out else 3
+            assert lines == [n for n in whole if n <= searched], (search, budget, found.searched_lines, lines)
+        seen: list[int] = []
+        cursor = None
+        for _ in range(4):
+            page = store.grep_session("s", "NEEDLE", timeout=budget, cursor=cursor)
+            seen += [m.line for m in page.matches]
+            cursor = page.cursor
+            if cursor is None:
+                break
+        # in order, none twice (a budget too short to get through line 2 makes no progress: each
+        # page starts that line again; the pages then hold nothing, which is a prefix too)
+        assert seen == whole[:len(seen)], (budget, seen)
+
+
 def test_long_lines_under_a_budget_give_the_same_matches_as_without(store):
     """Lines longer than one RE2 call's window are searched in windows, then whole: the
     matches, their spans and windows are those of the search without a budget."""

@@ -481,6 +481,28 @@ def test_requests_read_before_the_input_ends_are_all_answered(store_factory, tmp
     assert grep["ok"] is True and grep["total_matches"] == len(hits) > 5, grep
 
 
+def test_a_client_that_stopped_reading_is_not_waited_for_at_the_end_of_input(tmp_path):
+    """Replies owed at the end of the input are waited for only while someone can read them: a
+    client that closed its end of the server's stdout (the server's writes fail) and then its
+    stdin lets the server exit at once, not after DRAIN_SECONDS (60 s; wait() is bounded below)."""
+    import time
+
+    client = RawClient(tmp_path / "db", "--session", "s")
+    try:
+        client.initialize()
+        assert client.proc.stdout is not None and client.proc.stdin is not None
+        client.proc.stdout.close()
+        client.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}))   # its reply finds no reader
+        time.sleep(1)  # (an order of events, not a measurement: the next request comes after that failure)
+        client.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        client.proc.stdin.close()
+        assert client.proc.wait(30) == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+            client.proc.wait()
+
+
 def test_main_rejects_a_bad_max_message_bytes(tmp_path, capsys):
     assert mcp_server.main(["--db", str(tmp_path / "db"), "--max-message-bytes", "0"]) == 2
     assert "max_message_bytes must be at least 1" in capsys.readouterr().err

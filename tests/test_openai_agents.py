@@ -290,19 +290,50 @@ def test_the_sdks_shell_tool_outputs_are_offloaded(store):
 
 def test_the_filter_remembers_its_newest_outputs_only():
     """A long run does not grow the filter without end: it remembers the newest 4,096 outputs it
-    offloaded; an older one seen again is put again, a newer one keeps its entry."""
+    offloaded (an older one seen again is put again, a newer one keeps its entry), or every
+    output of a conversation holding more: such a conversation given again puts nothing."""
     store = blobpad.open("memory://")
     try:
         tb = Toolbox(store, session="s", scope="session")
         flt = OffloadFilter(tb, offloader=Offloader(store, threshold=10))
         items = [_output(str(i), f"output number {i:05d}") for i in range(4097)]
-        first = _run(flt, items).input
+        first = [item for k in range(0, 4097, 1024) for item in _run(flt, items[k:k + 1024]).input]
         again = _run(flt, [items[0], items[-1]]).input
         assert _offloaded(again[1]["output"]) == _offloaded(first[-1]["output"])
         assert _offloaded(again[0]["output"]) != _offloaded(first[0]["output"])
         assert len(store.entries()) == 4098
+        # one conversation of 4,500 outputs, given three times: put once, the same ids each time
+        big = [_output(f"b{i}", f"another output {i:05d}") for i in range(4500)]
+        shown = [_run(flt, big).input for _ in range(3)]
+        assert shown[0] == shown[1] == shown[2] and len(store.entries()) == 4098 + 4500
     finally:
         store.close()
+
+
+def test_the_same_output_from_several_threads_at_once_is_put_once(store):
+    """Threads filtering the same input at once (runs sharing one filter) put each output once
+    and all show it with the same id."""
+    import threading
+
+    tb = Toolbox(store, session="s", scope="session")
+    flt = OffloadFilter(tb)
+    log = sample.log_text(40_000, seed=12)
+    items = [_call("1", "fetch"), _output("1", log)]
+    shown: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def run() -> None:
+        barrier.wait(timeout=30)
+        shown.append(flt.apply(ModelInputData(input=items, instructions=None)).input[1]["output"])
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(shown) == 8 and len(set(shown)) == 1
+    (entry,) = store.entries(session="s")
+    assert _offloaded(shown[0]) == entry.id and store.get(entry.id) == log
 
 
 def test_the_offloaders_policy_and_threshold_are_the_filters(store):

@@ -175,7 +175,9 @@ class OffloadFilter:
     (a turn-scoped toolbox moved on to the next turn cannot: the output is put again in
     the current turn).  Two outputs under one call id (a filter shared by two runs) each
     keep theirs.  The filter remembers the newest 4,096 outputs it offloaded; an older
-    one seen again is put again.  An output that is a JSON object holding ``NaN`` or
+    one seen again is put again; a conversation of more outputs than that has every one of
+    them remembered.  The same output given from several threads at once is put once.
+    An output that is a JSON object holding ``NaN`` or
     ``Infinity`` is stored as Python writes it, and lone surrogates (half of a UTF-16
     pair) as U+FFFD (see :class:`blobpad.Offloader`).  If the store refuses an
     output (it is full, say), the model gets the output's first and last 500
@@ -200,7 +202,9 @@ class OffloadFilter:
         # (call id, part, the output's length and hash) -> (entry id, session and turn it
         # was put in, what the model sees); the newest _DONE_MAX
         self._done: OrderedDict[tuple[str, str, int, bytes], tuple[str, str, str | int | None, str]] = OrderedDict()
+        self._limit = _DONE_MAX  # outputs remembered: at least _DONE_MAX, and every one of the last input
         self._lock = threading.Lock()
+        self._gates: dict[tuple[str, str, int, bytes], threading.Lock] = {}  # one put of an output at a time
         with _REGISTRY_LOCK:
             _FILTERED.add(toolbox)
 
@@ -212,6 +216,10 @@ class OffloadFilter:
         """The model's input with its large tool outputs offloaded (a new ``ModelInputData``;
         the items given are not changed)."""
         items = model_data.input
+        outputs = sum(1 + (len(item["output"]) if isinstance(item.get("output"), list) else 0)
+                      for item in items if isinstance(item, dict) and item.get("type") in _OUTPUTS)
+        with self._lock:  # a conversation of more outputs than that: remembered all, not put again each call
+            self._limit = max(self._limit, 2 * outputs)
         names: dict[str, str] = {}
         for item in items:
             if isinstance(item, dict) and item.get("type") in _CALLS:
@@ -270,10 +278,21 @@ class OffloadFilter:
         off = self.offloader
         if off.size_of(observation) <= off.threshold:
             return None
-        tb = self.toolbox
         # the output itself is in the key: two outputs under one call id (a filter shared by
         # two runs, a provider numbering calls per response) each keep their own entry
         key = (call_id, part, len(text), hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        with self._lock:
+            gate = self._gates.setdefault(key, threading.Lock())
+        try:
+            with gate:  # the same output from several threads at once: put once, the others wait for it
+                return self._shown_once(key, observation, text, tool)
+        finally:
+            with self._lock:
+                if self._gates.get(key) is gate and not gate.locked():
+                    del self._gates[key]
+
+    def _shown_once(self, key: tuple[str, str, int, bytes], observation: Any, text: str, tool: str | None) -> str:
+        off, tb = self.offloader, self.toolbox
         with self._lock:
             done = self._done.get(key)
             if done is not None:
@@ -298,7 +317,7 @@ class OffloadFilter:
         if entry_id is not None:  # a failure is not remembered: the next model call tries again
             with self._lock:
                 self._done[key] = (entry_id, tb.session, tb.turn, shown)
-                while len(self._done) > _DONE_MAX:
+                while len(self._done) > self._limit:
                     self._done.popitem(last=False)
         return shown
 
