@@ -200,7 +200,7 @@ class OffloadFilter:
         self.offloader = offloader if offloader is not None else toolbox.offloader
         self.tools = names
         # (call id, part, the output's length and hash) -> (entry id, session and turn it
-        # was put in, what the model sees); the newest _DONE_MAX
+        # was put in, what the model sees); the newest self._limit
         self._done: OrderedDict[tuple[str, str, int, bytes], tuple[str, str, str | int | None, str]] = OrderedDict()
         self._limit = _DONE_MAX  # outputs remembered: at least _DONE_MAX, and every one of the last input
         self._lock = threading.Lock()
