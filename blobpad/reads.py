@@ -1376,10 +1376,8 @@ def _parallel_count(v: _View, counter: LineCounter) -> CountResult:
                 continue
             head, n, tail = counted
             if n < 0:  # no newline: all of this chunk lies inside one line
-                dl = counter.deadline
-                if dl is not None and dl.left() <= 0:  # a line of many chunks: stop gathering it too
-                    dl.expired = True
-                    raise TimedOut()
+                if counter.deadline is not None:  # a line of many chunks: stop gathering it too
+                    counter.deadline.check()
                 if not matched:
                     if carry and len(carry) + len(head) > SEGMENT_BYTES:
                         # the last byte is context only; the next piece starts with this one's end
@@ -1452,9 +1450,8 @@ def _segments(
             base = at
         cut = raw.rfind(b"\n") + 1
         if cut == 0:
-            if dl is not None and dl.left() <= 0:
-                dl.expired = True
-                raise TimedOut(line0)  # the line being gathered, which starts before or in raw
+            if dl is not None:
+                dl.check(line0)  # the line being gathered, which starts before or in raw
             carry += raw
             if len(carry) >= SEGMENT_BYTES:  # a piece of a very long line: its last byte is context only
                 yield carry, len(carry) - 1, line0, base, inside

@@ -158,11 +158,11 @@ class Deadline:
             return 0.0
         return self.end - time.monotonic()
 
-    def check(self) -> None:
-        """Raise TimedOut once the budget is spent."""
+    def check(self, line: int | None = None) -> None:
+        """Raise TimedOut (naming ``line`` as the first not searched, when given) once the budget is spent."""
         if self.expired or self.left() <= 0:
             self.expired = True
-            raise TimedOut()
+            raise TimedOut(line)
 
     def timed(self, find: _Find, buf: _Bytes, pos: int, end: int) -> tuple[int, int]:
         """``find`` over ``buf[pos:end]`` (the whole buffer as context) if the budget is not

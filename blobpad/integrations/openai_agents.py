@@ -41,7 +41,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import BlobpadError, InvalidArgument, check_bool, typename
+from ..errors import BlobpadError, InvalidArgument, NotFound, check_bool, typename
 from ..offload import Offloader, text_summary, valid_text
 from ..tools import Toolbox
 
@@ -199,9 +199,8 @@ class OffloadFilter:
         self.toolbox = toolbox
         self.offloader = offloader if offloader is not None else toolbox.offloader
         self.tools = names
-        # (call id, part, the output's length and hash) -> (entry id, session and turn it
-        # was put in, what the model sees); the newest self._limit
-        self._done: OrderedDict[tuple[str, str, int, bytes], tuple[str, str, str | int | None, str]] = OrderedDict()
+        # (call id, part, the output's length and hash) -> (entry id, what the model sees); the newest self._limit
+        self._done: OrderedDict[tuple[str, str, int, bytes], tuple[str, str]] = OrderedDict()
         self._limit = _DONE_MAX  # outputs remembered: at least _DONE_MAX, and every one of the last input
         self._lock = threading.Lock()
         self._gates: dict[tuple[str, str, int, bytes], threading.Lock] = {}  # one put of an output at a time
@@ -297,8 +296,8 @@ class OffloadFilter:
             done = self._done.get(key)
             if done is not None:
                 self._done.move_to_end(key)
-        if done is not None and self._readable(*done[:3]):
-            return done[3]
+        if done is not None and self._readable(done[0]):
+            return done[1]
         entry_id: str | None
         try:
             synthetic = off.offload(observation, session=tb.session, turn=tb.turn, tool=tool)
@@ -316,16 +315,16 @@ class OffloadFilter:
             shown = json.dumps(synthetic)
         if entry_id is not None:  # a failure is not remembered: the next model call tries again
             with self._lock:
-                self._done[key] = (entry_id, tb.session, tb.turn, shown)
+                self._done[key] = (entry_id, shown)
                 while len(self._done) > self._limit:
                     self._done.popitem(last=False)
         return shown
 
-    def _readable(self, entry_id: str, session: str, turn: str | int | None) -> bool:
+    def _readable(self, entry_id: str) -> bool:
         """Whether the model can still read the entry an output was offloaded to, through the
         toolbox as it stands now: it lives, and it is in the toolbox's scope (a turn-scoped
         toolbox moved on to the next turn reads none of the last turn's entries)."""
-        tb = self.toolbox
-        if session != tb.session or (tb.scope == "turn" and (type(turn) is not type(tb.turn) or turn != tb.turn)):
+        try:
+            return self.toolbox.in_scope(self.offloader.store.stat(entry_id))
+        except (NotFound, InvalidArgument):
             return False
-        return self.offloader.store.exists(entry_id)
