@@ -386,9 +386,11 @@ class _Owed:
         self.gone = False  # the client stopped reading: no reply can reach it
 
     def asked(self, message: Any) -> None:
+        import mcp_types as types
+
         if self.gone:
             return
-        if isinstance(message, _request_type()):
+        if isinstance(message, types.JSONRPCRequest):
             self.ids.add(_id_key(message.id))
         elif getattr(message, "method", None) == "notifications/cancelled":  # a cancelled request gets no reply
             params = getattr(message, "params", None)
@@ -410,18 +412,12 @@ class _Owed:
         self.ids.clear()
 
 
-def _request_type() -> type:
-    import mcp_types as types
-
-    return types.JSONRPCRequest
-
-
 def _id_key(request_id: Any) -> Any:
     """A request id as a set member: 1 and "1" are different ids (so are 1 and True)."""
     return (type(request_id).__name__, request_id)
 
 
-async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed | None = None) -> None:
+async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed) -> None:
     """Read the wire line by line: valid messages to ``inbox``, error replies to ``outbox``;
     at the end of the input, wait for the replies ``owed`` before closing ``inbox``."""
     import anyio
@@ -442,8 +438,7 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed 
             for reply in replies:
                 await outbox.send(SessionMessage(reply))
         if message is not None:
-            if owed is not None:
-                owed.asked(message)
+            owed.asked(message)
             await inbox.send(SessionMessage(message))
 
     buf = bytearray()
@@ -454,8 +449,7 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed 
             if not chunk:
                 if buf or skipping:
                     await handle(bytes(buf), skipping)
-                if owed is not None:
-                    await owed.drained()
+                await owed.drained()
                 return
             start = 0
             while start < len(chunk):
@@ -478,7 +472,7 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed 
                     await handle(line, oversized)
 
 
-async def _write_lines(fd: int, outbox: Any, owed: _Owed | None = None) -> None:
+async def _write_lines(fd: int, outbox: Any, owed: _Owed) -> None:
     """Write each outgoing message as one line; one that cannot be encoded becomes an error reply."""
     import anyio.to_thread
     import mcp_types as types
@@ -497,11 +491,9 @@ async def _write_lines(fd: int, outbox: Any, owed: _Owed | None = None) -> None:
             try:
                 await anyio.to_thread.run_sync(_write_all, fd, data + b"\n")
             except OSError:  # the client closed its end: nobody is left to answer
-                if owed is not None:
-                    owed.client_gone()
+                owed.client_gone()
                 return
-            if owed is not None:
-                owed.answered(message)
+            owed.answered(message)
 
 
 async def serve_stdio(
