@@ -158,6 +158,9 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("memory://a\0b", "no NUL"),
         ("redis://127.0.0.1:7000/0?namespace=a\0b", "no NUL"),
         ("lmdb:///tmp/blobpad-never/a%00b", "NUL"),
+        # a directory name of bytes that are not UTF-8, as Python decodes it (surrogateescape): LMDB cannot open it
+        ("st\udcff", "not valid UTF-8"),
+        (pathlib.Path("nested/st\udcffore"), "not valid UTF-8"),
         # any scheme RFC 3986 allows ("-" and "."): a mistyped one is refused, never a directory of that name
         ("redis-cluster://127.0.0.1:1", "unknown store URL scheme 'redis-cluster'"),
         ("valkey.cluster://127.0.0.1:1", "unknown store URL scheme 'valkey.cluster'"),

@@ -70,6 +70,13 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         raise InvalidArgument("a store path must be text, not bytes")
     if "\0" in text:  # no path or URL holds one; the file system would raise its own ValueError
         raise InvalidArgument(f"{without_password(text)[:200]!r}: a store path or URL holds no NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a name decoded with surrogateescape: LMDB takes UTF-8 paths only
+        raise InvalidArgument(
+            f"{without_password(text)[:200]!r}: the store path is not valid UTF-8 (LMDB opens UTF-8 paths only); "
+            "rename the directory"
+        ) from None
     if text != text.strip() and _URL_SCHEME.match(text.strip()):
         raise InvalidArgument(f"{without_password(text)[:200]!r}: a store URL with white space around it; remove it "
                               "(a directory of that name is written ./...)")
