@@ -312,6 +312,22 @@ class EngineTests:
         with db.read() as txn:
             assert _scan(txn, "chunks") == [(k, b"v2") for k in keys[1::2]] + [(b"k9999", b"new")]
 
+    def test_a_pinned_snapshot_is_the_state_when_its_block_began(self, db: Checked) -> None:
+        """A snapshot pinned by :meth:`Checked.pinned` never sees a commit made after its block
+        began, even one made before its first read (an engine that fixes snapshots at the first
+        read fixes a pinned one at once); a plain read sees every commit made before its first read."""
+        db.write(lambda txn: txn.put("names", b"k", b"before"))
+        with db.pinned() as txn:
+            writer = _Thread(lambda: db.write(lambda t: [t.put("names", b"k", b"after"), t.put("names", b"new", b"x")]))
+            writer.start()
+            writer.finish()  # committed inside the block, before anything was read
+            assert txn.get("names", b"k") == b"before"
+            assert _scan(txn, "names") == [(b"k", b"before")]
+            with db.read() as same:  # a read inside the block is the pinned snapshot
+                assert same.get("names", b"new") is None
+        with db.read() as txn:
+            assert _scan(txn, "names") == [(b"k", b"after"), (b"new", b"x")]
+
     def test_a_key_made_after_a_snapshot_stays_absent_to_it_however_often_it_changes(self, db: Checked) -> None:
         """A key deleted, then made again and changed after a reader's snapshot, reads as the
         snapshot saw it (absent), by get and by scan, never as a value written after it."""
@@ -493,20 +509,33 @@ class EngineTests:
             txn.put("entries", b"flipped", bytes(flipped))
             txn.put("entries", b"short", b"abc")
             txn.put("manifests", b"good", good)  # another keyspace's seal
+            txn.put("entries", b"cut", good[:-1])  # the end cut off: the seal no longer fits
+            txn.put("entries", b"headless", good[1:])
+            # sealed right but longer than its keyspace allows: no put stores that, so it is damage
+            txn.put("refs", b"long", seal("refs", b"long", b"r" * (VALUE_LIMITS["refs"] - SEAL_SIZE + 1)))
+            txn.put("refs", b"fits", seal("refs", b"fits", b"r" * (VALUE_LIMITS["refs"] - SEAL_SIZE)))
 
         db.engine.write(raw)
         with db.read() as txn:
             assert txn.get("entries", b"good") == b"value"
-            for key in (b"moved", b"flipped", b"short"):
+            for key in (b"moved", b"flipped", b"short", b"cut", b"headless"):
                 with pytest.raises(CorruptData):
                     txn.get("entries", key)
+            assert txn.get("refs", b"fits") == b"r" * (VALUE_LIMITS["refs"] - SEAL_SIZE)
+            with pytest.raises(CorruptData, match="claims"):
+                txn.get("refs", b"long")
+            with pytest.raises(CorruptData):
+                txn.get_many("refs", [b"fits", b"long"])
+            over: list[bytes] = []
+            assert [k for k, _ in txn.scan("refs", on_damage=over.append)] == [b"fits"]
+            assert over == [b"long"]
             with pytest.raises(CorruptData):
                 txn.get("manifests", b"good")
             with pytest.raises(CorruptData):
                 _scan(txn, "entries")
             damaged: list[bytes] = []
             assert list(txn.scan("entries", on_damage=damaged.append)) == [(b"good", b"value")]
-            assert sorted(damaged) == [b"flipped", b"moved", b"short"]
+            assert sorted(damaged) == [b"cut", b"flipped", b"headless", b"moved", b"short"]
             assert txn.get_unchecked("entries", b"short") == b"abc"
 
     # -- size, compaction, close -------------------------------------------------------------
@@ -532,6 +561,31 @@ class EngineTests:
         b.engine.close()  # one holder lets go: the other keeps the store
         with a.read() as txn:
             assert txn.get("names", b"n") == b"1"
+
+    def test_a_transaction_of_one_holder_inside_anothers_is_refused(self, open_engine: Callable[[], Engine]) -> None:
+        """Two handles of one store are one store to the nesting rule: a transaction opened through
+        one inside a transaction of the other, in the same thread, is refused at once on every engine
+        (on LMDB it would hang at the next map growth), and nothing stays held."""
+        a, b = Checked(open_engine()), Checked(open_engine())
+        try:
+            with a.read():
+                with pytest.raises(BlobpadError, match="inside another"), b.read():
+                    pass
+                with pytest.raises(BlobpadError, match="inside another"):
+                    b.write(lambda txn: txn.put("names", b"n", b"inner"))
+
+            def nested(txn: WriteTxn) -> None:
+                txn.put("names", b"n", b"outer")
+                b.write(lambda inner: inner.put("names", b"n", b"inner"))
+
+            with pytest.raises(BlobpadError, match="inside another"):
+                a.write(nested)
+            with b.read() as txn:
+                assert txn.get("names", b"n") is None  # neither write was committed
+            assert b.write(lambda txn: 7) == 7 and a.write(lambda txn: 8) == 8
+        finally:
+            b.engine.close()
+            a.engine.close()
 
     def test_closed_engine_refuses_use(self, open_engine: Callable[[], Engine]) -> None:
         engine = open_engine()

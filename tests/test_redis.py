@@ -560,9 +560,16 @@ def test_a_snapshot_held_past_snapshot_seconds_while_others_write_is_a_clear_err
         db = store.engine
         with pytest.raises(BlobpadError, match="snapshot_seconds"), db.read() as txn:
             assert txn.get("entries", bytes.fromhex(e.id)) is not None
-            other.delete(e.id)
-            time.sleep(0.4)
-            other.put("a later write trims what the deletion kept", session="s")
+
+            def writes() -> None:  # another thread: this one holds a transaction of the store
+                other.delete(e.id)
+                time.sleep(0.4)
+                other.put("a later write trims what the deletion kept", session="s")
+
+            writer = threading.Thread(target=writes)
+            writer.start()
+            writer.join(60)
+            assert not writer.is_alive()
             inside: list[BaseException] = []
             try:
                 list(txn.scan("chunks"))

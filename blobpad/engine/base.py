@@ -4,7 +4,11 @@ An engine holds named keyspaces (:data:`SPACES`) of ordered byte keys and offers
 kinds of transaction:
 
 * ``engine.read()``: a context manager giving a :class:`RawReadTxn`, a consistent
-  snapshot (``get``, ordered ``scan``, ``count``) that never sees a later commit;
+  snapshot (``get``, ordered ``scan``, ``count``) that never sees a later commit.  The
+  local engines fix it when the transaction opens; a networked engine may fix it at its
+  first read instead (a transaction that reads nothing costs no round trip), and then
+  offers ``fix_snapshot()``, which :meth:`Checked.pinned` calls, so that a snapshot the
+  caller pins is the state when the block began on every engine;
 * ``engine.write(fn)``: runs ``fn(txn)`` in one write transaction (:class:`RawWriteTxn`
   adds ``put`` and ``delete``) and commits it.  Inside ``fn`` the transaction reads its
   own writes.  The engine may call ``fn`` more than once (LMDB does when its map had to
@@ -13,16 +17,17 @@ kinds of transaction:
   caller code.  ``write(fn, frees=True)`` marks a transaction that makes room (delete,
   gc, rollback): an engine with a size ceiling lets it through when full.
 
-A thread holds at most one transaction at a time: opening one inside another in the
-same thread raises :class:`~blobpad.BlobpadError` at once (on LMDB it would hang at the
-next map growth; every engine refuses it, so code that works on one works on all).
+A thread holds at most one transaction of a store at a time: opening one inside another
+of the same store in the same thread, through any handle of it, raises
+:class:`~blobpad.BlobpadError` at once (on LMDB it would hang at the next map growth; every
+engine refuses it, so code that works on one works on all).
 
 Engines store bytes; they do not interpret them.  Integrity is checked here, above the
 engines (:class:`Checked`): every value is sealed with a checksum bound to its keyspace
 and key on ``put`` and checked on every read, so a flipped bit, a record moved to another
 key, or a value cut short reads as :class:`~blobpad.CorruptData` on every engine, never
 as other bytes.  Values longer than their keyspace's limit (:data:`VALUE_LIMITS`) are
-damage too, refused before they are copied.
+damage too, on every engine (LMDB refuses them before they are copied).
 
 What an engine can and cannot do is stated in its :class:`Capabilities`, never assumed
 by the layers above.  The engines: :mod:`blobpad.engine.lmdb` (one machine, the
@@ -175,7 +180,10 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None:
-        """Release this holder of the engine (idempotent)."""
+        """Release one holding of the engine.  A process that opens a target it already holds
+        gets the engine it has (LMDB, memory: its handles share one), and each open is released
+        by one ``close()``; the engine closes when the last is, and later calls do nothing.  A
+        :class:`~blobpad.Store` releases its holding once however often it is closed."""
         ...
 
 
@@ -226,7 +234,11 @@ def space_words(space: str) -> str:
 
 
 def unseal(space: str, key: bytes, stored: bytes) -> bytes:
-    """Check a sealed value and return it without its checksum; raise CorruptData if damaged."""
+    """Check a sealed value and return it without its checksum; raise CorruptData if damaged
+    (a value longer than its keyspace's limit, :data:`VALUE_LIMITS`, is damage on every engine:
+    no put can store one)."""
+    if len(stored) > VALUE_LIMITS[space]:
+        raise damaged_length(space, key, len(stored))
     if len(stored) >= SEAL_SIZE:
         value = stored[:-SEAL_SIZE]
         if _checksum(space, key, value) == stored[-SEAL_SIZE:]:
@@ -456,7 +468,14 @@ class Checked:
         _settle_pins(self.engine)
         cm = _CheckedRead(self.engine, self._gate)
         mine = _Pin(self.engine, cm.__enter__(), cm)
-        key = (id(self.engine), mine.thread)
+        fix = getattr(mine.txn._raw, "fix_snapshot", None)
+        if fix is not None:  # an engine that fixes its snapshot at the first read: the block's start is the state
+            try:
+                fix()
+            except BaseException:
+                mine.close()
+                raise
+        key = (id(store_of(self.engine)), mine.thread)
         _OPEN_PINS[key] = mine
         token = _PIN.set(mine)
         try:
@@ -554,6 +573,15 @@ class _CheckedRead:
             self._gate.leave()
 
 
+def store_of(engine: Engine) -> object:
+    """What stands for the store ``engine`` opens in this process: the engine itself, or the
+    ``store`` object an engine whose handles of one store are separate objects shares among
+    them (the Redis engine: the store's transaction guard).  A snapshot pinned through one
+    handle is the pin of every handle of its store, as on the local engines, whose handles
+    share one engine."""
+    return getattr(engine, "store", engine)
+
+
 class _Pin:
     """A snapshot pinned by :meth:`Checked.pinned`: its engine, transaction, thread and process."""
 
@@ -566,7 +594,8 @@ class _Pin:
 
     def here(self, engine: Engine) -> bool:
         """Whether a read of ``engine`` by the caller takes this pin's transaction."""
-        return self.open and self.engine is engine and self.thread == threading.get_ident() and self.pid == os.getpid()
+        return (self.open and store_of(self.engine) is store_of(engine) and self.thread == threading.get_ident()
+                and self.pid == os.getpid())
 
     def close(self) -> None:
         """End the transaction (in the thread that opened it)."""
@@ -601,11 +630,11 @@ def _settle_pins(engine: Engine) -> None:
     context: close the pin of this thread a block left in another thread; refuse, with
     the reason, while a pin of this thread is open in another context (another asyncio
     task or generator): a thread holds one transaction at a time."""
-    key = (id(engine), threading.get_ident())
+    key = (id(store_of(engine)), threading.get_ident())
     pin = _OPEN_PINS.get(key)
     if pin is None:
         return
-    if pin.pid != os.getpid() or pin.engine is not engine:  # a parent's, inherited by fork; or a stale id
+    if pin.pid != os.getpid() or store_of(pin.engine) is not store_of(engine):  # a parent's (fork); a stale id
         _OPEN_PINS.pop(key, None)
         return
     if not pin.open:

@@ -214,6 +214,13 @@ def _copy_value(space: str, key: bytes, view: Any, limit: int) -> bytes:
     return bytes(view)
 
 
+def _scanned_value(space: str, view: Any, limit: int) -> bytes:
+    """A value met by a scan, copied, or ``b""`` when its length is damage (see :func:`_copy_value`):
+    no seal fits in it, so the checked scan above reports the key as damaged (to ``on_damage``,
+    which lets gc() and delete go on past it) instead of the scan ending there."""
+    return b"" if len(view) > min(limit, VALUE_LIMITS[space]) else bytes(view)
+
+
 _META = struct.Struct("<QHHHHIIQQ")  # a meta page: pgno, pad, flags, lower, upper, magic, version, address, mapsize
 _DB = struct.Struct("<IHHQQQQQ")  # a tree's record: pad (page size for the free tree), flags, depth, counts, root
 _P_META, _MDB_MAGIC, _INTEGERKEY, _NO_PAGE = 0x08, 0xBEEFC0DE, 0x08, (1 << 64) - 1
@@ -353,7 +360,7 @@ class _LmdbTxn:
                     key = _copy_key(space, cur.key())
                     if stop is not None and key >= stop:
                         return
-                    yield key, _copy_value(space, key, cur.value(), self._limit)
+                    yield key, _scanned_value(space, cur.value(), self._limit)
                     if lock.pausing:
                         lock.wait_for_ops()
                     found = cur.next()
@@ -367,7 +374,7 @@ class _LmdbTxn:
                     key = _copy_key(space, cur.key())
                     if key < start:
                         return
-                    yield key, _copy_value(space, key, cur.value(), self._limit)
+                    yield key, _scanned_value(space, cur.value(), self._limit)
                     if lock.pausing:
                         lock.wait_for_ops()
                     found = cur.prev()

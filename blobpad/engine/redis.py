@@ -79,6 +79,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -475,7 +476,7 @@ class RedisEngine:
 
     def __init__(self, target: str, client: Any, *, cluster: bool, namespace: str, snapshot_seconds: float,
                  retry_seconds: float, shown: str, wait_replicas: int = 0, wait_timeout: float = 5.0,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, guard: TxnGuard | None = None) -> None:
         self.target = target
         self._shown = shown  # the server as errors name it (no password)
         self._client = client
@@ -496,7 +497,8 @@ class RedisEngine:
         self._retry_seconds = retry_seconds
         self._wait_replicas = wait_replicas
         self._wait_ms = int(wait_timeout * 1000)
-        self._guard = TxnGuard()
+        self._guard = TxnGuard() if guard is None else guard  # shared by the engines of one store (_guard_of)
+        self.store = self._guard  # what stands for the store in this process (base.store_of): its pins are shared
         self._closed = False
         self._transient, self._oom, self._redis_error = _errors()
         self._read_script = client.register_script(_READ_LUA)
@@ -638,7 +640,7 @@ class RedisEngine:
 
     @contextmanager
     def read(self) -> Iterator[RawReadTxn]:
-        """A snapshot of the committed state, taken at its first read."""
+        """A snapshot of the committed state, taken at its first read (or by ``fix_snapshot()``)."""
         self._check_open()
         with self._guard:
             txn = _Txn(self)
@@ -1006,6 +1008,12 @@ class _Txn:
                 out[j] = body
         return out
 
+    def fix_snapshot(self) -> None:
+        """Fix the snapshot now (one script call) if no read fixed it yet: :meth:`Checked.pinned`
+        calls it, so that a pinned snapshot is the state when its block began, not at its first read."""
+        if self.snap is None:
+            self.snap = self._e._read_call([b"", b"get"])[0]
+
     def prefetch_pairs(self, pairs: list[tuple[str, bytes]], *, bodies: bool = True) -> None:
         """Fetch the committed values of ``(keyspace, key)`` pairs at this snapshot that are not held yet, in
         one script call per ``_BATCH`` of them; the reads that follow take them from here."""
@@ -1220,6 +1228,23 @@ def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: flo
             delay = min(delay * 2, 1.0)
 
 
+#: the transaction guard of each store open in this process, by target (server, database and
+#: namespace): engines opened on one store share it, so a transaction opened inside another of
+#: the same store is refused on Redis as on the local engines, whose handles share one engine
+_GUARDS: weakref.WeakValueDictionary[str, TxnGuard] = weakref.WeakValueDictionary()
+_GUARDS_LOCK = threading.Lock()
+
+
+def _guard_of(target: str) -> TxnGuard:
+    """The transaction guard every engine of the store ``target`` (its server, database and
+    namespace, whatever the URL's scheme) shares in this process."""
+    with _GUARDS_LOCK:
+        guard = _GUARDS.get(target)
+        if guard is None:
+            guard = _GUARDS[target] = TxnGuard()
+        return guard
+
+
 def acquire_redis(target: str, **options: Any) -> RedisEngine:
     """The engine of a ``redis://`` / ``redis+cluster://`` target (see the module docstring).
 
@@ -1338,6 +1363,8 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
             shown_target, client, cluster=cluster, namespace=settings["namespace"],
             snapshot_seconds=settings["snapshot_seconds"], retry_seconds=settings["retry_seconds"], shown=shown,
             wait_replicas=settings["wait_replicas"], wait_timeout=settings["wait_timeout"], timeout=settings["timeout"],
+            guard=_guard_of(f"{'cluster' if cluster else 'server'}://{host.lower()}:{port}/{path or '0'}"
+                            f"?namespace={settings['namespace']}"),
         )
     except BaseException:
         client.close()
