@@ -208,17 +208,22 @@ def _copy_key(space: str, view: Any) -> bytes:
     return bytes(view)
 
 
+def _overlong(space: str, view: Any, limit: int) -> bool:
+    """Whether a value's length is damage: past its keyspace's limit or the pages in use."""
+    return len(view) > min(limit, VALUE_LIMITS[space])
+
+
 def _copy_value(space: str, key: bytes, view: Any, limit: int) -> bytes:
-    if len(view) > min(limit, VALUE_LIMITS[space]):
+    if _overlong(space, view, limit):
         raise damaged_length(space, key, len(view))
     return bytes(view)
 
 
 def _scanned_value(space: str, view: Any, limit: int) -> bytes:
-    """A value met by a scan, copied, or ``b""`` when its length is damage (see :func:`_copy_value`):
+    """A value met by a scan, copied, or ``b""`` when its length is damage (:func:`_overlong`):
     no seal fits in it, so the checked scan above reports the key as damaged (to ``on_damage``,
     which lets gc() and delete go on past it) instead of the scan ending there."""
-    return b"" if len(view) > min(limit, VALUE_LIMITS[space]) else bytes(view)
+    return b"" if _overlong(space, view, limit) else bytes(view)
 
 
 _META = struct.Struct("<QHHHHIIQQ")  # a meta page: pgno, pad, flags, lower, upper, magic, version, address, mapsize
