@@ -101,6 +101,42 @@ def test_a_forked_child_uses_the_store_as_its_own(tmp_path):
         assert s.verify().ok
 
 
+def test_a_forked_child_reads_an_inherited_memory_store_but_never_writes_to_it():
+    """A memory store lives in one process's memory: a forked child reads its copy (the store as
+    it was at the fork) but its writes are refused with a clear error (they were accepted and
+    lost to the parent, which found nothing); ``memory://NAME`` opened in the child is a store
+    of its own.  Oracle: the parent's entries, and what the child reports through a pipe."""
+    with blobpad.open("memory://forked-name") as s:
+        parent_id = s.put("parent", session="p").id
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(r)
+                words = [str(s.get(parent_id) == "parent")]
+                try:
+                    s.put("child", session="c", name="result")
+                    words.append("stored")
+                except blobpad.BlobpadError as exc:
+                    words.append("refused" if "forked child" in str(exc) else "other:" + str(exc)[:60])
+                with blobpad.open("memory://forked-name") as own:
+                    words.append(str(own.entries() == []))
+                    own.put("child's own", session="c")
+                    words.append(str(len(own.entries())))
+                os.write(w, " ".join(words).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        report = os.read(r, 1000).decode().split()
+        os.close(r)
+        assert os.waitstatus_to_exitcode(status) == 0 and report == ["True", "refused", "True", "1"], report
+        assert [e.id for e in s.entries()] == [parent_id]  # nothing of the child's reached the parent
+        s.put("the parent still writes", session="p")
+
+
 FORK_UNDER_A_SNAPSHOT = r"""
 import os, select, sys, blobpad
 

@@ -13,7 +13,10 @@ semantics of the LMDB engine:
   LMDB's), and the log is dropped once no reader needs it;
 * one transaction per thread at a time (a nested one raises BlobpadError);
 * stores opened with the same ``memory://name`` in one process share one engine; a
-  bare ``memory://`` is a new private one.
+  bare ``memory://`` is a new private one;
+* a forked child may read the stores it inherited (its copy of the parent's memory as it
+  was at the fork) but not write to them: those writes would be lost to the parent
+  without a word; ``memory://name`` opened in the child is a store of its own.
 
 There is no size ceiling: a store's ``max_bytes`` cap works as on LMDB.  Nothing is
 written to disk, so nothing survives the process.
@@ -73,6 +76,7 @@ class MemoryEngine:
         self._bytes = 0
         self._holders = 0
         self._closed = False
+        self._pid = os.getpid()  # the process whose memory holds the store (a forked child holds a copy)
         _ENGINES.add(self)
 
     # -- reading ------------------------------------------------------------------
@@ -113,8 +117,17 @@ class MemoryEngine:
     # -- writing ------------------------------------------------------------------
 
     def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
-        """Run ``fn`` on an overlay of the committed state and apply it in one step."""
+        """Run ``fn`` on an overlay of the committed state and apply it in one step.
+
+        A forked child's writes are refused (BlobpadError): they would change its copy of
+        the parent's memory only, and be lost to the parent without a word."""
         self._check_open()
+        if self._pid != os.getpid():
+            raise BlobpadError(
+                f"the store {self.target} lives in the memory of the process that opened it (pid {self._pid}); this "
+                "forked child holds a copy that no other process sees, so it may read it but not write to it: open a "
+                "store of its own (memory://), or share one between processes on an LMDB directory or Redis"
+            )
         with self._guard, self._writer:
             txn = _Overlay(self)
             result = fn(txn)
@@ -338,6 +351,9 @@ def _after_fork_in_child() -> None:
     _REGISTRY_LOCK = threading.RLock()
     for engine in list(_ENGINES):
         engine._after_fork()
+    # memory://NAME names a store of one process: a child that opens the name gets its own, and the
+    # stores it inherited stay the parent's (readable copies, see MemoryEngine.write)
+    _REGISTRY.clear()
 
 
 if hasattr(os, "register_at_fork"):
