@@ -542,7 +542,7 @@ def serve(
 ) -> None:
     """Serve the tools of ``session`` over stdin/stdout until the client disconnects.
 
-    ``store_path`` None opens the default store (``$BLOBPAD_DIR`` or the user data
+    ``store_path`` None opens the default store (``$BLOBPAD_STORE``, else ``$BLOBPAD_DIR``, else the user data
     directory); ``session`` None makes a fresh random session for this server.
     ``max_message_bytes`` bounds one request line (see :func:`serve_stdio`);
     ``toolbox_options`` go to :class:`~blobpad.tools.Toolbox`.

@@ -158,6 +158,18 @@ def test_targets_pick_the_engine(tmp_path, monkeypatch):
         ("memory://a\0b", "no NUL"),
         ("redis://127.0.0.1:7000/0?namespace=a\0b", "no NUL"),
         ("lmdb:///tmp/blobpad-never/a%00b", "NUL"),
+        # white space at either end of a path: another, empty store (a CRLF file's line end, mostly)
+        ("/tmp/blobpad-never/store\r", "white space at its start or end"),
+        ("store\n", "white space at its start or end"),
+        (" store", "white space at its start or end"),
+        ("   ", "only white space"),
+        (pathlib.Path("store "), "white space at its start or end"),
+        ("~no-such-user-blobpad/store", "no such user"),
+        # memory store names: printable, no white space, not too long
+        ("memory:// x", "not a memory store"),
+        ("memory://a b", "not a memory store"),
+        ("memory://a\x01b", "not a memory store"),
+        ("memory://" + "n" * 201, "not a memory store"),
         # a directory name of bytes that are not UTF-8, as Python decodes it (surrogateescape): LMDB cannot open it
         ("st\udcff", "not valid UTF-8"),
         (pathlib.Path("nested/st\udcffore"), "not valid UTF-8"),
@@ -175,6 +187,30 @@ def test_a_bad_target_is_a_clear_error(target, words, tmp_path, monkeypatch):
     with pytest.raises(InvalidArgument, match=words):
         blobpad.open(target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_starting_with_a_tilde_is_under_the_home_directory(tmp_path, monkeypatch):
+    """``~/x`` names the directory x under $HOME, as a shell would expand it, wherever the target
+    comes from (a JSON configuration that no shell reads): it used to open ./~/x in the working
+    directory, a new empty store.  ``./~x`` is a directory of that name."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    with blobpad.open("~/agent-store") as s:
+        assert s.path == str(home / "agent-store")
+        entry = s.put("kept", session="s")
+    with blobpad.open(str(home / "agent-store")) as s:
+        assert s.get(entry.id) == "kept"
+    monkeypatch.setenv("BLOBPAD_STORE", "~/agent-store")
+    with blobpad.open() as s:
+        assert s.get(entry.id) == "kept"
+    with blobpad.open("./~x") as s:
+        assert s.path.endswith("~x") and (work / "~x").is_dir()
+    assert sorted(p.name for p in work.iterdir()) == ["~x"]
+    with blobpad.open("memory://a-name.with_[brackets]:and-more") as s:  # names as tests and runtimes make them
+        assert s.entries() == []
 
 
 def test_open_takes_the_target_by_position_or_keyword(tmp_path):

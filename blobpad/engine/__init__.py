@@ -1,6 +1,7 @@
 """Storage engines behind one contract (:mod:`blobpad.engine.base`), and how a target picks one.
 
-A *target* names a store: a directory path (the LMDB engine, the default), or a URL:
+A *target* names a store: a directory path (the LMDB engine, the default; a leading ``~``
+is the home directory, as in a shell, and white space at either end is refused), or a URL:
 
 * ``memory://`` (a new private in-memory store) or ``memory://NAME`` (shared by the
   stores of this process that open the same name while one is open);
@@ -88,7 +89,7 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
             return acquire_lmdb(_url_path(text, lone), **options)
     if not sep or not _URL_SCHEME.fullmatch(scheme + ":"):
         _refuse_foreign("LMDB", text, options)
-        return acquire_lmdb(text, **options)  # a plain path (a directory name may contain "://")
+        return acquire_lmdb(_plain_path(text), **options)  # a plain path (a directory name may contain "://")
     scheme = scheme.lower()
     if scheme == "memory":
         _refuse_foreign("memory", text, options)
@@ -102,6 +103,24 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         f"unknown store URL scheme {scheme!r} in {without_password(text)!r}: use a directory path, memory://, "
         "redis://host:port/db or redis+cluster://host:port"
     )
+
+
+def _plain_path(text: str) -> str:
+    """A target that is a directory path, as LMDB opens it: a leading ``~`` or ``~user`` is that
+    home directory, as in a shell (a target often comes from a configuration file that no shell
+    reads, such as an MCP client's); white space at either end, a line break from a CRLF file
+    most often, is InvalidArgument, as around a URL (it named another, empty store)."""
+    if text != text.strip():
+        what = "is only white space" if not text.strip() else "has white space at its start or end"
+        raise InvalidArgument(f"{text[:200]!r}: the store path {what} (a line break from a file with CRLF line ends?); "
+                              "remove it")
+    if text.startswith("~"):
+        expanded = os.path.expanduser(text)
+        if expanded.startswith("~"):
+            raise InvalidArgument(f"{text[:200]!r}: no such user's home directory; for a directory whose name starts "
+                                  "with ~, write ./" + text[:200])
+        return expanded
+    return text
 
 
 #: what starts a URL: a scheme (:data:`~blobpad.engine.redis.URL_SCHEME`, RFC 3986's) and a

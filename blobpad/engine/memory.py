@@ -317,6 +317,8 @@ def _merge(a: list[bytes], b: list[bytes]) -> list[bytes]:
 
 
 _REGISTRY: dict[str, MemoryEngine] = {}
+#: the longest name of a memory store
+_NAME_MAX = 200
 _REGISTRY_LOCK = threading.RLock()  # re-entrant: a close run by the GC inside an open must not deadlock
 _ENGINES: weakref.WeakSet[MemoryEngine] = weakref.WeakSet()
 _COUNTER = [0]
@@ -331,8 +333,12 @@ def acquire_memory(target: str, **options: Any) -> MemoryEngine:
         name = str(sorted(options, key=str)[0])
         raise InvalidArgument(f"unknown option {name[:80]!r}; the memory engine ({target}) takes none")
     name = target[len("memory://"):]
-    if "/" in name or "?" in name or "#" in name:
-        raise InvalidArgument(f"{target!r} is not a memory store: use memory:// or memory://NAME (letters, digits, -_.)")
+    if (any(c in name for c in "/?#") or not name.isprintable() or any(c.isspace() for c in name)
+            or len(name) > _NAME_MAX):
+        raise InvalidArgument(
+            f"{target[:_NAME_MAX + 20]!r} is not a memory store: use memory:// or memory://NAME, a NAME of 1 to "
+            f"{_NAME_MAX} printable characters without white space, '/', '?' or '#'"
+        )
     with _REGISTRY_LOCK:
         if not name:
             _COUNTER[0] += 1
