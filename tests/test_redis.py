@@ -782,6 +782,8 @@ def test_a_server_that_does_not_answer_is_unavailable_never_damage(server_factor
                     call()
                 tried = float(re.search(r"tried for ([0-9.]+) s", str(caught.value)).group(1))
                 assert abs(tried - (time.monotonic() - began)) < 0.5  # the time it took, not the retry window
+                # and both bounds, so that the time taken (up to retry_seconds + timeout) is explained by them
+                assert "new attempts for up to 1 s, each waiting up to 1 s for a reply" in str(caught.value)
         finally:
             os.kill(server.pid, signal.SIGCONT)
         assert store.verify().ok

@@ -497,6 +497,8 @@ class RedisEngine:
         self._retry_seconds = retry_seconds
         self._wait_replicas = wait_replicas
         self._wait_ms = int(wait_timeout * 1000)
+        # how long one command waits for its reply (the socket's timeout, as acquire_redis sets it)
+        self._reply_seconds = max(timeout, wait_timeout + 1 if wait_replicas else 0)
         self._guard = TxnGuard() if guard is None else guard  # shared by the engines of one store (_guard_of)
         self.store = self._guard  # what stands for the store in this process (base.store_of): its pins are shared
         self._closed = False
@@ -555,7 +557,7 @@ class RedisEngine:
                     ) from None
                 if time.monotonic() + delay > deadline:
                     raise Unavailable(
-                        f"the Redis server {self._shown} did not answer {what}: {_tried(began, seconds)} "
+                        f"the Redis server {self._shown} did not answer {what}: {_tried(began, seconds, self._reply_seconds)} "
                         f"({type(exc).__name__}: {exc})"
                     ) from None
                 time.sleep(delay * (0.5 + random.random()))
@@ -1190,10 +1192,11 @@ def without_password(text: str) -> str:
     return re.sub(rf"({URL_SCHEME}:/{{0,3}}[^/@\s:'\"]*):.*@", r"\1:***@", text, flags=re.S)
 
 
-def _tried(began: float, seconds: float) -> str:
-    """How long a call was retried, as an error says it: the time it took (an attempt begun within
-    the ``seconds`` of retrying may take up to the socket ``timeout`` more), and the retrying's bound."""
-    return f"tried for {time.monotonic() - began:.1f} s (retrying for up to {seconds:g} s)"
+def _tried(began: float, seconds: float, timeout: float) -> str:
+    """How long a call was retried, as an error says it: the time it took, and both of its bounds
+    (new attempts begin for up to ``seconds``; each waits up to the socket ``timeout`` for its reply)."""
+    return (f"tried for {time.monotonic() - began:.1f} s (new attempts for up to {seconds:g} s, each waiting up to "
+            f"{timeout:g} s for a reply)")
 
 
 def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: float) -> Any:
@@ -1222,7 +1225,8 @@ def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: flo
                 raise BlobpadError(f"the Redis Cluster at {shown} refused the credentials at open: {said}; check the "
                                    "user and password in the URL") from None
             if time.monotonic() + delay > deadline:
-                raise Unavailable(f"the Redis Cluster at {shown} did not answer at open: {_tried(began, seconds)} "
+                raise Unavailable(f"the Redis Cluster at {shown} did not answer at open: "
+                                  f"{_tried(began, seconds, common['socket_timeout'])} "
                                   f"({type(exc).__name__}: {said})") from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
