@@ -13,6 +13,7 @@ found by scanning, or left flagged (``REPAIR``) for the next gc() to recount.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 import json
 import struct
@@ -26,7 +27,18 @@ from .engine import ReadTxn, WriteTxn
 from .engine.base import SEAL_SIZE, prefix_end
 from .errors import HINT_MAX_BYTES, HINT_NAME_TAKEN, Conflict, CorruptData, StoreFull
 from .forks import reset_in_child
-from .index import NEVER, Entry, Sequencer, decode_entry, expiry_id, expiry_key, name_key, scope_key, seq_key
+from .index import (
+    NEVER,
+    Entry,
+    Sequencer,
+    decode_entry,
+    expiry_id,
+    expiry_key,
+    name_key,
+    scope_key,
+    seq_key,
+    session_of_scope_key,
+)
 from .view import Reader, ahead
 
 __all__ = [
@@ -34,7 +46,7 @@ __all__ = [
     "get_or_damaged", "digest_key", "expiry_us",
     "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
-    "prefetch_deletes", "prefetch_due",
+    "prefetch_deletes", "prefetch_due", "session_prefixes", "creation_order",
 ]
 
 
@@ -100,6 +112,32 @@ def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, byt
     legacy = _legacy_seq_keys(e)
     txn.prefetch_pairs(legacy)  # one request on a networked engine
     return [(space, key if get_or_damaged(txn, space, key)[1] == raw_id else key + raw_id) for space, key in legacy]
+
+
+def session_prefixes(txn: ReadTxn) -> Iterator[bytes]:
+    """The ``by_scope`` prefix of each session that has entries indexed, in key order: a seek
+    per session (to the first key of the next), never a walk over every entry."""
+    start: bytes | None = scope_key("")[:1]
+    while start is not None:
+        first = next(txn.scan("by_scope", start, b"T"), None)
+        if first is None:
+            return
+        here = scope_key(session_of_scope_key(first[0]))
+        yield here
+        start = prefix_end(here)
+
+
+def creation_order(txn: ReadTxn) -> Iterator[bytes]:
+    """The id of every entry indexed, oldest first (by creation sequence, then id), merged from
+    the sessions' own indexes: no put writes an index of every entry (a global record every
+    writer updates, and the one index a commit of one session would share with the others).
+    Stores written before kept one (``by_seq``); it is no longer read."""
+
+    def session_rows(prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return ((key[len(prefix):], raw_id) for key, raw_id in txn.scan("by_scope", prefix, prefix_end(prefix)))
+
+    for _, raw_id in heapq.merge(*[session_rows(prefix) for prefix in session_prefixes(txn)]):
+        yield raw_id
 
 
 def _legacy_seq_keys(e: Entry) -> list[tuple[str, bytes]]:
@@ -470,7 +508,6 @@ class Catalog:
         txn.put("manifests", raw_id, packed)
         if filters is not None:
             txn.put("filters", raw_id, filters)
-        txn.put("by_seq", seq_key(seq, raw_id), raw_id)
         txn.put("by_scope", scope_key(session) + seq_key(seq, raw_id), raw_id)
         if turn is not None:
             txn.put("by_scope", scope_key(session, turn) + seq_key(seq, raw_id), raw_id)

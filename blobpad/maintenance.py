@@ -203,7 +203,8 @@ class Verifier:
                 self.damaged.add(eid)
                 continue
             for space, key in seq_index_keys(self.txn, e, raw_id):
-                want[space][key] = raw_id
+                if space != "by_seq" or key in records["by_seq"]:  # by_seq: kept by stores written before only
+                    want[space][key] = raw_id
             (_, key), (_, legacy) = expiry_keys(e, raw_id)  # the layout with the sequence, and the older one
             want["expiry"][legacy if legacy in records["expiry"] and key not in records["expiry"] else key] = b""
             digest = digest_key(e.size_bytes, e.sha256, raw_id)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from . import maintenance, notes, prefilter
-from .catalog import NAME_FREE, Catalog, counters, due, get_or_damaged, prefetch_deletes
+from .catalog import NAME_FREE, Catalog, counters, creation_order, due, get_or_damaged, prefetch_deletes, session_prefixes
 from .chunking import ChunkParams
 from .codec import Codec
 from .edit import Edit, edit, occurrences
@@ -676,11 +676,11 @@ class Store(ReadsMixin):
         now = self.now()
         with self._backend.read() as txn:
             if session is None and turn is None:
-                rows: Iterator[tuple[bytes, bytes]] = txn.scan("by_seq")
+                ids: Iterator[bytes] = creation_order(txn)
             else:
                 prefix = scope_key(session or "", turn)
-                rows = txn.scan("by_scope", prefix, _prefix_end(prefix))
-            for _, raw in records(txn, (raw_id for _, raw_id in rows), 1 << 30 if limit is None else limit):
+                ids = (raw_id for _, raw_id in txn.scan("by_scope", prefix, _prefix_end(prefix)))
+            for _, raw in records(txn, ids, 1 << 30 if limit is None else limit):
                 if raw is None:
                     continue
                 entry = decode_entry(raw)
@@ -703,18 +703,12 @@ class Store(ReadsMixin):
         now = self.now()
         found = []
         with self._backend.read() as txn:
-            start: bytes | None = scope_key("")[:1]
-            while start is not None:
-                first = next(txn.scan("by_scope", start, b"T"), None)
-                if first is None:
-                    break
-                session = session_of_scope_key(first[0])
-                here = scope_key(session)
+            for here in session_prefixes(txn):
+                session = session_of_scope_key(here)
                 if prefix is None or session.startswith(prefix):
                     ids = (raw_id for _, raw_id in txn.scan("by_scope", here, _prefix_end(here)))
                     if next(self._reader.live(txn, ids, now, first=1), None) is not None:
                         found.append(session)
-                start = _prefix_end(here)
         return sorted(found)
 
     # -- delete, gc, eviction -----------------------------------------------------------
