@@ -26,8 +26,9 @@ The peers, with the same text and, per table, the same sync setting:
 * ``lmdb-layout`` (latency and throughput): one bare LMDB write transaction putting what a blobpad
   put writes, without blobpad's Python: the text compressed (zstd level 1, as a store's
   default) under a random chunk key, its reference record, an entry record of the same
-  size, its chunk list, the creation, session, turn, expiry and content index keys and
-  the counters record, each in its own named database as in a store: the floor of
+  size, its chunk list, the session, turn and expiry index keys and the counters record
+  (no creation index of every entry, no content index: a put of this size writes
+  neither), each in its own named database as in a store: the floor of
   blobpad's layout (every tree a transaction touches is written and flushed on commit);
 * ``lmdb-merged`` (latency and throughput): the same records in two trees, each chunk
   beside its reference record in one, every catalog record in the other under a
@@ -203,7 +204,7 @@ class LmdbPeer(Peer):
 class LmdbLayoutPeer(Peer):
     """The records of a blobpad put, in the trees of a store, from one bare LMDB transaction."""
 
-    _SPACES = ("meta", "entries", "manifests", "chunks", "refs", "by_seq", "by_scope", "expiry", "digests")
+    _SPACES = ("meta", "entries", "manifests", "chunks", "refs", "by_scope", "expiry")
 
     def __init__(self, directory: Path, sync: bool) -> None:
         super().__init__(directory, sync)
@@ -229,10 +230,9 @@ class LmdbLayoutPeer(Peer):
         record = b"e" * 420  # an entry record of a put with a session and a turn is about this long
         rows = [
             ("chunks", chunk, frame), ("refs", chunk, b"r" * 24), ("entries", entry_id, record),
-            ("manifests", entry_id, b"m" * 80), ("by_seq", seq, entry_id),
+            ("manifests", entry_id, b"m" * 80),
             ("by_scope", b"S\0\0\0\x05bench" + seq, entry_id), ("by_scope", b"T\0\0\0\x05benchi" + seq + seq, entry_id),
             ("expiry", expires + entry_id, b""),
-            ("digests", len(raw).to_bytes(8, "big") + secrets.token_bytes(32) + entry_id, b""),
             ("meta", b"counters", b"c" * 140),
         ]
         with self.env.begin(write=True) as txn:

@@ -3,8 +3,9 @@
 Keyspaces (see :mod:`blobpad.engine.base`):
 
 * ``entries``: 8-byte id -> the entry's JSON record;
-* ``by_seq``: creation sequence + id -> id, for listing everything in creation order
-  (the sequence is the creation time in microseconds, :class:`Sequencer`);
+* ``by_seq``: creation sequence + id -> id: the index of every entry that stores written
+  before kept; no put writes it now (the listing of every entry merges the sessions' indexes;
+  the sequence is the creation time in microseconds, :class:`Sequencer`);
 * ``by_scope``: (session) + sequence + id, and (session, turn) + sequence + id, so
   that listing one session or one turn reads only that session's or turn's keys;
 * ``expiry``: expires_at (microseconds) + id, which gc() and the ``max_bytes``

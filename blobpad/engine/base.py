@@ -64,7 +64,7 @@ SPACES = (
     "manifests",  # entry id -> packed chunk list with cumulative offsets
     "chunks",     # chunk key -> zstd frame
     "refs",       # chunk key -> reference count and sizes
-    "by_seq",     # creation sequence + id -> b""
+    "by_seq",     # creation sequence + id -> id (stores written before: no put writes it now)
     "by_scope",   # session, turn, sequence, id -> b""
     "expiry",     # expires_at + id -> b""
     "names",      # session, name -> id
