@@ -337,9 +337,14 @@ def check_turn(turn: object) -> None:
         check_int("turn", turn)
 
 
+#: The shortest ttl: expiry is kept in microseconds, and a shorter one (below the float
+#: resolution of today's Unix time, too) expires an entry as it is put.
+MIN_TTL = 1e-6
+
+
 def check_ttl(ttl: object, label: str = "ttl") -> float | None:
     """Return ``ttl`` (seconds an entry or a notepad lives; None: never) if it is a
-    positive number of at most :data:`MAX_TTL` seconds, else raise InvalidArgument.
+    number of seconds from :data:`MIN_TTL` to :data:`MAX_TTL`, else raise InvalidArgument.
 
     The one check of every ttl (``Store.put``, ``Offloader``, ``Toolbox``, ``Notepad``);
     a longer one says to pass None (:data:`HINT_TTL_NEVER`).
@@ -352,6 +357,8 @@ def check_ttl(ttl: object, label: str = "ttl") -> float | None:
         ttl = math.inf if ttl > 0 else -math.inf
     if math.isnan(ttl) or ttl <= 0:
         raise InvalidArgument(f"{label} must be a positive number of seconds or None, not {describe(ttl)}")
+    if ttl < MIN_TTL:  # shorter than the clock can tell: expired when put, an id that reads as unknown
+        raise InvalidArgument(f"{label} must be at least a microsecond ({MIN_TTL:g} s), not {describe(ttl)}")
     if ttl > MAX_TTL:
         raise InvalidArgument(f"{label} is over 100 years", hint=HINT_TTL_NEVER)
     return ttl

@@ -1170,6 +1170,9 @@ def test_touch_refreshes_an_entrys_expiry_and_nothing_else(store_factory):
     live = s.put("x", ttl=10)
     with pytest.raises(InvalidArgument):
         s.touch(live.id, ttl=0)
+    with pytest.raises(InvalidArgument, match="microsecond"):  # shorter than the clock tells: it would delete it
+        s.touch(live.id, ttl=1e-9)
+    assert s.exists(live.id) and s.touch(live.id, ttl=1e-6).expires_at > t[0]
     assert s.verify().ok
 
 

@@ -231,7 +231,7 @@ def test_each_profile_is_one_record_the_toolbox_reads(store):
 
 
 def test_the_toolbox_checks_ttl_and_turn_with_the_stores_checks(store):
-    for ttl in (0, -1, float("nan"), float("inf"), 10**100, 200 * 365 * 86400, "1h", True):
+    for ttl in (0, -1, float("nan"), float("inf"), 10**100, 200 * 365 * 86400, "1h", True, 1e-9, 9.9e-7):
         with pytest.raises(blobpad.InvalidArgument) as by_store:
             store.put("x", ttl=ttl)
         with pytest.raises(blobpad.InvalidArgument) as by_toolbox:
