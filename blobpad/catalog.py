@@ -615,7 +615,9 @@ class Catalog:
         that expire do not free enough).
 
         Runs in the final transaction of a put (``keep`` is its id), whose chunks are
-        already counted, never in its batches: a put that fails has evicted nothing.
+        already counted, never in its batches: a put that fails has evicted nothing.  A put
+        evicts at most :data:`_EVICT_MAX` entries (StoreFull saying so beyond: the
+        transaction stays bounded).
         """
         if not cap:
             return
@@ -644,6 +646,13 @@ class Catalog:
                     return
             tried += len(victims)
             start = last + b"\0"
+        else:  # more to evict than one put may: the transaction stays bounded
+            raise StoreFull(
+                f"the store is capped at max_bytes={cap} and this put would have to evict more than {_EVICT_MAX:,} "
+                "entries in its one transaction, the most a put evicts; nothing was evicted or stored: make room "
+                "first (delete(), delete_session(), gc()), or raise max_bytes",
+                hint=HINT_MAX_BYTES,
+            )
         raise StoreFull(
             f"the store is capped at max_bytes={cap} and this put does not fit even after evicting "
             + ("every other entry" if untimed else "every entry that expires (entries without a TTL are kept)"),

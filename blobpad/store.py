@@ -467,7 +467,8 @@ class Store(ReadsMixin):
 
         Raises:
             InvalidArgument: a bad argument (the store is unchanged).
-            StoreFull: the store cannot hold the content even after evicting.
+            StoreFull: the store cannot hold the content even after evicting, or would have to
+                evict more than 10,000 entries (the most one put evicts) to hold it.
             Conflict: ``exclusive`` and the name is taken, or the name no longer names
                 ``replaces`` (the store is unchanged).
         """

@@ -794,6 +794,26 @@ def test_entries_that_expire_together_are_evicted_oldest_first(store_factory, tt
     assert capped.verify().ok
 
 
+@pytest.mark.parametrize("where", ["memory", "lmdb"])
+def test_a_put_that_would_evict_more_than_a_put_may_says_so_and_evicts_nothing(where, tmp_path):
+    """A put evicts at most 10,000 entries in its one transaction: one that would need more
+    raises StoreFull naming that bound (it said the content did not fit even after evicting
+    every other entry, which was false) and leaves every entry; one that needs fewer fits.
+    The bound is the catalog's, the same on every engine: local ones keep the test short."""
+    target = "memory://evict-bound" if where == "memory" else str(tmp_path / "s")
+    with blobpad.open(target, **({} if where == "memory" else {"sync": False})) as s:
+        for i in range(10_400):
+            s.put(f"{i}\n", ttl=600)
+        stored = s.stats().stored_bytes
+        with blobpad.open(target, max_bytes=stored + 1_000) as capped:
+            # random bytes of about the store's size: room for them means evicting all but about 170 entries
+            with pytest.raises(blobpad.StoreFull, match="more than 10,000 entries"):
+                capped.put(_rand(stored - 1_300, 7))
+            assert capped.stats().entries == 10_400 and capped.verify().ok
+            small = capped.put(_rand(3_000, 8))  # about 160 evictions: within the bound
+            assert capped.exists(small.id) and 10_000 < capped.stats().entries < 10_400
+
+
 def test_expiry_keys_of_older_stores_are_still_found(store_factory):
     """An expiry index key without the creation sequence (stores written before it was
     part of the key) is still deleted, swept, touched and verified as its entry's."""
