@@ -18,13 +18,14 @@ import itertools
 import json
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from . import prefilter
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
-from .engine.base import SEAL_SIZE, prefix_end
+from .engine.base import SEAL_SIZE, prefix_end, store_of
 from .errors import HINT_MAX_BYTES, HINT_NAME_TAKEN, Conflict, CorruptData, StoreFull
 from .forks import reset_in_child
 from .index import (
@@ -138,6 +139,33 @@ def creation_order(txn: ReadTxn) -> Iterator[bytes]:
 
     for _, raw_id in heapq.merge(*[session_rows(prefix) for prefix in session_prefixes(txn)]):
         yield raw_id
+
+
+def last_sequence(txn: ReadTxn) -> int:
+    """The highest creation sequence the store's indexes hold (0 when empty): a reverse seek
+    per session, and one in the index of every entry that stores written before kept."""
+    top = 0
+    for prefix in session_prefixes(txn):
+        last = next(txn.scan("by_scope", prefix, prefix_end(prefix), reverse=True), None)
+        if last is not None:
+            top = max(top, int.from_bytes(last[0][len(prefix):len(prefix) + 8], "big"))
+    legacy = next(txn.scan("by_seq", reverse=True), None)
+    return top if legacy is None else max(top, int.from_bytes(legacy[0][:8], "big"))
+
+
+#: the sequencer of each store open in this process (by what stands for it, engine.base.store_of)
+_SEQUENCERS: weakref.WeakKeyDictionary[object, Sequencer] = weakref.WeakKeyDictionary()
+_SEQUENCERS_LOCK = threading.Lock()
+
+
+def _sequencer_of(engine: Any) -> Sequencer:
+    """The creation sequencer every handle of the store ``engine`` opens shares in this process."""
+    with _SEQUENCERS_LOCK:
+        key = store_of(engine)
+        sequencer = _SEQUENCERS.get(key)
+        if sequencer is None:
+            sequencer = _SEQUENCERS[key] = Sequencer()
+        return sequencer
 
 
 def _legacy_seq_keys(e: Entry) -> list[tuple[str, bytes]]:
@@ -438,7 +466,7 @@ class Catalog:
     def __init__(self, reader: Reader, now: Callable[[], float]) -> None:
         self._reader = reader
         self._now = now
-        self._sequencer = Sequencer()
+        self._sequencer = _sequencer_of(reader.engine.engine)
 
     def commit_entry(
         self, txn: WriteTxn, raw_id: bytes, packed: bytes, n_chunks: int, *, kind: str, size: int,
@@ -498,7 +526,8 @@ class Catalog:
                 self.delete_in(txn, old)
             if unnamed is not None:
                 self.delete_in(txn, replaces)  # type: ignore[arg-type]
-        seq = self._sequencer.next(created)
+        sequencer = self._sequencer
+        seq = sequencer.next(created, None if sequencer.primed else last_sequence(txn))
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
             size_bytes=size, chars=chars, lines=lines, created_at=first_created, expires_at=expires,

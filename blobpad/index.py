@@ -127,21 +127,34 @@ def seq_key(seq: int, raw_id: bytes = b"") -> bytes:
 
 
 class Sequencer:
-    """The creation sequences of one store's entries: each entry's creation time in
-    microseconds, above every sequence this store handed out before (a clock that stands
-    still or steps back still gives increasing ones).  Two writers can hand out the same
-    one: the id after it in the index keys keeps them apart, so no record every writer
-    updates is needed.  One per store, so that a store with another clock (a test's, a
-    server's) never shifts the order of another store's entries."""
+    """The creation sequences of one store's entries in this process: each entry's creation
+    time in microseconds, above every sequence handed out before (a clock that stands still
+    or steps back still gives increasing ones).  Every handle of a store in a process shares
+    one (``catalog._sequencer_of``), and the first sequence it hands out is above the highest
+    the store holds (``floor``, read once), so that neither a second handle nor a clock set
+    back between two runs puts a new entry before older ones.  Two writers can hand out the
+    same one: the id after it in the index keys keeps them apart, so no record every writer
+    updates is needed.  Each store has its own, so that a store with another clock (a test's,
+    a server's) never shifts the order of another store's entries."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last = 0
+        self._primed = False
 
-    def next(self, now: float) -> int:
-        """The sequence of an entry created at ``now`` (Unix time)."""
+    @property
+    def primed(self) -> bool:
+        """Whether the store's highest sequence was taken into account (:meth:`next` with ``floor``)."""
+        return self._primed
+
+    def next(self, now: float, floor: int | None = None) -> int:
+        """The sequence of an entry created at ``now`` (Unix time); ``floor``: the highest sequence
+        the store holds, given with the first call (see :attr:`primed`)."""
         clock = int(now * 1_000_000) if math.isfinite(now) else 0
         with self._lock:
+            if floor is not None:
+                self._last = max(self._last, floor)
+                self._primed = True
             self._last = min(max(self._last + 1, clock), (1 << 63) - 1)
             return self._last
 

@@ -334,6 +334,29 @@ def test_only_content_looked_for_whole_is_in_the_digests_index(store):
     assert report.ok, report.problems
 
 
+def test_creation_order_holds_across_handles_and_a_clock_set_back_between_runs(store_factory, engine_name):
+    """Every handle of a store in a process takes its creation sequences from one sequencer,
+    and the first is above the highest the store holds: a second handle under a clock that
+    stands still, and a clock set back between two runs (an NTP step, a restored VM), still
+    list entries in the order they were put (a new handle began at its own clock: the second
+    handle's entry came first, the later run's before every older one).  Oracle: put order."""
+    t = [2_000_000_000.0]
+    keeper = store_factory(name="order") if engine_name == "memory" else None  # memory lives while a handle does
+    first = store_factory(name="order", clock=lambda: t[0])
+    put = [first.put(f"{LOG}first {i}\n", session=f"s{i % 2}", ttl=None) for i in range(3)]
+    second = store_factory(name="order", clock=lambda: t[0])  # the clock stands still
+    put.append(second.put(f"{LOG}second\n", session="s1", ttl=None))
+    assert [e.id for e in first.entries()] == [e.id for e in put]
+    first.close()
+    second.close()
+    t[0] -= 10  # the next run's clock is behind the last one's
+    third = store_factory(name="order", clock=lambda: t[0])
+    put.append(third.put(f"{LOG}third\n", session="s0", ttl=None))
+    assert [e.id for e in third.entries()] == [e.id for e in put]
+    assert [e.id for e in third.entries(session="s0")] == [e.id for e in put if e.session == "s0"]
+    assert keeper is None or keeper.exists(put[0].id)
+
+
 def test_a_store_with_another_clock_never_shifts_the_order_of_anothers_entries(store_factory):
     """Creation order follows each store's own clock: puts into a store whose clock runs
     years ahead (a test's, a server's) leave the sequences of another store in this process
