@@ -37,6 +37,7 @@ from .index import (
     expiry_key,
     name_key,
     scope_key,
+    scope_value,
     seq_key,
     session_of_scope_key,
 )
@@ -97,7 +98,7 @@ def purge_index(txn: WriteTxn, raw_id: bytes) -> None:
     doomed: list[tuple[str, bytes]] = []
     for space in ("by_seq", "by_scope", "names"):  # a damaged index record names nothing: it goes too
         doomed.extend((space, key) for key, value in txn.scan(space, on_damage=lambda k, sp=space: doomed.append((sp, k)))
-                      if value == raw_id)
+                      if value[:8] == raw_id)  # a session index value goes on with the turn
     doomed.extend(("expiry", key) for key, _ in txn.scan("expiry", on_damage=lambda k: doomed.append(("expiry", k)))
                   if expiry_id(key) == raw_id)
     doomed.extend(("digests", key) for key, _ in txn.scan("digests", on_damage=lambda k: doomed.append(("digests", k)))
@@ -107,12 +108,14 @@ def purge_index(txn: WriteTxn, raw_id: bytes) -> None:
 
 
 def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
-    """The creation-order index keys of entry ``e`` (``by_seq``, its session's and its turn's
-    ``by_scope``): the sequence and the id, or, for an entry a store wrote before the
-    sequence came from the clock, the sequence alone where that key still names it."""
+    """The creation-order index keys of entry ``e`` (``by_seq`` and its turn's ``by_scope``,
+    which stores written before kept, and its session's ``by_scope``): the sequence and the
+    id, or, for an entry a store wrote before the sequence came from the clock, the sequence
+    alone where that key still names it."""
     legacy = _legacy_seq_keys(e)
     txn.prefetch_pairs(legacy)  # one request on a networked engine
-    return [(space, key if get_or_damaged(txn, space, key)[1] == raw_id else key + raw_id) for space, key in legacy]
+    return [(space, key if (get_or_damaged(txn, space, key)[1] or b"")[:8] == raw_id else key + raw_id)
+            for space, key in legacy]
 
 
 def session_prefixes(txn: ReadTxn) -> Iterator[bytes]:
@@ -135,7 +138,7 @@ def creation_order(txn: ReadTxn) -> Iterator[bytes]:
     Stores written before kept one (``by_seq``); it is no longer read."""
 
     def session_rows(prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return ((key[len(prefix):], raw_id) for key, raw_id in txn.scan("by_scope", prefix, prefix_end(prefix)))
+        return ((key[len(prefix):], value[:8]) for key, value in txn.scan("by_scope", prefix, prefix_end(prefix)))
 
     for _, raw_id in heapq.merge(*[session_rows(prefix) for prefix in session_prefixes(txn)]):
         yield raw_id
@@ -537,9 +540,7 @@ class Catalog:
         txn.put("manifests", raw_id, packed)
         if filters is not None:
             txn.put("filters", raw_id, filters)
-        txn.put("by_scope", scope_key(session) + seq_key(seq, raw_id), raw_id)
-        if turn is not None:
-            txn.put("by_scope", scope_key(session, turn) + seq_key(seq, raw_id), raw_id)
+        txn.put("by_scope", scope_key(session) + seq_key(seq, raw_id), scope_value(raw_id, turn))
         txn.put("expiry", expiry_key(expiry_us(expires), raw_id, seq), b"")
         if size > WHOLE_DEDUP:  # only larger content is looked for whole (blobpad.put)
             txn.put("digests", digest_key(size, sha256, raw_id), b"")

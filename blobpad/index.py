@@ -6,8 +6,9 @@ Keyspaces (see :mod:`blobpad.engine.base`):
 * ``by_seq``: creation sequence + id -> id: the index of every entry that stores written
   before kept; no put writes it now (the listing of every entry merges the sessions' indexes;
   the sequence is the creation time in microseconds, :class:`Sequencer`);
-* ``by_scope``: (session) + sequence + id, and (session, turn) + sequence + id, so
-  that listing one session or one turn reads only that session's or turn's keys;
+* ``by_scope``: (session) + sequence + id -> id + turn (:func:`scope_value`), so that
+  listing one session, or one turn of it, reads only that session's keys (stores written
+  before also keep (session, turn) + sequence + id -> id, no longer written nor read);
 * ``expiry``: expires_at (microseconds) + id, which gc() and the ``max_bytes``
   eviction walk from the front;
 * ``names``: (session, name) -> id.
@@ -30,7 +31,7 @@ from .errors import InvalidArgument
 
 __all__ = [
     "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key",
-    "expiry_id", "NEVER", "decode_entry", "seq_key", "Sequencer",
+    "expiry_id", "NEVER", "decode_entry", "seq_key", "Sequencer", "NO_TURN", "turn_tag", "scope_value",
 ]
 
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
@@ -86,6 +87,23 @@ def scope_key(session: str, turn: str | int | None = None) -> bytes:
     if turn is None:
         return b"S" + _part(session)
     return b"T" + _part(session) + _turn_part(turn)
+
+
+#: the end of the session-index value of an entry put without a turn (:func:`scope_value`)
+NO_TURN = b"-"
+
+
+def turn_tag(turn: str | int | None) -> bytes:
+    """How a session-index value names an entry's turn (:data:`NO_TURN` for none)."""
+    return NO_TURN if turn is None else _turn_part(turn)
+
+
+def scope_value(raw_id: bytes, turn: str | int | None) -> bytes:
+    """The value of an entry's key in its session's ``by_scope`` index: its id, then its turn
+    (:func:`turn_tag`), so that listing one turn reads the session's keys, and the records of
+    that turn's entries only.  Stores written before kept the id alone there, and one more key
+    per entry, in an index of each turn."""
+    return raw_id + turn_tag(turn)
 
 
 def name_of_key(key: bytes, start: int) -> str:

@@ -45,7 +45,7 @@ from .chunking import KEY_SIZE, Manifest
 from .codec import Codec
 from .engine import SPACES, Checked, ReadTxn, WriteTxn
 from .errors import BlobpadError, CorruptData, Unavailable
-from .index import decode_entry, expiry_id, name_key
+from .index import decode_entry, expiry_id, name_key, scope_key, scope_value
 
 __all__ = ["GcReport", "VerifyReport", "gc", "sweep", "SWEEP_LIMIT", "verify", "repair_refs"]
 
@@ -183,7 +183,7 @@ class Verifier:
             return
         named: set[bytes] = set(records["manifests"]) | set(records["filters"])
         for space in ("by_seq", "by_scope", "names"):
-            named.update(v for v in records[space].values() if len(v) == 8)
+            named.update(v[:8] for v in records[space].values() if len(v) >= 8)  # by_scope: the id, then the turn
         named.update(expiry_id(key) for key in records["expiry"])
         named.update(key[40:] for key in records["digests"] if len(key) == 48)
         for raw_id in sorted(named - records["entries"].keys()):
@@ -202,9 +202,13 @@ class Verifier:
                 self.problems.append(f"entry {eid}: record unreadable")
                 self.damaged.add(eid)
                 continue
+            session_prefix = scope_key(e.session)
             for space, key in seq_index_keys(self.txn, e, raw_id):
-                if space != "by_seq" or key in records["by_seq"]:  # by_seq: kept by stores written before only
-                    want[space][key] = raw_id
+                if space == "by_scope" and key.startswith(session_prefix):  # the id and turn (older stores: the id)
+                    got = records["by_scope"].get(key)
+                    want[space][key] = raw_id if got is not None and len(got) == 8 else scope_value(raw_id, e.turn)
+                elif key in records[space] or space not in ("by_seq", "by_scope"):
+                    want[space][key] = raw_id  # by_seq and the turns' keys: kept by stores written before only
             (_, key), (_, legacy) = expiry_keys(e, raw_id)  # the layout with the sequence, and the older one
             want["expiry"][legacy if legacy in records["expiry"] and key not in records["expiry"] else key] = b""
             digest = digest_key(e.size_bytes, e.sha256, raw_id)

@@ -1971,7 +1971,8 @@ def _session_targets(
             start_key = prefix
             if pos is not None and pos.phase == _UNNAMED:  # the sequence and id (or, in older stores, the sequence)
                 start_key += int(pos.key).to_bytes(16 if int(pos.key) >> 64 else 8, "big")
-            for key, raw_id in txn.scan("by_scope", start_key, prefix_end(prefix)):
+            for key, value in txn.scan("by_scope", start_key, prefix_end(prefix)):
+                raw_id = value[:8]  # then the entry's turn (index.scope_value)
                 if len(key) - len(prefix) not in (8, 16) or raw_id in named:
                     continue
                 out.append(_resume(_Target(_UNNAMED, int.from_bytes(key[len(prefix) :], "big"), raw_id.hex(), None), pos))

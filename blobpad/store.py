@@ -70,7 +70,7 @@ from .errors import (
     check_turn,
     describe,
 )
-from .index import Entry, decode_entry, name_key, name_of_key, parse_id, scope_key, session_of_scope_key
+from .index import Entry, decode_entry, name_key, name_of_key, parse_id, scope_key, session_of_scope_key, turn_tag
 from .journal import recover
 from .maintenance import GcReport, VerifyReport
 from .put import Putter, check_meta
@@ -664,9 +664,10 @@ class Store(ReadsMixin):
     def entries(self, *, session: str | None = None, turn: str | int | None = None, limit: int | None = None) -> list[Entry]:
         """List live entries in creation order.
 
-        With ``session`` (and optionally ``turn``) only that session's (turn's) index
-        keys are read; ``turn`` alone means the turn in the default session "".
-        With neither, every entry is listed.
+        With ``session`` (and optionally ``turn``) only that session's index keys are
+        read (each names its entry's turn), and the records of the entries listed;
+        ``turn`` alone means the turn in the default session "".  With neither, every
+        entry is listed: the sessions' indexes merged.
         """
         check_str("session", session)
         check_turn(turn)
@@ -676,17 +677,23 @@ class Store(ReadsMixin):
             return out
         now = self.now()
         with self._backend.read() as txn:
+            want = None if turn is None else turn_tag(turn)
             if session is None and turn is None:
                 ids: Iterator[bytes] = creation_order(txn)
             else:
-                prefix = scope_key(session or "", turn)
-                ids = (raw_id for _, raw_id in txn.scan("by_scope", prefix, _prefix_end(prefix)))
+                prefix = scope_key(session or "")
+                # a turn's entries by the turn their session index keys name (a store written before
+                # names none: those entries are told by their records, below)
+                ids = (value[:8] for _, value in txn.scan("by_scope", prefix, _prefix_end(prefix))
+                       if want is None or len(value) == 8 or value[8:] == want)
             for _, raw in records(txn, ids, 1 << 30 if limit is None else limit):
                 if raw is None:
                     continue
                 entry = decode_entry(raw)
                 if entry is None:
                     continue  # a damaged record: verify() names it, delete() removes it
+                if want is not None and turn_tag(entry.turn) != want:
+                    continue
                 if entry.expires_at is not None and entry.expires_at <= now:
                     continue
                 out.append(entry)
@@ -707,7 +714,7 @@ class Store(ReadsMixin):
             for here in session_prefixes(txn):
                 session = session_of_scope_key(here)
                 if prefix is None or session.startswith(prefix):
-                    ids = (raw_id for _, raw_id in txn.scan("by_scope", here, _prefix_end(here)))
+                    ids = (value[:8] for _, value in txn.scan("by_scope", here, _prefix_end(here)))
                     if next(self._reader.live(txn, ids, now, first=1), None) is not None:
                         found.append(session)
         return sorted(found)
@@ -763,7 +770,8 @@ class Store(ReadsMixin):
         while True:
 
             def txn_fn(txn: WriteTxn, start: bytes = start) -> tuple[int, bytes | None]:
-                rows = list(itertools.islice(txn.scan("by_scope", start, _prefix_end(prefix)), SESSION_BATCH))
+                rows = [(key, value[:8]) for key, value in
+                        itertools.islice(txn.scan("by_scope", start, _prefix_end(prefix)), SESSION_BATCH)]
                 deleted = 0
                 prefetch_deletes(txn, [raw_id for _, raw_id in rows])
                 for key, raw_id in rows:

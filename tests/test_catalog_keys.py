@@ -117,15 +117,25 @@ def test_two_puts_at_once_touch_no_common_record(store, monkeypatch):
 
 def test_a_put_writes_no_index_of_every_entry_and_the_listing_of_all_still_keeps_creation_order(store, monkeypatch):
     """No put writes ``by_seq`` (one index of every entry: a record of the whole store in every
-    commit); the listing of every entry merges the sessions' own indexes, in creation order.
-    Oracle: the order of the puts, interleaved over sessions, with deletes."""
+    commit), nor a key in an index of its turn: its one session index key names the turn.  The
+    listing of every entry merges the sessions' own indexes, in creation order; a turn's is
+    the session's, by the turn its keys name.  Oracle: the puts, interleaved over sessions
+    and turns (int and str turns apart), with a delete."""
     store.put("warm the store up " * 400, session="bench", turn=1)
     log = _record_put(store, monkeypatch, LOG + "recorded\n")
     assert "by_seq" not in {space for space, _ in log["write"] | log["read"]}
-    made = [store.put(f"{LOG}{i}\n", session=f"s{i % 3}", turn=i % 2) for i in range(12)]
+    # one key in the session's index, naming the turn: no key of an index of each turn
+    assert [key[:1] for space, key in log["write"] if space == "by_scope"] == [b"S"]
+    turns = [1, "1", None, 0, "x" * 240, -(2**62)]  # the int 1 and the str "1" are other turns
+    made = [store.put(f"{LOG}{i}\n", session=f"s{i % 3}", turn=turns[i % 6]) for i in range(12)]
     store.delete(made[4].id)
     everyone = [e.id for e in store.entries()]
-    assert everyone[-11:] == [e.id for e in made if e is not made[4]]
+    kept = [e for e in made if e is not made[4]]
+    assert everyone[-11:] == [e.id for e in kept]
+    for session in ("s0", "s1", "s2"):
+        for turn in [t for t in turns if t is not None]:  # turn=None lists the whole session
+            want = [e.id for e in kept if e.session == session and e.turn == turn and type(e.turn) is type(turn)]
+            assert [e.id for e in store.entries(session=session, turn=turn)] == want, (session, turn)
     assert [e.id for e in store.entries(limit=3)] == everyone[:3]
     with store.engine.read() as txn:
         assert list(txn.scan("by_seq")) == []
@@ -241,7 +251,7 @@ def test_a_store_written_before_clock_sequences_reads_and_deletes_as_before(stor
     with store.engine.read() as txn:
         # the index of every entry older stores kept: what is left of it goes with its entries, and no put adds to it
         assert sorted(v.hex() for _, v in txn.scan("by_seq")) == sorted(i for i in left if i in {e.id for e in old})
-        scoped = [v.hex() for k, v in txn.scan("by_scope") if k.startswith(scope_key("s"))]
+        scoped = [v[:8].hex() for k, v in txn.scan("by_scope") if k.startswith(scope_key("s"))]  # then the turn
         assert sorted(scoped) == sorted(left)
         assert sorted(k[40:].hex() for k, _ in txn.scan("digests")) == sorted(i for i in left if i in {e.id for e in old})
     report = store.verify()

@@ -65,7 +65,7 @@ SPACES = (
     "chunks",     # chunk key -> zstd frame
     "refs",       # chunk key -> reference count and sizes
     "by_seq",     # creation sequence + id -> id (stores written before: no put writes it now)
-    "by_scope",   # session, turn, sequence, id -> b""
+    "by_scope",   # session, sequence, id -> id and turn
     "expiry",     # expires_at + id -> b""
     "names",      # session, name -> id
     "digests",    # size + sha256 + id -> b"": finds an identical entry to share
@@ -87,7 +87,7 @@ VALUE_LIMITS: dict[str, int] = {
     "chunks": 1 << 30,
     "refs": 64,
     "by_seq": 64,
-    "by_scope": 64,
+    "by_scope": 320,  # an id and a turn (at most 240 bytes of UTF-8): index.scope_value
     "expiry": 64,
     "names": 64,
     "digests": 64,
