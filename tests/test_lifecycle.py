@@ -316,9 +316,10 @@ def test_a_cap_saved_by_another_process_applies_to_this_one(tmp_path):
 def test_gc_never_removes_an_entry_that_reads_still_see(tmp_path):
     """Reads compare exact times; gc's index is in whole microseconds.  An entry that
     expires later within the current microsecond must survive gc, as it survives reads."""
-    now = [1_700_000_001.0000002]
+    now = [1_000.0000002]  # a clock fine enough for tenths of a microsecond
     with blobpad.open(tmp_path / "store", clock=lambda: now[0]) as s:
-        e = s.put("short", ttl=3e-7)
+        e = s.put("short", ttl=1e-6)  # the shortest ttl
+        now[0] = e.expires_at - 1e-7  # it expires later within the current microsecond
         assert e.expires_at > now[0] and int(e.expires_at * 1e6) == int(now[0] * 1e6)
         assert s.exists(e.id)
         assert s.gc().entries == 0 and s.get(e.id) == "short"
