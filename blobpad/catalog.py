@@ -48,7 +48,7 @@ __all__ = [
     "get_or_damaged", "digest_key", "expiry_us",
     "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
-    "prefetch_deletes", "prefetch_due", "session_prefixes", "creation_order",
+    "prefetch_deletes", "prefetch_due", "session_prefixes", "creation_order", "session_last_sequence",
 ]
 
 
@@ -119,41 +119,63 @@ def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, byt
 
 
 def session_prefixes(txn: ReadTxn) -> Iterator[bytes]:
-    """The ``by_scope`` prefix of each session that has entries indexed, in key order: a seek
-    per session (to the first key of the next), never a walk over every entry."""
+    """The ``by_scope`` prefix of each session that has entries indexed, in key order.
+
+    A scan goes on over the next keys while they are few (on a networked engine they come
+    in pages: many small sessions cost one request), then seeks past the session it is in;
+    never a walk over every entry of a large session.  A damaged record still names its
+    session by its key."""
     start: bytes | None = scope_key("")[:1]
     while start is not None:
-        first = next(txn.scan("by_scope", start, b"T"), None)
-        if first is None:
+        here = None
+        damaged: list[bytes] = []
+        for n, (key, _) in enumerate(_keys_with_damaged(txn, start, damaged)):
+            if here is not None and key.startswith(here):
+                if n >= _SKIP_AFTER:  # a large session: seek past it
+                    break
+                continue
+            here = scope_key(session_of_scope_key(key))
+            yield here
+        else:
             return
-        here = scope_key(session_of_scope_key(first[0]))
-        yield here
-        start = prefix_end(here)
+        start = prefix_end(here)  # type: ignore[arg-type]
+
+
+#: keys of one session a walk of the session index reads before it seeks past that session
+_SKIP_AFTER = 32
+
+
+def _keys_with_damaged(txn: ReadTxn, start: bytes, damaged: list[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """The sessions' index keys from ``start`` (values unread), damaged records' keys included."""
+    for key, value in txn.scan("by_scope", start, b"T", on_damage=damaged.append):
+        while damaged and damaged[0] < key:
+            yield damaged.pop(0), b""
+        yield key, value
+    yield from ((key, b"") for key in damaged)
 
 
 def creation_order(txn: ReadTxn) -> Iterator[bytes]:
     """The id of every entry indexed, oldest first (by creation sequence, then id), merged from
     the sessions' own indexes: no put writes an index of every entry (a global record every
     writer updates, and the one index a commit of one session would share with the others).
-    Stores written before kept one (``by_seq``); it is no longer read."""
+    Stores written before kept one (``by_seq``); it is no longer read.  A damaged index record
+    is left out (verify() names it).  The merge opens a scan per session: listing every entry
+    costs a request per session on a networked engine, where listing one session costs one."""
 
     def session_rows(prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return ((key[len(prefix):], value[:8]) for key, value in txn.scan("by_scope", prefix, prefix_end(prefix)))
+        rows = txn.scan("by_scope", prefix, prefix_end(prefix), on_damage=lambda key: None)
+        return ((key[len(prefix):], value[:8]) for key, value in rows)
 
     for _, raw_id in heapq.merge(*[session_rows(prefix) for prefix in session_prefixes(txn)]):
         yield raw_id
 
 
-def last_sequence(txn: ReadTxn) -> int:
-    """The highest creation sequence the store's indexes hold (0 when empty): a reverse seek
-    per session, and one in the index of every entry that stores written before kept."""
-    top = 0
-    for prefix in session_prefixes(txn):
-        last = next(txn.scan("by_scope", prefix, prefix_end(prefix), reverse=True), None)
-        if last is not None:
-            top = max(top, int.from_bytes(last[0][len(prefix):len(prefix) + 8], "big"))
-    legacy = next(txn.scan("by_seq", reverse=True), None)
-    return top if legacy is None else max(top, int.from_bytes(legacy[0][:8], "big"))
+def session_last_sequence(txn: ReadTxn, session: str) -> int:
+    """The highest creation sequence ``session``'s index holds (0 when it has none): one reverse
+    seek; a damaged record is passed over (verify() names it)."""
+    prefix = scope_key(session)
+    last = next(txn.scan("by_scope", prefix, prefix_end(prefix), reverse=True, on_damage=lambda key: None), None)
+    return 0 if last is None else int.from_bytes(last[0][len(prefix):len(prefix) + 8], "big")
 
 
 #: the sequencer of each store open in this process (by what stands for it, engine.base.store_of)
@@ -530,7 +552,7 @@ class Catalog:
             if unnamed is not None:
                 self.delete_in(txn, replaces)  # type: ignore[arg-type]
         sequencer = self._sequencer
-        seq = sequencer.next(created, None if sequencer.primed else last_sequence(txn))
+        seq = sequencer.next(created, session, None if sequencer.primed(session) else session_last_sequence(txn, session))
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
             size_bytes=size, chars=chars, lines=lines, created_at=first_created, expires_at=expires,

@@ -24,6 +24,7 @@ import math
 import os
 import struct
 import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -148,31 +149,41 @@ class Sequencer:
     """The creation sequences of one store's entries in this process: each entry's creation
     time in microseconds, above every sequence handed out before (a clock that stands still
     or steps back still gives increasing ones).  Every handle of a store in a process shares
-    one (``catalog._sequencer_of``), and the first sequence it hands out is above the highest
-    the store holds (``floor``, read once), so that neither a second handle nor a clock set
-    back between two runs puts a new entry before older ones.  Two writers can hand out the
-    same one: the id after it in the index keys keeps them apart, so no record every writer
-    updates is needed.  Each store has its own, so that a store with another clock (a test's,
-    a server's) never shifts the order of another store's entries."""
+    one (``catalog._sequencer_of``), and the first sequence it hands out in a session is above
+    the highest that session holds (``floor``, read once per session, see :meth:`primed`), so
+    that neither a second handle nor a clock set back between two runs puts a new entry of a
+    session before its older ones.  (Writers in other processes at the same time follow their
+    own clocks.)  Two writers can hand out the same one: the id after it in the index keys
+    keeps them apart, so no record every writer updates is needed.  Each store has its own,
+    so that a store with another clock (a test's, a server's) never shifts the order of
+    another store's entries."""
+
+    #: sessions remembered as primed; past this many, the oldest is read again at its next put
+    PRIMED_MAX = 1 << 16
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last = 0
-        self._primed = False
+        self._primed: OrderedDict[str, None] = OrderedDict()
 
-    @property
-    def primed(self) -> bool:
-        """Whether the store's highest sequence was taken into account (:meth:`next` with ``floor``)."""
-        return self._primed
+    def primed(self, session: str) -> bool:
+        """Whether ``session``'s highest sequence was taken into account (:meth:`next` with ``floor``)."""
+        with self._lock:
+            if session in self._primed:
+                self._primed.move_to_end(session)
+                return True
+            return False
 
-    def next(self, now: float, floor: int | None = None) -> int:
-        """The sequence of an entry created at ``now`` (Unix time); ``floor``: the highest sequence
-        the store holds, given with the first call (see :attr:`primed`)."""
+    def next(self, now: float, session: str, floor: int | None = None) -> int:
+        """The sequence of an entry of ``session`` created at ``now`` (Unix time); ``floor``: the
+        highest sequence the session holds, given until :meth:`primed` says it was."""
         clock = int(now * 1_000_000) if math.isfinite(now) else 0
         with self._lock:
             if floor is not None:
-                self._last = max(self._last, floor)
-                self._primed = True
+                self._last = max(self._last, min(floor, (1 << 63) - 2))
+                self._primed[session] = None
+                if len(self._primed) > self.PRIMED_MAX:
+                    self._primed.popitem(last=False)
             self._last = min(max(self._last + 1, clock), (1 << 63) - 1)
             return self._last
 

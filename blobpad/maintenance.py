@@ -260,8 +260,13 @@ class Verifier:
         for key, value in expected.items():
             got = actual.get(key)
             if got != value:
-                owner = value.hex() if len(value) == 8 else key[-8:].hex()
-                state = "missing" if got is None else f"pointing at {got.hex()}"
+                owner = value[:8].hex() if len(value) >= 8 else key[-8:].hex()
+                if got is None:
+                    state = "missing"
+                elif len(got) > 8 and got[:8] == value[:8]:  # a session index record: its id, then another turn
+                    state = "naming another turn (the entry is left out of its turn's listing)"
+                else:
+                    state = f"pointing at {got[:8].hex()}"
                 self.problems.append(f"entry {owner}: its {space} record is {state}")
                 self.damaged.add(owner)
         for key in actual.keys() - expected.keys():

@@ -147,6 +147,10 @@ class Stats:
         return d
 
 
+def _skip(key: bytes) -> None:
+    """``on_damage`` of a listing that passes over a damaged index record (verify() names it)."""
+
+
 def _check_settings(raw: bytes, path: str) -> dict[str, Any]:
     """Decode the settings record; anything but the expected shape is CorruptData."""
     try:
@@ -684,7 +688,8 @@ class Store(ReadsMixin):
                 prefix = scope_key(session or "")
                 # a turn's entries by the turn their session index keys name (a store written before
                 # names none: those entries are told by their records, below)
-                ids = (value[:8] for _, value in txn.scan("by_scope", prefix, _prefix_end(prefix))
+                # (a damaged index record is passed over, as in the listing of all: verify() names it)
+                ids = (value[:8] for _, value in txn.scan("by_scope", prefix, _prefix_end(prefix), on_damage=_skip)
                        if want is None or len(value) == 8 or value[8:] == want)
             for _, raw in records(txn, ids, 1 << 30 if limit is None else limit):
                 if raw is None:

@@ -25,7 +25,7 @@ from oracles import saved_counters
 
 import blobpad
 from blobpad.catalog import WHOLE_DEDUP, digest_key
-from blobpad.index import decode_entry, scope_key
+from blobpad.index import decode_entry, scope_key, scope_value
 
 LOG = "".join(f"2026-11-24T08:{i // 60:02d}:{i % 60:02d} worker-{i % 7} request {i} took {i % 97} ms\n" for i in range(120))
 
@@ -346,10 +346,11 @@ def test_only_content_looked_for_whole_is_in_the_digests_index(store):
 
 def test_creation_order_holds_across_handles_and_a_clock_set_back_between_runs(store_factory, engine_name):
     """Every handle of a store in a process takes its creation sequences from one sequencer,
-    and the first is above the highest the store holds: a second handle under a clock that
-    stands still, and a clock set back between two runs (an NTP step, a restored VM), still
-    list entries in the order they were put (a new handle began at its own clock: the second
-    handle's entry came first, the later run's before every older one).  Oracle: put order."""
+    and its first in a session is above the highest that session holds: a second handle
+    under a clock that stands still, and a clock set back between two runs (an NTP step, a
+    restored VM), still list each session's entries in the order they were put (a new handle
+    began at its own clock: the second handle's entry came first, the later run's before
+    every older one).  Oracle: put order, per session and, within one run, over all."""
     t = [2_000_000_000.0]
     keeper = store_factory(name="order") if engine_name == "memory" else None  # memory lives while a handle does
     first = store_factory(name="order", clock=lambda: t[0])
@@ -361,10 +362,47 @@ def test_creation_order_holds_across_handles_and_a_clock_set_back_between_runs(s
     second.close()
     t[0] -= 10  # the next run's clock is behind the last one's
     third = store_factory(name="order", clock=lambda: t[0])
-    put.append(third.put(f"{LOG}third\n", session="s0", ttl=None))
-    assert [e.id for e in third.entries()] == [e.id for e in put]
-    assert [e.id for e in third.entries(session="s0")] == [e.id for e in put if e.session == "s0"]
+    put += [third.put(f"{LOG}third {s}\n", session=s, ttl=None) for s in ("s0", "s1", "s0")]
+    for session in ("s0", "s1"):
+        assert [e.id for e in third.entries(session=session)] == [e.id for e in put if e.session == session]
+    assert sorted(e.id for e in third.entries()) == sorted(e.id for e in put)
     assert keeper is None or keeper.exists(put[0].id)
+
+
+def test_a_damaged_session_index_record_stops_no_put_nor_the_listing_of_all(store_factory, engine_name):
+    """A session index record damaged (its newest, which a new process reads to go on after it)
+    is passed over: puts into that session and others go on, from a new handle too, every
+    other entry is listed, and verify() names the record.  Oracle: the entries put."""
+    keeper = store_factory(name="dmg") if engine_name == "memory" else None
+    s = store_factory(name="dmg")
+    made = [s.put(f"{LOG}{i}\n", session=f"s{i % 2}", turn=i) for i in range(6)]
+    prefix = scope_key("s0")
+    with s.engine.read() as txn:
+        key, value = list(txn.scan("by_scope", prefix, prefix + b"\xff"))[-1]
+    s.engine.engine.write(lambda raw: raw.put("by_scope", key, value[:-1] + bytes([value[-1] ^ 1])))  # a flipped bit
+    damaged_id = value[:8].hex()
+    s.close()
+    again = store_factory(name="dmg")  # a new handle reads the session's newest key at its first put there
+    more = [again.put(f"{LOG}again {i}\n", session=f"s{i % 2}") for i in range(2)]
+    listed = [e.id for e in again.entries()]
+    assert listed == [e.id for e in made + more if e.id != damaged_id]
+    assert [e.id for e in again.entries(session="s0")][-1] == more[0].id
+    report = again.verify()
+    assert not report.ok and any("session index" in p or "by_scope" in p for p in report.problems), report.problems
+    assert keeper is None or keeper.exists(made[1].id)
+
+
+def test_verify_names_a_session_index_record_that_names_another_turn(store):
+    """A session index record whose id is right but whose turn is another (sealed right: no
+    checksum catches it) leaves its entry out of its turn's listing: verify() says so."""
+    e = store.put(f"{LOG}x\n", session="s", turn=3)
+    prefix = scope_key("s")
+    with store.engine.read() as txn:
+        key, value = next(iter(txn.scan("by_scope", prefix, prefix + b"\xff")))
+    store.engine.write(lambda txn: txn.put("by_scope", key, scope_value(value[:8], 4)))
+    assert store.entries(session="s", turn=3) == [] and [x.id for x in store.entries(session="s", turn=4)] == []
+    report = store.verify()
+    assert any(e.id in p and "naming another turn" in p for p in report.problems), report.problems
 
 
 def test_a_store_with_another_clock_never_shifts_the_order_of_anothers_entries(store_factory):
