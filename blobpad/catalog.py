@@ -48,7 +48,7 @@ __all__ = [
     "get_or_damaged", "digest_key", "expiry_us",
     "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
-    "prefetch_deletes", "prefetch_due", "session_prefixes", "creation_order", "session_last_sequence",
+    "prefetch_deletes", "prefetch_due", "walk_sessions", "creation_order", "session_last_sequence",
 ]
 
 
@@ -118,35 +118,41 @@ def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, byt
             for space, key in legacy]
 
 
-def session_prefixes(txn: ReadTxn) -> Iterator[bytes]:
-    """The ``by_scope`` prefix of each session that has entries indexed, in key order.
-
-    A scan goes on over the next keys while they are few (on a networked engine they come
-    in pages: many small sessions cost one request), then seeks past the session it is in;
-    never a walk over every entry of a large session.  A damaged record still names its
-    session by its key."""
-    start: bytes | None = scope_key("")[:1]
-    while start is not None:
-        here = None
-        damaged: list[bytes] = []
-        for n, (key, _) in enumerate(_keys_with_damaged(txn, start, damaged)):
-            if here is not None and key.startswith(here):
-                if n >= _SKIP_AFTER:  # a large session: seek past it
-                    break
-                continue
-            here = scope_key(session_of_scope_key(key))
-            yield here
-        else:
-            return
-        start = prefix_end(here)  # type: ignore[arg-type]
-
-
-#: keys of one session a walk of the session index reads before it seeks past that session
+#: keys a walk of the session index reads in one session before it seeks past that session
 _SKIP_AFTER = 32
 
 
+def walk_sessions(txn: ReadTxn) -> Iterator[tuple[bytes, list[tuple[bytes, bytes]] | None]]:
+    """``(prefix, rows)`` for each session of the session index, in key order: ``rows`` its
+    ``(key, value)`` records when the walk read all of them (a small session), None when it
+    sought past the session after :data:`_SKIP_AFTER` of them.  A damaged record names its
+    session by its key and is left out of ``rows`` (verify() names it)."""
+    start: bytes | None = scope_key("")[:1]
+    while start is not None:
+        here: bytes | None = None
+        rows: list[tuple[bytes, bytes]] = []
+        damaged: list[bytes] = []
+        for key, value in _keys_with_damaged(txn, start, damaged):
+            if here is not None and key.startswith(here):
+                if len(rows) >= _SKIP_AFTER:  # a large session: seek past it
+                    break
+                if value:
+                    rows.append((key, value))
+                continue
+            if here is not None:
+                yield here, rows
+            here = scope_key(session_of_scope_key(key))
+            rows = [(key, value)] if value else []
+        else:
+            if here is not None:
+                yield here, rows
+            return
+        yield here, None  # type: ignore[misc]
+        start = prefix_end(here)  # type: ignore[arg-type]
+
+
 def _keys_with_damaged(txn: ReadTxn, start: bytes, damaged: list[bytes]) -> Iterator[tuple[bytes, bytes]]:
-    """The sessions' index keys from ``start`` (values unread), damaged records' keys included."""
+    """The sessions' index records from ``start``, in key order, a damaged one as ``(key, b"")``."""
     for key, value in txn.scan("by_scope", start, b"T", on_damage=damaged.append):
         while damaged and damaged[0] < key:
             yield damaged.pop(0), b""
@@ -159,14 +165,16 @@ def creation_order(txn: ReadTxn) -> Iterator[bytes]:
     the sessions' own indexes: no put writes an index of every entry (a global record every
     writer updates, and the one index a commit of one session would share with the others).
     Stores written before kept one (``by_seq``); it is no longer read.  A damaged index record
-    is left out (verify() names it).  The merge opens a scan per session: listing every entry
-    costs a request per session on a networked engine, where listing one session costs one."""
+    is left out (verify() names it).  The small sessions come whole from the walk over the
+    sessions (a page of records per request on a networked engine); each large one is read
+    by a scan of its own."""
 
-    def session_rows(prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        rows = txn.scan("by_scope", prefix, prefix_end(prefix), on_damage=lambda key: None)
-        return ((key[len(prefix):], value[:8]) for key, value in rows)
+    def session_rows(prefix: bytes, rows: list[tuple[bytes, bytes]] | None) -> Iterator[tuple[bytes, bytes]]:
+        if rows is None:
+            rows = txn.scan("by_scope", prefix, prefix_end(prefix), on_damage=lambda key: None)  # type: ignore[assignment]
+        return ((key[len(prefix):], value[:8]) for key, value in rows)  # type: ignore[union-attr]
 
-    for _, raw_id in heapq.merge(*[session_rows(prefix) for prefix in session_prefixes(txn)]):
+    for _, raw_id in heapq.merge(*[session_rows(prefix, rows) for prefix, rows in walk_sessions(txn)]):
         yield raw_id
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from . import maintenance, notes, prefilter
-from .catalog import NAME_FREE, Catalog, counters, creation_order, due, get_or_damaged, prefetch_deletes, session_prefixes
+from .catalog import NAME_FREE, Catalog, counters, creation_order, due, get_or_damaged, prefetch_deletes, walk_sessions
 from .chunking import ChunkParams
 from .codec import Codec
 from .edit import Edit, edit, occurrences
@@ -709,19 +709,25 @@ class Store(ReadsMixin):
     def sessions(self, prefix: str | None = None) -> list[str]:
         """The sessions that have live entries (those starting with ``prefix``), in sorted order.
 
-        Walks the session index one session at a time (a seek per session, plus the
-        session's expired entries gc() has not removed yet), never every entry.
+        Walks the session index (a page of small sessions at a time, a seek past a large
+        one), never every entry, and reads the first entry record of each session (the
+        next ones of a session whose first expired): on a networked engine, the first
+        records of many sessions in one request.
         """
         check_str("prefix", prefix)
         now = self.now()
         found = []
         with self._backend.read() as txn:
-            for here in session_prefixes(txn):
-                session = session_of_scope_key(here)
-                if prefix is None or session.startswith(prefix):
-                    ids = (value[:8] for _, value in txn.scan("by_scope", here, _prefix_end(here)))
-                    if next(self._reader.live(txn, ids, now, first=1), None) is not None:
-                        found.append(session)
+            walked = [(prefix_of, rows) for prefix_of, rows in walk_sessions(txn)
+                      if prefix is None or session_of_scope_key(prefix_of).startswith(prefix)]
+            firsts = [rows[0][1][:8] for _, rows in walked if rows]
+            for i in range(0, len(firsts), 256):  # no-ops on the local engines
+                txn.prefetch("entries", firsts[i:i + 256])
+            for here, rows in walked:
+                ids: Iterator[bytes] = (value[:8] for _, value in (
+                    rows if rows is not None else txn.scan("by_scope", here, _prefix_end(here), on_damage=_skip)))
+                if next(self._reader.live(txn, ids, now, first=1), None) is not None:
+                    found.append(session_of_scope_key(here))
         return sorted(found)
 
     # -- delete, gc, eviction -----------------------------------------------------------

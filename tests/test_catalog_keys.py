@@ -141,6 +141,20 @@ def test_a_put_writes_no_index_of_every_entry_and_the_listing_of_all_still_keeps
         assert list(txn.scan("by_seq")) == []
 
 
+def test_the_listing_of_all_merges_small_and_large_sessions_in_creation_order(store):
+    """Sessions small enough to be read whole while the sessions are walked, and one too large
+    (read by a scan of its own), interleaved: every entry in put order, a limit a prefix of it,
+    every session named.  Oracle: the order of the puts."""
+    made = []
+    for i in range(80):
+        session = "big" if i % 2 else f"small-{i % 40:02d}"  # 40 in one session, 40 in 20 others
+        made.append(store.put(f"{LOG}{i}\n", session=session, turn=i % 3))
+    assert [e.id for e in store.entries()] == [e.id for e in made]
+    assert [e.id for e in store.entries(limit=7)] == [e.id for e in made[:7]]
+    assert store.sessions() == sorted({e.session for e in made})
+    assert [e.id for e in store.entries(session="big", turn=1)] == [e.id for e in made if e.session == "big" and e.turn == 1]
+
+
 def test_counters_stay_exact_with_many_writers(store):
     """Puts and deletes from many threads add up: stats() equals the records, and verify() agrees."""
     ids: list[str] = []
