@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
@@ -73,29 +74,41 @@ def test_opening_during_a_compaction_waits_and_uses_the_new_file(tmp_path):
         assert s.get(keep) == "x" * 300_000 and s.verify().ok
 
 
+def _in_forked_child(work: Callable[[], list[str]]) -> list[str]:
+    """Fork; the child runs ``work`` and reports its words through a pipe, then leaves without
+    pytest's cleanup; return the words, once the child exited cleanly."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            os.write(w, " ".join(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    report = os.read(r, 1000).decode().split()
+    os.close(r)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    return report
+
+
 def test_a_forked_child_uses_the_store_as_its_own(tmp_path):
     path = tmp_path / "store"
     with blobpad.open(path) as s:
         parent_id = s.put("parent").id
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report what it managed, then leave without pytest's cleanup
-            code = 1
-            try:
-                os.close(r)
-                inherited = s.put("child, inherited handle", ttl=None).id
-                with blobpad.open(path) as again:
-                    reopened = again.put("child, new handle", ttl=None).id
-                    ok = again.get(parent_id) == "parent" and s.get(reopened) == "child, new handle"
-                os.write(w, f"{inherited} {reopened} {ok}".encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(w)
-        _, status = os.waitpid(pid, 0)
-        report = os.read(r, 1000).decode().split()
-        os.close(r)
-        assert os.waitstatus_to_exitcode(status) == 0 and report[2] == "True", report
+
+        def child() -> list[str]:
+            inherited = s.put("child, inherited handle", ttl=None).id
+            with blobpad.open(path) as again:
+                reopened = again.put("child, new handle", ttl=None).id
+                ok = again.get(parent_id) == "parent" and s.get(reopened) == "child, new handle"
+            return [inherited, reopened, str(ok)]
+
+        report = _in_forked_child(child)
+        assert report[2] == "True", report
         assert s.get(report[0]) == "child, inherited handle" and s.get(report[1]) == "child, new handle"
         s.put("the parent still writes")
         assert s.verify().ok
@@ -108,31 +121,21 @@ def test_a_forked_child_reads_an_inherited_memory_store_but_never_writes_to_it()
     of its own.  Oracle: the parent's entries, and what the child reports through a pipe."""
     with blobpad.open("memory://forked-name") as s:
         parent_id = s.put("parent", session="p").id
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
+
+        def child() -> list[str]:
+            words = [str(s.get(parent_id) == "parent")]
             try:
-                os.close(r)
-                words = [str(s.get(parent_id) == "parent")]
-                try:
-                    s.put("child", session="c", name="result")
-                    words.append("stored")
-                except blobpad.BlobpadError as exc:
-                    words.append("refused" if "forked child" in str(exc) else "other:" + str(exc)[:60])
-                with blobpad.open("memory://forked-name") as own:
-                    words.append(str(own.entries() == []))
-                    own.put("child's own", session="c")
-                    words.append(str(len(own.entries())))
-                os.write(w, " ".join(words).encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(w)
-        _, status = os.waitpid(pid, 0)
-        report = os.read(r, 1000).decode().split()
-        os.close(r)
-        assert os.waitstatus_to_exitcode(status) == 0 and report == ["True", "refused", "True", "1"], report
+                s.put("child", session="c", name="result")
+                words.append("stored")
+            except blobpad.BlobpadError as exc:
+                words.append("refused" if "forked child" in str(exc) else "other:" + str(exc)[:60])
+            with blobpad.open("memory://forked-name") as own:
+                words.append(str(own.entries() == []))
+                own.put("child's own", session="c")
+                words.append(str(len(own.entries())))
+            return words
+
+        assert _in_forked_child(child) == ["True", "refused", "True", "1"]
         assert [e.id for e in s.entries()] == [parent_id]  # nothing of the child's reached the parent
         s.put("the parent still writes", session="p")
 
