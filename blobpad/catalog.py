@@ -119,7 +119,7 @@ def seq_index_keys(txn: ReadTxn, e: Entry, raw_id: bytes) -> list[tuple[str, byt
 
 
 #: keys a walk of the session index reads in one session before it seeks past that session
-_SKIP_AFTER = 32
+_SKIP_AFTER = 15  # under a networked engine's first page (redis._FIRST_PAGE, 16 keys): a large session costs that page
 
 
 def walk_sessions(txn: ReadTxn) -> Iterator[tuple[bytes, list[tuple[bytes, bytes]] | None]]:
