@@ -78,9 +78,13 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
             f"{without_password(text)[:200]!r}: the store path is not valid UTF-8 (LMDB opens UTF-8 paths only); "
             "rename the directory"
         ) from None
-    if text != text.strip() and _URL_SCHEME.match(text.strip()):
-        raise InvalidArgument(f"{without_password(text)[:200]!r}: a store URL with white space around it; remove it "
-                              "(a directory of that name is written ./...)")
+    if text != text.strip():  # a line break from a CRLF file, mostly: it named another, empty store
+        if _URL_SCHEME.match(text.strip()):
+            raise InvalidArgument(f"{without_password(text)[:200]!r}: a store URL with white space around it; "
+                                  "remove it (a directory of that name is written ./...)")
+        what = "is only white space" if not text.strip() else "has white space at its start or end"
+        raise InvalidArgument(f"{text[:200]!r}: the store path {what} (a line break from a file with CRLF line ends?); "
+                              "remove it")
     scheme, sep, rest = text.partition("://")
     if not sep:
         lone = _lone_colon_url(text)  # memory:, file:/abs, redis:/x ...: a URL, not a directory of that name
@@ -108,12 +112,7 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
 def _plain_path(text: str) -> str:
     """A target that is a directory path, as LMDB opens it: a leading ``~`` or ``~user`` is that
     home directory, as in a shell (a target often comes from a configuration file that no shell
-    reads, such as an MCP client's); white space at either end, a line break from a CRLF file
-    most often, is InvalidArgument, as around a URL (it named another, empty store)."""
-    if text != text.strip():
-        what = "is only white space" if not text.strip() else "has white space at its start or end"
-        raise InvalidArgument(f"{text[:200]!r}: the store path {what} (a line break from a file with CRLF line ends?); "
-                              "remove it")
+    reads, such as an MCP client's)."""
     if text.startswith("~"):
         expanded = os.path.expanduser(text)
         if expanded.startswith("~"):
