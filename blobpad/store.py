@@ -33,6 +33,7 @@ any rate of puts, and a backlog (the morning after a night without puts) drains.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import json
@@ -75,7 +76,7 @@ from .journal import recover
 from .maintenance import GcReport, VerifyReport
 from .put import Putter, check_meta
 from .reads import ReadsMixin
-from .view import Reader, not_found, records
+from .view import Reader, ahead, not_found, records
 
 __all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open", "NAME_TRIES", "NAME_SECONDS"]
 
@@ -721,8 +722,7 @@ class Store(ReadsMixin):
             walked = [(prefix_of, rows) for prefix_of, rows in walk_sessions(txn)
                       if prefix is None or session_of_scope_key(prefix_of).startswith(prefix)]
             firsts = [rows[0][1][:8] for _, rows in walked if rows]
-            for i in range(0, len(firsts), 256):  # no-ops on the local engines
-                txn.prefetch("entries", firsts[i:i + 256])
+            collections.deque(ahead(txn, firsts, bytes, first=len(firsts)), maxlen=0)  # asked for, a batch a request
             for here, rows in walked:
                 ids: Iterator[bytes] = (value[:8] for _, value in (
                     rows if rows is not None else txn.scan("by_scope", here, _prefix_end(here), on_damage=_skip)))
