@@ -643,6 +643,63 @@ def test_revert_over_a_shrunk_budget_truncates(store):
     r = small.revert(1, space="notes")
     assert r.used == 100 and r.warning.startswith("notes truncated to 100 characters (original: 3000)")
 
+    refs = [f"r{i}" for i in range(20)]
+    store.notepad("s").refs_set(refs)
+    few = store.notepad("s", budgets={"refs": 5})
+    few.refs_add("newest")
+    r = few.revert(1, space="refs")  # a list over the budget keeps its newest items, as refs_add does
+    assert r.used == 5 and few.refs() == refs[-5:] and r.warning is not None
+    assert r.details["dropped"] == refs[:-5] and r.warning.startswith("refs reverted to version 1 truncated")
+
+
+@pytest.mark.parametrize("writer_kind", ["text", "list"])
+def test_a_space_declared_another_kind_by_another_handle_is_refused_not_converted(store, writer_kind):
+    """Budgets belong to the handle: a custom space one handle declares text and another a
+    list is refused by the one that did not write it, whatever the text looks like."""
+    text = store.notepad("s", budgets={"foo": 100})
+    listed = store.notepad("s", budgets={"foo": Budget(20, "items")})
+    if writer_kind == "text":
+        for content in ("plain findings", "42", '"abc"', '["a", "b"]', "[]"):
+            text.write(content, space="foo")
+            for call in (lambda: listed.refs("foo"), lambda: listed.render_spaces(["foo"]),
+                         lambda: listed.refs_add("x", space="foo"), lambda: listed.revert(1, space="foo")):
+                with pytest.raises(InvalidArgument, match="holds text, but this handle declares it a list"):
+                    call()
+            assert text.read("foo") == content
+    else:
+        listed.refs_set(["a", "b"], space="foo")
+        for call in (lambda: text.read("foo"), lambda: text.append("more", space="foo"),
+                     lambda: text.read("foo", version=1), lambda: text.revert(1, space="foo")):
+            with pytest.raises(InvalidArgument, match="holds a list of refs, but this handle declares it text"):
+                call()
+        assert listed.refs("foo") == ["a", "b"] and listed.version("foo") == 1
+    assert store.verify().ok
+
+
+def test_a_ref_is_one_line_whatever_breaks_it(store):
+    pad = store.notepad("s")
+    for bad in ("a\vb", "a\fb", "a\x85b", "a\u2028b", "a\u2029b", "a\x1cb", "a\x1eb", "a\rb", "end\n", "a\r\nb"):
+        with pytest.raises(InvalidArgument, match="line breaks"):
+            pad.refs_add(bad)
+        assert pad.refs_set([bad, "kept"]).details == {"ignored": 1}
+    odd = "tab\tinside é 😀 \x1b[2J \x00"
+    assert pad.refs_add(odd).ok and pad.refs() == ["kept", odd]
+    assert pad.render_spaces().splitlines()[1:-1] == ["## Refs", "- kept", f"- {odd}"]  # a line each
+
+
+def test_an_action_with_a_lone_surrogate_is_refused_before_any_change(store):
+    pad = store.notepad("s")
+    with pytest.raises(InvalidArgument, match="action contains lone surrogates"):
+        pad.write("x", action="edit\ud800")
+    assert pad.version() == 0 and pad.history() == []
+
+
+def test_a_token_counter_that_fails_changes_nothing(store):
+    pad = store.notepad("s", budgets={"scratchpad": None}, counter=lambda t: len(t) / 4)
+    with pytest.raises(InvalidArgument, match="token counter returned"):
+        pad.write("hello", space="scratchpad")
+    assert pad.read("scratchpad") == "" and pad.version("scratchpad") == 0
+
 
 # -- lifecycle, persistence, processes ----------------------------------------------------------
 

@@ -57,6 +57,8 @@ _MAX_REF = 2048             # longest ref, in characters
 _MAX_HISTORY = 10_000       # largest history() limit
 _MAX_VERSION = (1 << 63) - 1
 _SPACE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+#: a version record's "k": the kind of space that wrote it (a record written before "k" has none)
+_KIND = {True: "l", False: "t"}  # a list space, a text space
 
 
 # -- results ----------------------------------------------------------------------------
@@ -163,6 +165,10 @@ def _check_text(label: str, value: object) -> bytes:
 def _check_action(action: object) -> None:
     if not isinstance(action, str) or not 1 <= len(action) <= 64:
         raise InvalidArgument(f"action must be a name of 1 to 64 characters, not {describe(action)}")
+    try:
+        action.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("action contains lone surrogates; pass valid Unicode text") from None
 
 
 def _check_version(version: object) -> None:
@@ -178,7 +184,7 @@ def _ref_problem(ref: object) -> str | None:
         return "a ref must be a non-empty string (a file path, URL or identifier)"
     if len(ref) > _MAX_REF:
         return f"a ref is at most {_MAX_REF} characters; this one has {len(ref)}"
-    if "\n" in ref or "\r" in ref:
+    if ref.splitlines() != [ref]:  # every line break str.splitlines() knows (\v, \f, \x85, \u2028...)
         return "a ref is one line: it must not contain line breaks"
     try:
         ref.encode("utf-8")
@@ -533,9 +539,20 @@ class Notepad:
             raw = txn.get(SPACE, log_key(session, space, version))
             if raw is None:
                 raise self._no_version(txn, space, version)
-            old = self._decode(budget, blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
-            if isinstance(old, list) or budget.limit is None:
+            record = json.loads(raw)
+            old = self._decode(space, budget, record, blob_get(txn, bytes.fromhex(record["h"])))
+            if budget.limit is None:
                 return _Outcome(old)
+            if isinstance(old, list):  # a list over a budget that shrank since: its newest items, as refs_add keeps
+                if len(old) <= budget.limit:
+                    return _Outcome(old)
+                dropped = old[:len(old) - budget.limit]
+                return _Outcome(
+                    old[len(dropped):], "truncated", dict(original=len(old), dropped=dropped),
+                    message=f"{space} reverted to version {version} truncated to its newest {budget.limit} of "
+                            f"{len(old)} refs (the budget); dropped the oldest: "
+                            + ", ".join(describe(d) for d in dropped[:10]) + (" ..." if len(dropped) > 10 else ""),
+                )
             original = self._count(budget, old)
             if original <= budget.limit:
                 return _Outcome(old)
@@ -576,7 +593,8 @@ class Notepad:
                 data = blob_get(txn, digest)
                 blob_ref(txn, data, digest)
                 log = json.loads(txn.get(SPACE, b"L" + part(parent) + space_part + value[:VER.size]) or b"{}")
-                record = {"h": digest.hex(), "c": log.get("c", 0), "t": now, "a": action}
+                record = {"h": digest.hex(), "c": log.get("c", 0), "t": now, "a": action,
+                          **({"k": log["k"]} if "k" in log else {})}
                 txn.put(SPACE, b"L" + part(child) + space_part + VER.pack(1), json.dumps(record).encode())
                 txn.put(SPACE, b"H" + part(child) + space_part, HEAD.pack(1, digest))
                 copied = True
@@ -671,10 +689,30 @@ class Notepad:
         return value.encode("utf-8")
 
     @staticmethod
-    def _decode(budget: Budget, data: bytes) -> str | list[str]:
-        if budget.unit == "items":
-            return list(json.loads(data)) if data else []
-        return data.decode("utf-8")
+    def _decode(space: str, budget: Budget, record: dict[str, Any], data: bytes) -> str | list[str]:
+        """A version's value, as the kind of space this handle declares ``space`` (see :data:`_KIND`).
+
+        A space written as a list by one handle and read as text by another (or the
+        reverse: budgets belong to the handle) is an InvalidArgument naming both kinds,
+        never text taken apart as a list or a list shown as its JSON.
+        """
+        listed = budget.unit == "items"
+        value: Any = None
+        if listed:
+            try:
+                value = json.loads(data) if data else []
+            except ValueError:
+                value = None
+        kind = record.get("k")
+        fits = kind == _KIND[listed] if kind is not None else (
+            not listed or isinstance(value, list) and all(isinstance(v, str) for v in value))
+        if not fits:
+            held, declared = ("text", "a list (unit 'items')") if listed else ("a list of refs", "text")
+            raise InvalidArgument(
+                f"space {space!r} of this session holds {held}, but this handle declares it {declared}: "
+                "declare it as the handle that wrote it did (budgets belong to the handle: pass the same in every process)"
+            )
+        return value if listed else data.decode("utf-8")
 
     def _current(self, txn: ReadTxn, space: str, budget: Budget, now: float) -> tuple[int, str | list[str]]:
         empty: str | list[str] = [] if budget.unit == "items" else ""
@@ -687,10 +725,11 @@ class Notepad:
                                   hint=HINT_VERIFY)
             return 0, empty
         log = txn.get(SPACE, log_key(self.session, space, head[0]))
-        if log is None or json.loads(log).get("h") != head[1].hex():
+        record = None if log is None else json.loads(log)
+        if record is None or record.get("h") != head[1].hex():
             raise CorruptData(f"the notepad's {space}: its current version {head[0]} is missing or differs",
                               hint=HINT_VERIFY)
-        return head[0], self._decode(budget, blob_get(txn, head[1]))
+        return head[0], self._decode(space, budget, record, blob_get(txn, head[1]))
 
     def _read_value(self, space: str, budget: Budget, version: int | None) -> str | list[str]:
         now = self.store.now()
@@ -703,7 +742,8 @@ class Notepad:
             raw = txn.get(SPACE, log_key(self.session, space, version))
             if raw is None:
                 raise self._no_version(txn, space, version)
-            return self._decode(budget, blob_get(txn, bytes.fromhex(json.loads(raw)["h"])))
+            record = json.loads(raw)
+            return self._decode(space, budget, record, blob_get(txn, bytes.fromhex(record["h"])))
 
     def _no_version(self, txn: ReadTxn, space: str, version: int) -> NotFound:
         kept = [int.from_bytes(k[-VER.size:], "big") for k, _ in scan_prefix(txn, log_prefix(self.session, space))]
@@ -722,18 +762,20 @@ class Notepad:
         session = self.session
         max_versions = self.max_versions
 
-        def txn_fn(txn: WriteTxn) -> tuple[int, bool, str | list[str], _Outcome]:
+        def txn_fn(txn: WriteTxn) -> tuple[int, bool, int, _Outcome]:
             if expired(txn, session, now):
                 delete_notepad(txn, session)
             version, current = self._current(txn, space, budget, now)
             outcome = decide(current, txn)
             if outcome.new is None or outcome.new == current:
-                return version, False, current, outcome
+                return version, False, self._count(budget, current), outcome
+            used = self._count(budget, outcome.new)  # before the commit: a counter that fails changes nothing
             data = self._encode(outcome.new)
             _check_size(action, space, len(data))
             digest = blob_ref(txn, data)
             version += 1
-            record = {"h": digest.hex(), "c": len(outcome.new), "t": now, "a": action}
+            record = {"h": digest.hex(), "c": len(outcome.new), "t": now, "a": action,
+                      "k": _KIND[isinstance(outcome.new, list)]}
             txn.put(SPACE, log_key(session, space, version), json.dumps(record).encode())
             txn.put(SPACE, head_key(session, space), HEAD.pack(version, digest))
             if version > max_versions:
@@ -742,10 +784,9 @@ class Notepad:
                     blob_release(txn, bytes.fromhex(json.loads(value)["h"]))
                     txn.delete(SPACE, key)
             set_expiry(txn, session, expires_at)
-            return version, True, outcome.new, outcome
+            return version, True, used, outcome
 
-        version, changed, value, outcome = self.store.engine.write(txn_fn)
-        used = self._count(budget, value)
+        version, changed, used, outcome = self.store.engine.write(txn_fn)
         kind = outcome.message_kind
         rejected = kind == "rejected"
         text = outcome.message or texts.result_message(space, budget, kind, action, used, outcome.details)
