@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 from . import __version__
-from .errors import BlobpadError, NotFound
+from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
@@ -649,6 +649,12 @@ def _cell(text: str | None) -> str:
     return shown if len(shown) <= 60 else shown[:59] + "…"
 
 
+def _one_line(text: str) -> str:
+    """Caller-chosen text on one line of the terminal: control characters (a line break,
+    a terminal escape) shown escaped, every other character as it is."""
+    return "".join(c if c.isprintable() or c in " \t" else repr(c)[1:-1] for c in text)
+
+
 def _cell_char(c: str) -> str:
     if c == " ":
         return "\\x20"  # columns stay separated by spaces only
@@ -740,11 +746,20 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _text_arg(text: str) -> str:
-    """A TEXT argument: the text itself, or stdin's (UTF-8) for ``-``."""
+    """A TEXT argument of the notepad: the text itself, or stdin's (UTF-8) for ``-``, read
+    no further than a notepad takes (1 MiB): more is refused without reading it all."""
     if text != "-":
         return text
+    from .notepad import MAX_CONTENT_BYTES
+
+    data = _stdin("give the text itself instead").read(MAX_CONTENT_BYTES + 1)
+    if len(data) > MAX_CONTENT_BYTES:
+        raise InvalidArgument(
+            f"standard input holds over {MAX_CONTENT_BYTES} bytes; a notepad accepts at most {MAX_CONTENT_BYTES} "
+            "bytes (1 MiB) per call and per space; nothing was changed", hint=HINT_NOTEPAD_SIZE,
+        )
     try:
-        return _stdin("give the text itself instead").read().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError("stdin is not valid UTF-8 text") from None
 
@@ -825,7 +840,7 @@ def _cmd_notes(args: argparse.Namespace) -> int:
         # refs
         if args.refs_action is None:
             for ref in pad.refs():
-                _println(ref)
+                _println(_one_line(ref))
             return OK
         if args.refs_action == "add":
             return _note_result(pad.refs_add(args.ref))

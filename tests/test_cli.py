@@ -26,6 +26,7 @@ import struct
 import subprocess
 import sys
 import termios
+import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -633,6 +634,35 @@ def test_a_notepad_too_large_is_refused_in_the_cli_words(tmp_path):
     assert "put()" not in message
 
 
+def test_a_notepad_text_on_stdin_is_read_no_further_than_a_notepad_takes(tmp_path):
+    """200 MB offered on stdin: the command refuses after reading 1 MiB and a byte, so the
+    writer meets a closed pipe long before it is done (it reports how much it wrote)."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys
+            block, sent = b"x" * 65536, 0
+            try:
+                while sent < 200 << 20:
+                    sent += sys.stdout.buffer.write(block)
+                sys.stdout.buffer.flush()
+            except BrokenPipeError:
+                pass
+            sys.stderr.write(str(sent))
+            sys.stderr.flush()
+        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc = subprocess.run([BLOBPAD, "--db", str(tmp_path / "db"), "notes", "--session", "s", "set", "-"],
+                              stdin=writer.stdout, capture_output=True, env=_env(), timeout=120)
+        writer.stdout.close()
+        sent = int(writer.communicate(timeout=120)[1])
+    finally:
+        writer.kill()
+    assert_error(proc, 2, "over 1048576 bytes", "1 MiB", "'blobpad put'")
+    assert sent < 8 << 20, sent  # 1 MiB read, a pipe's buffer or two: never the 200 MB
+    with blobpad.open(tmp_path / "db") as store:
+        assert store.notepad("s").version("notes") == 0
+
+
 def test_compact_refuses_while_another_process_has_the_store(tmp_path):
     db = tmp_path / "db"
     ok(bp("put", "-", db=db, input=b"x\n"))
@@ -767,6 +797,8 @@ def test_notes_set_append_plan_refs_and_show(tmp_path):
     assert json.loads(ok(bp(*s1, "show", "--json", db=db))) == expected
     assert ok(bp(*s1, "plan", db=db)).decode() == expected["plan"] + "\n"
     assert ok(bp(*s1, "refs", db=db)).decode().splitlines() == expected["refs"]
+    ok(bp("notes", "--session", "s3", "refs", "add", "a\x1b]0;T\x07\tb", db=db))  # shown escaped, not run by the terminal
+    assert ok(bp("notes", "--session", "s3", "refs", db=db)) == b"a\\x1b]0;T\\x07\tb\n"
     shown = ok(bp("notes", "show", "--session", "s1", db=db)).decode()  # --session after the action works too
     with blobpad.open(db) as store:  # the CLI shows what the library renders
         assert shown == store.notepad("s1").render_spaces().rstrip("\n") + "\n"
