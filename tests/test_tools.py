@@ -1455,6 +1455,23 @@ def test_seed002_notepad(store):
     assert other.call("read_notepad", {})["content"] == ""
 
 
+@pytest.mark.parametrize("profile", ["seed002", "seed001+seed002"])
+def test_a_toolbox_moved_to_another_session_uses_that_sessions_notepad(store, profile):
+    tb = Toolbox(store, session="alice", profile=profile, scope="session")
+    assert tb.call("write_notepad", {"content": "alice's notes"})["ok"]
+    store.put("bob's log\n", session="bob", turn=1)
+    tb.session = "bob"
+    assert tb.session == "bob" and tb.notepad.session == "bob"
+    assert tb.call("read_notepad", {})["content"] == ""
+    assert tb.call("write_notepad", {"content": "bob's notes"})["ok"]
+    assert store.notepad("alice").read() == "alice's notes" and store.notepad("bob").read() == "bob's notes"
+    assert [e.session for e in tb.entries()] == ["bob"]
+    for bad in (12345, None, "x" * 241):
+        with pytest.raises(blobpad.InvalidArgument, match="session"):
+            tb.session = bad
+    assert tb.session == "bob" and tb.call("read_notepad", {})["content"] == "bob's notes"
+
+
 def test_seed002_long_notepad_reads_in_pieces(store):
     tb = Toolbox(store, session="s", profile="seed002", max_result_chars=5000)
     text = _log(30_000, seed=30)

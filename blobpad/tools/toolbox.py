@@ -131,7 +131,6 @@ class Toolbox:
         notepad_options: Mapping[str, Any] | None = None,
     ) -> None:
         records = profile_records(profile)
-        check_str("session", session, allow_none=False)
         if scope is None:
             scope = records[0].scope
         if scope not in ("turn", "session"):
@@ -143,6 +142,7 @@ class Toolbox:
             line_chars = min(2000, max_result_chars // 4)
         check_int("line_chars (at most max_result_chars/2)", line_chars, minimum=80, maximum=max_result_chars // 2)
         self.store = store
+        self._pad: Any = None
         self.session = session
         self.profile = profile
         self.profiles: tuple[Profile, ...] = tuple(records)  # the records of the profile's parts, in order
@@ -173,7 +173,6 @@ class Toolbox:
             offloader = Offloader(store, policy=policy)
         self.offloader = offloader
         self.notepad_options = _notepad_options(notepad_options)
-        self._pad: Any = None
         self._turn: str | int | None = None
         self.turn = turn
         if any(r.notepad for r in records):
@@ -276,6 +275,18 @@ class Toolbox:
         return "\n\n".join(b for b in blocks if b)
 
     # -- scope --------------------------------------------------------------------------
+
+    @property
+    def session(self) -> str:
+        """The session whose entries and notepad the tools use; assign another to move the
+        toolbox, notepad included, to that session."""
+        return self._session
+
+    @session.setter
+    def session(self, value: str) -> None:
+        check_str("session", value, allow_none=False)
+        self._session = value
+        self._pad = None  # the notepad is the session's: the next use opens the new session's
 
     @property
     def turn(self) -> str | int | None:
