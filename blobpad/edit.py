@@ -183,7 +183,8 @@ def occurrences(reader: Reader, entry_id: str, text: str) -> int:
     return _count(reader, entry, needle)
 
 
-def edit(reader: Reader, putter: Putter, entry_id: str, old: str, new: str, *, replace_all: bool = False) -> Edit:
+def edit(reader: Reader, putter: Putter, entry_id: str, old: str, new: str, *, replace_all: bool = False,
+         evict_untimed: bool = True) -> Edit:
     """Replace ``old`` with ``new`` in the named text entry ``entry_id`` (see the module docstring).
 
     Raises:
@@ -194,13 +195,15 @@ def edit(reader: Reader, putter: Putter, entry_id: str, old: str, new: str, *, r
         NotFound: no live entry ``entry_id`` (or it went away while being counted).
         Conflict: another writer put the name again, or the entry was deleted or
             expired, after it was counted; nothing is changed.
-        StoreFull: the store cannot hold the new chunks.
+        StoreFull: the store cannot hold the new chunks (``evict_untimed``: as for
+            :meth:`blobpad.Store.put`).
     """
     old_bytes = _utf8("old", old)
     new_bytes = _utf8("new", new)
     if not old_bytes:
         raise InvalidArgument("old is empty: give the text to replace")
     check_bool("replace_all", replace_all)
+    check_bool("evict_untimed", evict_untimed)
     entry = reader.stat(entry_id)
     if entry.kind != "text":
         raise InvalidArgument(f"entry {entry.id} is binary; only text entries can be edited")
@@ -221,7 +224,7 @@ def edit(reader: Reader, putter: Putter, entry_id: str, old: str, new: str, *, r
         stored = putter.put(  # no ttl: the commit takes the entry's expiry as it stands then (replaces=)
             _Pieces(_replaced(reader, entry, old_bytes, new_bytes)), kind="text", session=entry.session,
             turn=entry.turn, ttl=None, name=entry.name, step=entry.step, tool=entry.tool, meta=dict(entry.meta),
-            replaces=bytes.fromhex(entry.id),
+            replaces=bytes.fromhex(entry.id), evict_untimed=evict_untimed,
         )
     except NotFound:  # the entry went away while the edit read it again
         raise Conflict(

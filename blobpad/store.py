@@ -532,7 +532,7 @@ class Store(ReadsMixin):
                 self._next_sweep = t
 
 
-    def edit(self, entry_id: str, old: str, new: str, *, replace_all: bool = False) -> Edit:
+    def edit(self, entry_id: str, old: str, new: str, *, replace_all: bool = False, evict_untimed: bool = True) -> Edit:
         """Replace ``old`` with ``new`` in a named text entry, as ``str.replace`` does, storing only
         the chunks that change; return the :class:`~blobpad.edit.Edit` (the new entry under the
         same name, and how many occurrences were replaced).
@@ -540,7 +540,8 @@ class Store(ReadsMixin):
         ``old`` must occur exactly once unless ``replace_all``.  The entry keeps its name,
         session, turn, step, tool, meta, ``created_at`` and remaining TTL; its id is new.
         The entry is read twice, one block at a time, never held in memory whole (see
-        :mod:`blobpad.edit`).
+        :mod:`blobpad.edit`).  ``evict_untimed``: as for :meth:`put`, whether making room
+        under ``max_bytes`` may evict entries without a TTL.
 
         Raises:
             InvalidArgument: ``old`` empty, a binary or unnamed entry, a bad argument;
@@ -548,9 +549,11 @@ class Store(ReadsMixin):
                 several times without ``replace_all`` (its ``occurrences`` says how many).
             NotFound: no live entry ``entry_id``.
             Conflict: another writer put the same name (or deleted the entry) meanwhile.
+            StoreFull: as for :meth:`put`.
             Nothing is changed when it raises.
         """
-        return edit(self._reader, self._putter, entry_id, old, new, replace_all=replace_all)
+        return edit(self._reader, self._putter, entry_id, old, new, replace_all=replace_all,
+                    evict_untimed=evict_untimed)
 
     def occurrences(self, entry_id: str, text: str) -> int:
         """How many times ``text`` occurs in a text entry, as ``str.count`` counts (no

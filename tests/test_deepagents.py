@@ -415,6 +415,13 @@ def test_under_a_cap_files_are_never_evicted_and_a_write_that_does_not_fit_is_re
     written = [f"/more/{i}.txt" for i, a in enumerate(answers) if a.error is None]
     assert sorted(i["path"] for i in backend.ls("/more").entries) == sorted(written)
     assert backend.read("/large_tool_results/call_1").error is not None  # the evicted result made room first
+    # an edit that grows a file past the cap is refused as a write is: it evicts no other file
+    head = files["/src/1.bin"][:40]
+    grown = backend.edit("/src/1.bin", head, head + _os.urandom(size).hex()[:size])
+    assert grown.error is not None and "Error editing file" in grown.error and "max_bytes" in grown.error
+    for path, text in files.items():
+        assert store.get(store.find(path, session="s").id) == text
+    assert sorted(i["path"] for i in backend.ls("/more").entries) == sorted(written)
 
 
 def test_evicted_results_expire_and_files_do_not(store):

@@ -773,6 +773,24 @@ def test_a_put_that_spares_untimed_entries_evicts_only_expiring_ones_or_fails_wh
     assert s.verify().ok
 
 
+def test_an_edit_that_spares_untimed_entries_evicts_none_of_them_or_fails_whole(store_factory):
+    """``edit(..., evict_untimed=False)`` makes room as such a put does: an edit that would
+    need an untimed entry's room raises StoreFull and changes nothing; the default evicts it."""
+    size = 40_000
+    text = [_rand(size, i).hex() for i in range(4)]  # 80,000 hex digits: about 40,000 bytes stored
+    s = store_factory(max_bytes=3 * size + 6_000)  # two of them and 60,000 more fit only without the first
+    untimed = [s.put(text[i], ttl=None, name=f"f{i}") for i in (0, 1)]
+    grow = (text[2] + text[3])[:3 * size]
+    with pytest.raises(StoreFull, match="entries without a TTL are kept"):
+        s.edit(untimed[1].id, text[1][:32], text[1][:32] + grow, evict_untimed=False)
+    assert [s.get(e.id) for e in untimed] == [text[0], text[1]] and len(s.entries()) == 2
+    done = s.edit(untimed[1].id, text[1][:32], text[1][:32] + grow)  # the default evicts the oldest untimed entry
+    assert not s.exists(untimed[0].id) and s.get(done.entry.id) == text[1][:32] + grow + text[1][32:]
+    with pytest.raises(InvalidArgument, match="evict_untimed"):
+        s.edit(done.entry.id, "a", "b", evict_untimed="no")
+    assert s.verify().ok
+
+
 @pytest.mark.parametrize("ttl", [None, 600.0])
 def test_entries_that_expire_together_are_evicted_oldest_first(store_factory, ttl):
     """Entries without a TTL (or put at one instant with one TTL) expire together: the

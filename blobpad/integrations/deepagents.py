@@ -514,7 +514,7 @@ class BlobpadBackend(BackendProtocol):
 
     def _edit(self, entry: Entry, file_path: str, old: str, new: str, replace_all: bool) -> EditResult:
         try:
-            done = self.store.edit(entry.id, old, new, replace_all=replace_all)
+            done = self.store.edit(entry.id, old, new, replace_all=replace_all, evict_untimed=False)  # as _put
         except NoUniqueMatch as exc:
             return EditResult(error=self._edit_refusal(entry, old, exc.occurrences))
         except Conflict:
