@@ -290,8 +290,10 @@ class Verifier:
                     k = value[i : i + KEY_SIZE]
                     expected[k] = expected.get(k, 0) + 1
         failed: dict[bytes, str] = {}
+        stored_len: dict[bytes, int] = {}  # each chunk's frame length, for its reference record
 
         def check(key: bytes, frame: bytes) -> None:
+            stored_len[key] = len(frame)
             if key in raw_len:
                 try:
                     self.codec.decompress(frame, key, raw_len[key])
@@ -320,6 +322,12 @@ class Verifier:
             elif expected.get(key, 0) != ref[0]:
                 self.problems.append(
                     f"chunk {key.hex()}: reference count {ref[0]}, but {expected.get(key, 0)} references; gc() recounts them"
+                )
+                self.recount = True
+            elif ref[1] != stored_len.get(key, ref[1]) or ref[2] != raw_len.get(key, ref[2]):
+                self.problems.append(
+                    f"chunk {key.hex()}: reference record says {ref[1]} bytes stored and {ref[2]} raw, but the chunk "
+                    f"has {stored_len.get(key, ref[1])} and its chunk lists {raw_len.get(key, ref[2])}; gc() rebuilds it"
                 )
                 self.recount = True
         for key in expected.keys() - refs.keys():
@@ -415,38 +423,37 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
     expected, raw_len, sizes = counted
     fixes: list[tuple[bytes, bytes | None]] = []
     chunks = stored = unique = freed_chunks = freed_bytes = 0
+    # every stored chunk's lengths, from its frame and its chunk lists: what its record must say
+    lengths = {key: (len(frame), raw_len.get(key) or content_size(frame))
+               for key, frame in txn.scan("chunks", on_damage=lambda k: None)}
     recorded = set()
     for key, rec in txn.scan("refs", on_damage=lambda k: None):  # a damaged one: rebuilt below, as a missing one
         recorded.add(key)
         want = expected.get(key, 0)
         ref = unpack_ref(rec)
-        frame = get_or_damaged(txn, "chunks", key)[1] if ref is None else None
-        if ref is None and frame is not None:  # damaged: rebuilt from the frame and the chunk lists
-            ref = (0, len(frame), raw_len.get(key, content_size(frame)))
-        if not want or ref is None:
+        if not want or ref is None and key not in lengths:  # unreferenced, or damaged with its chunk unreadable
             fixes.append((key, None))
             freed_chunks += 1
             freed_bytes += ref[1] if ref is not None else 0
             continue
-        count, slen, rlen = ref
+        slen, rlen = lengths.get(key) or ref[1:]  # ref: a chunk that cannot be read keeps what its record says
         chunks += 1
         stored += slen
         unique += rlen
-        if want != count:  # a rebuilt record (count 0) is always rewritten
+        if ref != (want, slen, rlen):  # a wrong count or wrong lengths; a damaged record is rebuilt
             fixes.append((key, REF.pack(want, slen, rlen)))
-    for key, frame in txn.scan("chunks", on_damage=lambda k: None):  # chunks whose record is missing
+    for key, (slen, rlen) in lengths.items():  # chunks whose record is missing
         if key in recorded:
             continue
         if key in expected:
-            rlen = raw_len.get(key, content_size(frame))
-            fixes.append((key, REF.pack(expected[key], len(frame), rlen)))
+            fixes.append((key, REF.pack(expected[key], slen, rlen)))
             chunks += 1
-            stored += len(frame)
+            stored += slen
             unique += rlen
         else:
             fixes.append((key, None))
             freed_chunks += 1
-            freed_bytes += len(frame)
+            freed_bytes += slen
     for key, new in fixes:
         if new is None:
             txn.delete("refs", key)

@@ -26,6 +26,7 @@ import pytest
 import xxhash
 
 import blobpad
+import blobpad.catalog as catalog_module
 import blobpad.codec as codec_module
 import blobpad.put as put_module
 from blobpad import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, sample
@@ -105,6 +106,32 @@ def test_verify_is_ok_on_a_healthy_store(store_factory):
     assert report.problems == [] and report.damaged_entries == []
     assert report.entries == 5
     assert report.chunks == s.stats().chunks
+
+
+@pytest.mark.parametrize("field", [1, 2])  # the stored length, the raw length
+def test_verify_names_a_reference_record_whose_lengths_are_wrong_and_gc_rebuilds_it(store_factory, field):
+    """A chunk's reference record states its frame's length and its content's: one that
+    says otherwise (sealed, so no checksum error) is named by verify(), and gc() rebuilds
+    it from the frame and the chunk lists, so stats() and max_bytes count the truth."""
+    s = store_factory(chunk_params=SMALL)
+    entries = [s.put(_log(3000, k), ttl=None) for k in range(3)]
+    truth = s.stats()
+    wrong: list[bytes] = []
+
+    def tamper(txn):
+        key, rec = next(iter(txn.scan("refs")))
+        values = list(catalog_module.unpack_ref(rec))
+        values[field] += 1_000_000
+        txn.put("refs", key, catalog_module.REF.pack(*values))
+        wrong.append(key)
+
+    s.engine.write(tamper)
+    report = s.verify()
+    assert not report.ok and any(wrong[0].hex() in p and "reference record says" in p for p in report.problems)
+    s.gc()
+    after = s.stats()
+    assert (after.stored_bytes, after.unique_bytes, after.chunks) == (truth.stored_bytes, truth.unique_bytes, truth.chunks)
+    assert s.verify().ok and [s.get(e.id) for e in entries] == [_log(3000, k) for k in range(3)]
 
 
 # -- put: what it accepts -----------------------------------------------------------------
