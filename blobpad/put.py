@@ -337,8 +337,9 @@ class PutWriter:
 
         The calling thread cuts, without copying: chunks are views of the blocks read.
         It hashes each task's chunks and looks their keys up (:meth:`_lookup`), then,
-        once the chunk after it is cut (its first bytes complete the trigram filter of
-        the task's last chunk, see :func:`blobpad.prefilter.build`), hands the task
+        once the chunks after it are cut as far as the spill of its last chunk's filter
+        (the first bytes after it, from as many chunks as it takes; see
+        :func:`blobpad.prefilter.build`), hands the task
         (growing from ``_FIRST_TASK`` to ``_TASK`` bytes, so that a large put still
         spreads over the workers) to the store's worker pool, where each chunk is
         counted, compressed (or compared with the stored copy) and given its trigram
@@ -374,7 +375,9 @@ class PutWriter:
                 if buf is not last:  # a new block: chunks are views of it until the next one
                     last, view, ascii = buf, memoryview(buf), buf.isascii()
                 piece = (view[start:end], buf, start, end, ascii)
-                if task_bytes >= task_size:  # handed over once the chunk after it is cut: its filter's spill
+                # handed over once the chunks after it that hold its filter's spill are cut (one,
+                # unless a chunk shorter than the spill follows: the task takes it in too)
+                if task_bytes >= task_size and len(piece[0]) >= prefilter.SPILL:
                     fut = codec.submit(self._prepare, task, *self._lookup(task), bytes(piece[0][: prefilter.SPILL]))
                     on_pool = True
                     inflight.extend((span[0], fut, i) for i, span in enumerate(task))
@@ -460,7 +463,11 @@ class PutWriter:
         for i, frame in zip(todo, self._compress_all(codec.compressor, [task[i][0] for i in todo]), strict=True):
             frames[i] = frame
         if store.filters:
-            spills = [bytes(span[0][: prefilter.SPILL]) for span in task[1:]] + [spill]
+            spills = []  # each chunk's: the first bytes after it, from as many chunks as it takes
+            for span in reversed(task):
+                spills.append(spill)
+                spill = (bytes(span[0][: prefilter.SPILL]) + spill)[: prefilter.SPILL]
+            spills.reverse()
             filters = [
                 prefilter.build(span[0], after, max_bytes=int(FILTER_SHARE * len(frame or stored or b"")))
                 for span, after, frame, stored in zip(task, spills, frames, found, strict=True)

@@ -372,6 +372,55 @@ def test_every_filter_holds_the_trigrams_that_cross_into_the_next_chunk(store_fa
     assert checked > 4000
 
 
+def _tiny_chunks_never_hide_a_match(store_factory, monkeypatch, max_size: int, size: int) -> None:
+    monkeypatch.setattr(blobpad.put, "FILTER_SHARE", 100.0)  # filters exclude all they can
+    params = blobpad.ChunkParams(min_size=1, avg_extra=1, max_size=max_size)
+    s = store_factory(filters=True, chunk_params=params, cache_bytes=0)
+    plain = store_factory("plain", filters=False, chunk_params=params, cache_bytes=0)
+    rng = random.Random(max_size)
+    text = "".join(rng.choice(("b", "b", "é", "x", "€", "\n" if rng.random() < 0.05 else "b")) for _ in range(size // 2))
+    data = text.encode()
+    e, whole = s.put(data), plain.put(data)
+    for needle in ("bbé", "bé", "éb", "béx", "€bb", "xé€", "bbbb", "é€x"):
+        expected = _oracle_lines(data, needle, False, True)
+        assert expected, needle
+        assert [m.line for m in s.grep(e.id, needle, fixed=True, max_matches=10**6)] == expected, needle
+        assert [m.line for m in plain.grep(whole.id, needle, fixed=True, max_matches=10**6)] == expected, needle
+        assert s.count(e.id, needle, fixed=True) == len(expected), needle
+
+
+@pytest.mark.parametrize("max_size", [2, 3, 4])
+def test_filters_of_chunks_shorter_than_a_trigram_never_hide_a_match(store_factory, monkeypatch, max_size):
+    """Chunks of a byte or two (tiny chunk sizes, a cut moved back off a UTF-8 character):
+    a chunk's filter takes the bytes after it from as many chunks as it takes, so a
+    trigram over three chunks is in the filter of the first.  Oracle: rg, and the same
+    store without filters."""
+    _tiny_chunks_never_hide_a_match(store_factory, monkeypatch, max_size, 3_000)
+
+
+@pytest.mark.engines("lmdb")  # the put's cutting is the same on every engine; 130,000 chunks cost minutes on Redis
+def test_the_filter_before_a_pool_tasks_end_takes_its_spill_from_the_chunks_after(store_factory, monkeypatch):
+    """The put hands its first pool task over after 256 KB; here ASCII cuts into 2-byte
+    chunks up to there, and the chunk after the task is one byte (the cut backs off an
+    "é"), so the task's last filter needs bytes of two chunks after it.  Oracle: every
+    stored filter is the one built from its chunk and the two bytes after it."""
+    monkeypatch.setattr(blobpad.put, "FILTER_SHARE", 100.0)  # no cap: a filter is its chunk's and spill's alone
+    params = blobpad.ChunkParams(min_size=1, avg_extra=1, max_size=2)
+    s = store_factory(filters=True, chunk_params=params, cache_bytes=0)
+    rng = random.Random(3)
+    data = bytes(rng.choices(b"abcdefgh", k=256 << 10)) + "xé".encode() + bytes(rng.choices(b"abcdefgh", k=4000))
+    e = s.put(data)
+    cuts = _cuts(s, e)
+    k = cuts.index(256 << 10)
+    assert cuts[k + 1] - cuts[k] == 1 and all(b - a == 2 for a, b in zip(cuts[:k], cuts[1:k + 1], strict=True))  # as designed
+    with s.engine.read() as txn:
+        filters = prefilter.unpack(txn.get("filters", _raw_id(e)), e.chunks)
+    assert filters is not None
+    for i in range(e.chunks):
+        assert filters[i] == prefilter.build(data[cuts[i]:cuts[i + 1]], data[cuts[i + 1]:cuts[i + 1] + 2]), i
+    assert s.count(e.id, data[(256 << 10) - 1:(256 << 10) + 1].decode() + "é", fixed=True) == 1
+
+
 def test_a_put_whose_filters_outgrow_their_cap_keeps_none(store_factory, monkeypatch):
     monkeypatch.setattr(blobpad.put, "FILTER_RECORD_MAX", 200)
     s = store_factory(filters=True, chunk_params=SMALL, cache_bytes=0)
