@@ -1400,6 +1400,32 @@ def test_a_put_waits_for_the_replicas_of_every_node_its_chunks_are_on(program, c
         assert len(_chunk_keys(cluster, ns)) == store.stats().chunks == 1
 
 
+def test_the_servers_clock_is_kept_when_the_hosts_clock_steps_and_when_a_measurement_stalls(server, monkeypatch):
+    """A host whose clock is set back or forward after the store opened (an NTP step, a
+    resumed VM) keeps the server's time, and so do the lifetimes it sets; a measurement
+    of the server's clock (every minute) that meets a stalled server keeps its error to
+    a fast round trip's.  Oracle: the server's TIME."""
+    client = server.client()
+
+    def server_now() -> float:
+        seconds, micros = client.time()
+        return seconds + micros / 1e6
+
+    real_time, real_monotonic = time.time, time.monotonic
+    url = _url(server)
+    with blobpad.open(url) as store, blobpad.open(url) as other:
+        for step in (-3600.0, 3600.0):
+            monkeypatch.setattr(time, "time", lambda step=step: real_time() + step)
+            assert abs(store.now() - server_now()) < 1
+            e = store.put("x" * 100, ttl=600)
+            assert abs(store.stat(e.id).expires_at - (server_now() + 600)) < 2
+            assert other.get(e.id) == "x" * 100
+        monkeypatch.setattr(time, "monotonic", lambda: real_monotonic() + 120)  # the next reading measures again
+        client.execute_command("CLIENT", "PAUSE", "1500", "ALL")
+        measured = store.now()
+        assert abs(measured - server_now()) < 0.3
+
+
 def test_lifetimes_follow_the_servers_clock_not_the_hosts(server, monkeypatch):
     """A host whose clock is an hour slow puts an entry with a one-minute ttl: the other hosts still read it,
     because lifetimes are set and checked by the server's clock."""

@@ -117,7 +117,9 @@ _FIRST_PAGE = 16  # keys the first call of a scan resolves (then 64, then _BATCH
 #: for its token within its socket timeout plus retry_seconds; the token is kept twice that
 #: (RedisEngine._token_ms), and at least this long
 _TOKEN_MIN_MS = 60_000
-_CLOCK_SECONDS = 60.0  # how often the offset of the server's clock is measured again
+_CLOCK_SECONDS = 60.0  # how often the offset of the server's clock is measured again (by the monotonic clock)
+_CLOCK_TRIES = 3  # round trips a measurement of the server's clock may take, keeping the shortest
+_CLOCK_GOOD = 0.05  # a round trip this short ends the measurement at once (the offset is right within half of it)
 _OPEN_SECONDS = 3.0  # how long opening retries a server that does not answer
 _TRIM = 512  # old values dropped per commit at most
 _GL_INLINE = 4  # versions of a key's old values kept inline in gl:s before they move to a sorted set
@@ -615,19 +617,37 @@ class RedisEngine:
             self._maxmemory = max(self._maxmemory, int(c.get("maxmemory", 0) or 0))
 
     def clock(self) -> float:
-        """Unix time by the server's clock (the host's clock plus the offset measured at open and every
-        minute after): lifetimes set and checked by hosts whose clocks differ agree."""
-        now = time.time()
+        """Unix time by the server's clock: this host's monotonic clock plus the server's offset
+        from it, measured at open and every minute after, so that lifetimes set and checked
+        by hosts whose clocks differ agree, and a host whose own clock is set back or
+        forward (an NTP step, a resumed VM) keeps the server's time."""
+        now = time.monotonic()
         if now - self._offset_at > _CLOCK_SECONDS:
             self._measure_offset()
+            now = time.monotonic()
         return now + self._offset
 
     def _measure_offset(self) -> None:
-        before = time.time()
-        seconds, micros = self._call("TIME", self._client.time)
-        after = time.time()
-        self._offset = seconds + micros / 1e6 - (before + after) / 2
-        self._offset_at = after
+        """Measure the server's clock against the monotonic clock: the midpoint of one ``TIME``
+        round trip (retried as every call is), the shortest of up to :data:`_CLOCK_TRIES`,
+        so that a round trip slowed by a stall or a retry does not skew it by half its length."""
+
+        def once() -> tuple[float, float, Any]:
+            sent = time.monotonic()
+            reply = self._client.time()
+            return sent, time.monotonic(), reply
+
+        best: tuple[float, float] | None = None  # (round trip, offset)
+        for _ in range(_CLOCK_TRIES):
+            sent, got, (seconds, micros) = self._call("TIME", once)
+            trip = got - sent
+            if best is None or trip < best[0]:
+                best = (trip, seconds + micros / 1e6 - (sent + got) / 2)
+            if trip <= _CLOCK_GOOD:
+                break
+        assert best is not None
+        self._offset = best[1]
+        self._offset_at = time.monotonic()
 
     def _read_call(self, args: list[Any]) -> list[Any]:
         res = self._call("a read", lambda: self._read_script(keys=[self._version_key], args=args))
