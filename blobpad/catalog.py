@@ -524,7 +524,9 @@ class Catalog:
         commits, by the store's clock, not when the put began.
         """
         first_created = created
-        expires = None if ttl is None else created + ttl
+        # the ttl counts from this commit, when the entry becomes readable, not from the put's
+        # start: a put streamed for longer than its ttl is still readable for the whole ttl
+        expires = None if ttl is None else max(created, self._now()) + ttl
         if name is not None:
             editing = replaces is not None and replaces != NAME_FREE
             old = txn.get("names", name_key(session, name))

@@ -818,6 +818,36 @@ def test_an_edit_that_spares_untimed_entries_evicts_none_of_them_or_fails_whole(
     assert s.verify().ok
 
 
+@pytest.mark.parametrize("name", [None, "build.log"])
+def test_a_ttl_counts_from_the_commit_so_a_long_put_is_readable_for_all_of_it(store_factory, name):
+    """A streamed put that takes longer than its ttl (the clock moves 10 s per read of
+    the source, the ttl is 5 s) is readable when it returns, for the whole ttl, and then
+    gone; its creation time is still when it began."""
+    t = [1_000.0]
+    s = store_factory(clock=lambda: t[0], chunk_params=SMALL)
+
+    class Slow(io.RawIOBase):
+        def __init__(self, data: bytes) -> None:
+            self.data = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buf) -> int:
+            t[0] += 10.0
+            return self.data.readinto(memoryview(buf)[:4096])
+
+    data = _log(40_000, 3).encode()
+    e = s.put(Slow(data), ttl=5, name=name)
+    committed = t[0]
+    assert committed > 1_000.0 + 5 and e.created_at == 1_000.0
+    assert e.expires_at == committed + 5 and s.get(e.id) == data.decode()
+    t[0] = committed + 4.999
+    assert s.exists(e.id) and [x.id for x in s.entries()] == [e.id]
+    t[0] = committed + 5
+    assert not s.exists(e.id) and s.entries() == []
+
+
 @pytest.mark.parametrize("ttl", [None, 600.0])
 def test_entries_that_expire_together_are_evicted_oldest_first(store_factory, ttl):
     """Entries without a TTL (or put at one instant with one TTL) expire together: the
