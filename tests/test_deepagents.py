@@ -387,6 +387,10 @@ def test_session_factory_and_bad_arguments(store):
         BlobpadBackend(store, session=3)  # type: ignore[arg-type]
     with pytest.raises(blobpad.InvalidArgument):
         BlobpadBackend(object())  # type: ignore[arg-type]
+    for bad in (-5, 0, float("nan"), "1h", True, 10 ** 400):  # refused when built, not at every later write
+        for option in ("ttl", "evicted_ttl"):
+            with pytest.raises(blobpad.InvalidArgument, match=option):
+                BlobpadBackend(store, **{option: bad})
     assert backend.write(None, "x").error  # type: ignore[arg-type]
     assert backend.grep(None).error  # type: ignore[arg-type]
     assert backend.grep("x", max_count=-1).error

@@ -319,6 +319,8 @@ def test_bad_arguments_raise_clear_errors(store):
         (lambda: lg.put(("ns",), "k", {}, ttl=-5), "positive number of minutes"),
         (lambda: lg.put(("ns",), "k", {}, ttl="5"), "number of minutes"),
         (lambda: lg.put(("ns",), "k", {}, ttl=10 ** 12), "pass None for never"),
+        (lambda: lg.put(("ns",), "k", {}, ttl=10 ** 400), "pass None for never"),
+        (lambda: lg.put(("ns",), "k", {}, ttl=-10 ** 400), "positive number of minutes"),
         (lambda: lg.put(("x" * 250,), "k", {}), "too long for blobpad"),
         (lambda: lg.put(("ns",), "\ud800", {}), "lone surrogates"),
         (lambda: lg.search(("ns",), limit=-1), "limit must be a non-negative integer"),

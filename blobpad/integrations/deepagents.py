@@ -89,7 +89,7 @@ from deepagents.backends.utils import (
     slice_read_response,
 )
 
-from ..errors import BlobpadError, Conflict, InvalidArgument, NotFound, NoUniqueMatch, check_int, describe
+from ..errors import BlobpadError, Conflict, InvalidArgument, NotFound, NoUniqueMatch, check_int, check_ttl, describe
 from ..index import Entry
 from ..reads import MAX_SESSION_ENTRIES
 from ..search import check_timeout
@@ -182,6 +182,12 @@ class BlobpadBackend(BackendProtocol):
         check_int("max_read_bytes", max_read_bytes, minimum=1)
         check_int("max_grep_matches", max_grep_matches, minimum=1)
         check_int("line_window", line_window, minimum=1)
+        ttl, evicted_ttl = check_ttl(ttl, "ttl"), check_ttl(evicted_ttl, "evicted_ttl")  # before any write needs them
+        prefixes = None if evict_prefixes is None else tuple(evict_prefixes)
+        if prefixes is not None and not all(isinstance(p, str) for p in prefixes):
+            raise InvalidArgument("evict_prefixes must be path prefixes (strings), or None")
+        grep_timeout = check_timeout(grep_timeout, "grep_timeout")
+        # every argument is checked before a store is opened: a refused one leaves none open
         self._owned = not isinstance(store, Store)
         if store is None:
             self.store: Store = open_store("memory://", max_bytes=max_bytes)
@@ -194,13 +200,11 @@ class BlobpadBackend(BackendProtocol):
         self._session = session
         self.ttl = ttl
         self.evicted_ttl = evicted_ttl
-        self.evict_prefixes = None if evict_prefixes is None else tuple(evict_prefixes)
-        if self.evict_prefixes is not None and not all(isinstance(p, str) for p in self.evict_prefixes):
-            raise InvalidArgument("evict_prefixes must be path prefixes (strings), or None")
+        self.evict_prefixes = prefixes
         self.max_read_bytes = max_read_bytes
         self.max_grep_matches = max_grep_matches
         self.line_window = line_window
-        self.grep_timeout = check_timeout(grep_timeout, "grep_timeout")
+        self.grep_timeout = grep_timeout
         # entry id -> None (only \n ends lines) or the number of str.splitlines lines
         self._line_ends: OrderedDict[str, int | None] = OrderedDict()
         self._blanks: OrderedDict[str, bool] = OrderedDict()  # whether each entry read is only whitespace

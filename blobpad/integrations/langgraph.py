@@ -74,7 +74,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import MAX_STR_BYTES, MAX_TTL, BlobpadError, InvalidArgument, NotFound, typename
+from ..errors import MAX_STR_BYTES, MAX_TTL, BlobpadError, InvalidArgument, NotFound, describe, typename
 from ..index import Entry
 from ..put import non_str_key
 from ..store import Store
@@ -190,11 +190,11 @@ def _ttl_seconds(ttl: object) -> float | None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise InvalidArgument(f"ttl must be a number of minutes or None, not {typename(ttl)}")
-    seconds = float(ttl) * 60
+    seconds = float(max(-MAX_TTL, min(ttl, MAX_TTL + 1))) * 60  # float() of a huge int would overflow
     if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidArgument(f"ttl must be a positive number of minutes or None (never expires), not {ttl!r}")
+        raise InvalidArgument(f"ttl must be a positive number of minutes or None (never expires), not {describe(ttl)}")
     if seconds > MAX_TTL:
-        raise InvalidArgument(f"ttl is {ttl!r} minutes; the longest is {MAX_TTL // 60} minutes: pass None for never")
+        raise InvalidArgument(f"ttl is {describe(ttl)} minutes; the longest is {MAX_TTL // 60} minutes: pass None for never")
     return seconds
 
 
