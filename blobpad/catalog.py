@@ -523,10 +523,11 @@ class Catalog:
         exclusive=True)``), else Conflict.  Live means live when this transaction
         commits, by the store's clock, not when the put began.
         """
+        # an entry is created when this commit makes it readable, not when its put began: a
+        # put streamed for longer than its ttl is still readable for the whole ttl
+        created = max(created, self._now())
         first_created = created
-        # the ttl counts from this commit, when the entry becomes readable, not from the put's
-        # start: a put streamed for longer than its ttl is still readable for the whole ttl
-        expires = None if ttl is None else max(created, self._now()) + ttl
+        expires = None if ttl is None else created + ttl
         if name is not None:
             editing = replaces is not None and replaces != NAME_FREE
             old = txn.get("names", name_key(session, name))
