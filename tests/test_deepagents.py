@@ -123,6 +123,47 @@ def test_read_is_bounded_by_max_read_bytes(store):
     backend.write("/other.txt", "\r".join("abcdefghij" for _ in range(100)))
     got = backend.read("/other.txt", 0, 50)
     assert got.end_line == 9 and got.file_data["content"] == "abcdefghij\n" * 9
+    backend.write("/wide.txt", "\r\n".join("éééé" for _ in range(100)))  # 8 bytes and 2 of line end: bytes count
+    got = backend.read("/wide.txt", 0, 50)
+    assert got.end_line == 10 and got.file_data["content"] == "éééé\n" * 10
+    # what a read shows whole (white space only, a binary file, a type deepagents does not split) is shown
+    # only when it fits, else an error says why: never more than max_read_bytes
+    backend.write("/blank.txt", " " * 99 + "\n")
+    backend.write("/blank-big.txt", " " * 500 + "\n")
+    backend.upload_files([("/small.bin", b"\xff" * 75), ("/big.bin", b"\xff" * 76)])  # 100 and 104 bytes of base64
+    backend.write("/doc.pdf", "x" * 100)
+    backend.write("/big.pdf", "x" * 101)
+    for path in ("/blank.txt", "/small.bin", "/doc.pdf"):
+        got = backend.read(path)
+        assert got.error is None and len(got.file_data["content"]) == 100, path
+    for path in ("/blank-big.txt", "/big.bin", "/big.pdf"):
+        got = backend.read(path)
+        assert got.file_data is None and "max_read_bytes" in got.error, path
+
+
+def test_paths_and_texts_with_lone_surrogates_answer_as_results_naming_the_cause(store):
+    """A model's JSON can carry \\ud800: no file has such a path (listings are empty, a delete
+    finds nothing), and an edit with such a text says so, not that the file is missing."""
+    backend = BlobpadBackend(store, session="s")
+    backend.write("/dir/f.txt", "header\nbody\n")
+    bad = "/dir\ud800"
+    assert backend.ls(bad).entries == [] and backend.glob("*", bad).matches == []
+    assert not backend.grep("x", bad).matches
+    assert "not found" in backend.delete(bad).error and "not found" in backend.read(bad).error
+    for old, new, word in (("header", "\ud800", "new contains lone surrogates"),
+                           ("\udc80", "x", "old contains lone surrogates")):
+        got = backend.edit("/dir/f.txt", old, new)
+        assert word in got.error and "not found" not in got.error, got.error
+    assert backend.read("/dir/f.txt").file_data["content"] == "header\nbody\n"
+
+
+def test_a_path_too_long_to_keep_is_refused_saying_so(store):
+    backend = BlobpadBackend(store, session="s")
+    path = "/" + "d/" * 35_000 + "f.txt"
+    got = backend.write(path, "x")
+    assert got.error is not None and "the path is 70006 characters" in got.error
+    assert backend.upload_files([(path, b"x")])[0].error.startswith("InvalidArgument: the path is")
+    assert backend.ls("/").entries == []
 
 
 def test_read_errors_and_degenerate_windows(pair):

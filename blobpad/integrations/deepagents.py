@@ -91,6 +91,7 @@ from deepagents.backends.utils import (
 
 from ..errors import BlobpadError, Conflict, InvalidArgument, NotFound, NoUniqueMatch, check_int, check_ttl, describe
 from ..index import Entry
+from ..put import MAX_META, check_meta
 from ..reads import MAX_SESSION_ENTRIES
 from ..search import check_timeout
 from ..store import Store
@@ -134,6 +135,14 @@ def _relative(path: str, root: str) -> str:
     if path == root:
         return path.rsplit("/", 1)[-1]
     return path[len(root) + 1:]
+
+
+class _Refused(Exception):
+    """An InvalidArgument of the function :meth:`BlobpadBackend._on_file` runs, carried past its lookup's."""
+
+    def __init__(self, error: InvalidArgument) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _under(path: str, root: str) -> bool:
@@ -275,15 +284,27 @@ class BlobpadBackend(BackendProtocol):
             name = self.entry_name(path)
         except (TypeError, ValueError):
             raise NotFound(f"no file {describe(path)}") from None
+        def call(entry: Entry) -> T:
+            try:
+                return fn(entry)
+            except InvalidArgument as exc:  # fn's own (an edit's text): not the lookup's, passed on as it is
+                raise _Refused(exc) from None
+
         try:
-            return self.store.with_named(name, fn, session=session)
-        except InvalidArgument:
+            return self.store.with_named(name, call, session=session)
+        except _Refused as refused:
+            raise refused.error from None
+        except InvalidArgument:  # a path no file can have (lone surrogates, too long): no such file
             raise NotFound(f"no file {describe(path)}") from None
 
     def _files(self, session: str, root: str = "/") -> dict[str, Entry]:
         """The files at or under ``root`` (a path as ``_normalize_path`` gives it), by path."""
         found: dict[str, Entry] = {}
         prefix = "" if root == "/" else root
+        try:
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: no file's path has them (writes refuse them)
+            return found
         if len(prefix.encode("utf-8", "surrogatepass")) <= 240:
             for e in self.store.named(session=session, prefix=prefix):
                 if not e.name.startswith(HASHED_NAME):
@@ -328,6 +349,12 @@ class BlobpadBackend(BackendProtocol):
         meta = dict(meta or {})
         if name != path:
             meta["path"] = path
+            try:  # the path is kept in the entry's meta: at most MAX_META characters of JSON
+                check_meta(meta)
+            except InvalidArgument:
+                raise InvalidArgument(
+                    f"the path is {len(path)} characters; blobpad keeps a path in at most {MAX_META} characters of JSON"
+                ) from None
         # a file is never evicted to make room for another: a write that does not fit is refused
         entry = self.store.put(data, session=session, name=name, ttl=self._ttl_for(path), meta=meta, kind=kind,
                                evict_untimed=False)
@@ -425,17 +452,28 @@ class BlobpadBackend(BackendProtocol):
 
     def _read(self, entry: Entry, file_path: str, offset: int, limit: int) -> ReadResult:
         if _get_backend_read_file_type(file_path) != "text":
-            return ReadResult(file_data=self._whole(entry))
+            return ReadResult(file_data=self._whole_read(entry))
         if not entry.is_text:
-            return slice_read_response(self._whole(entry), offset, limit)
+            return slice_read_response(self._whole_read(entry), offset, limit)
         if self._blank(entry):
-            return ReadResult(file_data=self._whole(entry))
+            return ReadResult(file_data=self._whole_read(entry))
         if limit == 0:
             return ReadResult(file_data=self._file_data(entry, ""), no_lines_requested=True)
         total = self._splitlines_total(entry)
         if total is None:
             return self._read_indexed(entry, offset, limit)
         return self._read_streamed(entry, offset, limit, total)
+
+    def _whole_read(self, entry: Entry) -> FileData:
+        """The whole file, as the reads that show a file whole (binary, a non-text type, only
+        white space) do, when it is at most ``max_read_bytes`` as shown; else InvalidArgument."""
+        shown = entry.size_bytes if entry.is_text else 4 * ((entry.size_bytes + 2) // 3)  # base64
+        if shown > self.max_read_bytes:
+            raise InvalidArgument(
+                f"the file is shown whole, and is {shown} bytes{'' if entry.is_text else ' of base64'}; a read returns "
+                f"at most {self.max_read_bytes} (max_read_bytes): download it instead"
+            )
+        return self._whole(entry)
 
     def _blank(self, entry: Entry) -> bool:
         """Whether the text is empty or only whitespace (deepagents shows it whole)."""
@@ -478,10 +516,11 @@ class BlobpadBackend(BackendProtocol):
         for number, line in enumerate(self._split_lines(entry)):
             if number < offset:
                 continue
-            if len(picked) >= limit or (picked and size + len(line) > self.max_read_bytes):
+            n = len(line.encode("utf-8"))  # max_read_bytes counts bytes, as the indexed read does
+            if len(picked) >= limit or (picked and size + n > self.max_read_bytes):
                 break
             picked.append(line)
-            size += len(line)
+            size += n
         text = "".join(picked).replace("\r\n", "\n").replace("\r", "\n")
         last = offset + len(picked)
         return ReadResult(file_data=self._file_data(entry, text), total_lines=total, start_line=offset + 1,
