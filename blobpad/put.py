@@ -54,7 +54,7 @@ from .forks import reset_in_child
 from .index import Entry, name_key, new_raw_id
 from .journal import head_record, process_token, rollback_pending
 
-__all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES"]
+__all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES", "MAX_META"]
 
 
 _BLOCK = 8 << 20          # bytes read from a file or stream at a time
@@ -66,7 +66,7 @@ _GATHER_SECONDS = 1.0
 BATCH_BYTES = 16 << 20         # raw bytes per write transaction of a put
 
 
-_MAX_META = 64 << 10      # largest caller meta, as JSON
+MAX_META = 64 << 10      # largest caller meta, as JSON
 
 
 #: what a worker found for one chunk: key, new frame (None when the stored one is
@@ -115,8 +115,8 @@ def check_meta(meta: object) -> dict[str, Any]:
         raise InvalidArgument("meta is nested too deeply to store as JSON") from None
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"meta must be JSON-serialisable: {describe(str(exc), 200)}") from None
-    if len(meta_json) > _MAX_META:
-        raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {_MAX_META}")
+    if len(meta_json) > MAX_META:
+        raise InvalidArgument(f"meta is {len(meta_json)} characters as JSON; the limit is {MAX_META}")
     found = non_str_key(meta)
     if found is not None:  # JSON would make it a string: {1: "a", "1": "b"} would keep one of the two
         raise InvalidArgument(f"meta's keys must be strings, as JSON's are, not {typename(found[0])} ({describe(found[0])})")

@@ -403,6 +403,23 @@ def test_a_batch_with_a_bad_put_writes_nothing(store):
     with pytest.raises(InvalidArgument, match="too long for blobpad"):
         lg.batch([PutOp(("ns",), "good", {"v": 1}), PutOp(("y" * 240,), "bad", {"v": 2})])
     assert store.entries() == [] and lg.search(()) == []
+    lg.put(("ns",), "old", {"v": 0})
+    with pytest.raises(InvalidArgument, match="the key is 70000 characters"):  # refused by the meta's limit
+        lg.batch([PutOp(("ns",), "a", {"v": 1}), PutOp(("ns",), "old", None), PutOp(("ns",), "k" * 70_000, {"v": 2})])
+    assert lg.get(("ns",), "a") is None and lg.get(("ns",), "old").value == {"v": 0}
+
+
+def test_a_batch_put_into_the_empty_namespace_is_refused_as_put_refuses_it(store):
+    from langgraph.store.base import InvalidNamespaceError, PutOp
+    from langgraph.store.memory import InMemoryStore
+
+    for lg in (BlobpadStore(store), InMemoryStore()):
+        with pytest.raises(InvalidNamespaceError, match="Namespace cannot be empty"):
+            lg.put((), "k", {"v": 1})
+    lg = BlobpadStore(store)
+    with pytest.raises(InvalidNamespaceError, match="Namespace cannot be empty"):
+        lg.batch([PutOp(("ns",), "a", {"v": 1}), PutOp((), "k", {"v": 1})])
+    assert store.entries() == [] and lg.list_namespaces() == []
 
 
 def test_an_item_that_is_not_json_is_named(store):

@@ -52,8 +52,9 @@ store sees the same items):
   vectors (twelve of 1,024 dimensions, three of 3,072): more raises ``InvalidArgument``.
   Without ``index=``, a search's ``query`` is ignored, as in ``InMemoryStore``.
 
-Search order: namespaces in sorted order, then a namespace's items in the order of their
-last put; with a query, by score.  Filters are those of ``InMemoryStore``: equality
+Search order: namespaces in the order of their labels joined by ``"."`` (so ``("a", "b")``
+comes after ``("a-",)``, where ``list_namespaces`` sorts the tuples), then a namespace's
+items in the order of their last put; with a query, by score.  Filters are those of ``InMemoryStore``: equality
 (nested dicts and lists compared as JSON) and the operators ``$eq``, ``$ne``, ``$gt``,
 ``$gte``, ``$lt``, ``$lte`` (the ordering ones compare as ``float()`` does: ``True`` is 1,
 ``"2.5"`` is 2.5; a field that is none of these matches no ordering).  A batch runs its reads
@@ -76,7 +77,7 @@ from typing import Any
 
 from ..errors import MAX_STR_BYTES, MAX_TTL, BlobpadError, InvalidArgument, NotFound, describe, typename
 from ..index import Entry
-from ..put import non_str_key
+from ..put import MAX_META, check_meta, non_str_key
 from ..store import Store
 from ..store import open as open_store
 
@@ -85,6 +86,7 @@ try:
         BaseStore,
         GetOp,
         IndexConfig,
+        InvalidNamespaceError,
         Item,
         ListNamespacesOp,
         MatchCondition,
@@ -438,6 +440,8 @@ class BlobpadStore(BaseStore):
             if isinstance(op, (GetOp, PutOp)) and not isinstance(op.key, str):
                 raise InvalidArgument(f"a LangGraph key must be a string, not {typename(op.key)}")
             if isinstance(op, PutOp) and op.value is not None:
+                if not op.namespace:  # as BaseStore.put refuses it (a batch's PutOp bypasses that check)
+                    raise InvalidNamespaceError("Namespace cannot be empty.")
                 _name(op.key)  # a key that cannot be stored is refused; reads and deletes of it find nothing
                 if any(not _valid(label) for label in op.namespace):
                     raise InvalidArgument("a namespace label contains lone surrogates; pass valid Unicode text")
@@ -649,6 +653,13 @@ class BlobpadStore(BaseStore):
         meta: dict[str, Any] = {_MARK: 1, "key": op.key, "ttl": op.ttl}
         if vectors:
             meta["vectors"] = vectors
+        try:  # here, before the batch's first write, not in Store.put after some of them
+            check_meta(meta)
+        except InvalidArgument:
+            raise InvalidArgument(
+                f"the key is {len(op.key)} characters: blobpad keeps a key (with the item's vectors) in at most "
+                f"{MAX_META} characters of JSON per item; use a shorter key"
+            ) from None
         return _value_text(op.value), {"session": session, "name": _name(op.key), "ttl": ttl, "meta": meta, "kind": "text"}
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
