@@ -284,6 +284,7 @@ class BlobpadBackend(BackendProtocol):
             name = self.entry_name(path)
         except (TypeError, ValueError):
             raise NotFound(f"no file {describe(path)}") from None
+
         def call(entry: Entry) -> T:
             try:
                 return fn(entry)
@@ -302,10 +303,10 @@ class BlobpadBackend(BackendProtocol):
         found: dict[str, Entry] = {}
         prefix = "" if root == "/" else root
         try:
-            prefix.encode("utf-8")
+            size = len(prefix.encode("utf-8"))
         except UnicodeEncodeError:  # lone surrogates: no file's path has them (writes refuse them)
             return found
-        if len(prefix.encode("utf-8", "surrogatepass")) <= 240:
+        if size <= 240:
             for e in self.store.named(session=session, prefix=prefix):
                 if not e.name.startswith(HASHED_NAME):
                     found[e.name] = e
