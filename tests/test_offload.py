@@ -443,7 +443,8 @@ def test_a_name_whose_entry_expires_during_a_put_is_free_when_it_commits(store_f
     new = store.put(_SlowSource(clock, [b"new ", b"plan\n"], 3.0), session="s", name="plan", exclusive=exclusive)
     assert store.get(store.find("plan", session="s").id) == "new plan\n" == store.get(new.id)
     assert not store.exists(old.id)
-    assert new.created_at == 1.8e9  # its own: the name's old entry was dead, its creation time went with it
+    # its own, when it committed: the name's old entry was dead, its creation time went with it
+    assert new.created_at == clock[0] == 1.8e9 + 9 and old.created_at == 1.8e9
     assert store.stats().entries == 1 and store.verify().ok
 
 
