@@ -535,14 +535,13 @@ class Catalog:
             if old is not None:
                 replaced = get_or_damaged(txn, "entries", old)[1]
                 previous = None if replaced is None else decode_entry(replaced)
-                # live as of this commit, not as of the put's start: a slow put must not
-                # take a name whose entry expired meanwhile for a live one
-                now = max(created, self._now())
-                if previous is not None and previous.expires_at is not None and previous.expires_at <= now:
+                # live as of this commit (``created``), not as of the put's start: a slow put
+                # must not take a name whose entry expired meanwhile for a live one
+                if previous is not None and previous.expires_at is not None and previous.expires_at <= created:
                     previous = None
             unnamed = None  # the unnamed entry this put takes the place of
             if editing and previous is None:
-                unnamed = self._live_unnamed(txn, replaces, session, max(created, self._now()))  # type: ignore[arg-type]
+                unnamed = self._live_unnamed(txn, replaces, session, created)  # type: ignore[arg-type]
                 previous = unnamed
             if editing and (old != replaces and unnamed is None or previous is None):
                 raise Conflict(
