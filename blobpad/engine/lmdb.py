@@ -70,6 +70,7 @@ import shutil
 import stat
 import struct
 import threading
+import time
 import warnings
 
 try:
@@ -111,6 +112,22 @@ from .base import (
 __all__ = ["LmdbEngine", "acquire_lmdb", "make_private", "STORE_FILES", "LMDB_OPTIONS", "DURABILITY"]
 
 T = TypeVar("T")
+
+
+#: how long an empty data.mdb may take to get its first pages: another process creating the store
+#: at the same moment has made the file and is writing them
+_CREATE_SECONDS = 2.0
+
+
+def _stays_empty(data: str) -> bool:
+    """Whether ``data`` exists and is still empty after :data:`_CREATE_SECONDS` (bounded polling):
+    a file a store's creation left empty, or not a store; one being created fills at once."""
+    deadline = time.monotonic() + _CREATE_SECONDS
+    while os.path.exists(data) and os.path.getsize(data) == 0:
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 class _SharedLock:
@@ -794,7 +811,7 @@ class LmdbEngine:
     def _open(self) -> None:
         _make_dir(self.path)
         data = os.path.join(self.path, "data.mdb")
-        if os.path.exists(data) and os.path.getsize(data) == 0:
+        if _stays_empty(data):
             raise CorruptData(f"{data} is empty: it is not a blobpad store; move it away or open another path")
         # The shared lock first: a compact() in another process holds the exclusive side
         # while it swaps data.mdb, and a process that mapped the old file meanwhile would
