@@ -176,6 +176,17 @@ def _check_version(version: object) -> None:
         raise InvalidArgument(f"version must be a positive integer (see history()), not {describe(version)}")
 
 
+def _newest(items: list[str], limit: int) -> tuple[list[str], list[str]]:
+    """(the newest ``limit`` of ``items``, the older ones dropped), as a refs list over its budget keeps them."""
+    cut = max(0, len(items) - limit)
+    return items[cut:], items[:cut]
+
+
+def _dropped_words(dropped: list[str]) -> str:
+    """What a result says of the refs a budget dropped (the first ten, described)."""
+    return "dropped the oldest: " + ", ".join(describe(d) for d in dropped[:10]) + (" ..." if len(dropped) > 10 else "")
+
+
 def _ref_problem(ref: object) -> str | None:
     """Why ``ref`` is not a valid ref, or None."""
     if not isinstance(ref, str):
@@ -470,12 +481,10 @@ class Notepad:
                 new = [r for r in current if r != ref] + [ref]
                 note = "already present; moved to newest" if new != current else "already present"
                 return _Outcome(new, details={"dropped": []}, message=f"ref {note} ({len(new)}/{budget.limit} refs)")
-            new = current + [ref]
-            dropped = new[:-budget.limit] if len(new) > budget.limit else []
-            new = new[len(dropped):]
+            new, dropped = _newest(current + [ref], budget.limit)
             msg = f"ref added ({len(new)}/{budget.limit} refs)"
             if dropped:
-                msg += "; dropped the oldest: " + ", ".join(describe(d) for d in dropped)
+                msg += "; " + _dropped_words(dropped)
             return _Outcome(new, details={"dropped": dropped}, message=msg)
 
         return self._mutate(space, budget, "refs.add", decide)
@@ -544,14 +553,13 @@ class Notepad:
             if budget.limit is None:
                 return _Outcome(old)
             if isinstance(old, list):  # a list over a budget that shrank since: its newest items, as refs_add keeps
-                if len(old) <= budget.limit:
+                kept, dropped = _newest(old, budget.limit)
+                if not dropped:
                     return _Outcome(old)
-                dropped = old[:len(old) - budget.limit]
                 return _Outcome(
-                    old[len(dropped):], "truncated", dict(original=len(old), dropped=dropped),
+                    kept, "truncated", dict(original=len(old), dropped=dropped),
                     message=f"{space} reverted to version {version} truncated to its newest {budget.limit} of "
-                            f"{len(old)} refs (the budget); dropped the oldest: "
-                            + ", ".join(describe(d) for d in dropped[:10]) + (" ..." if len(dropped) > 10 else ""),
+                            f"{len(old)} refs (the budget); " + _dropped_words(dropped),
                 )
             original = self._count(budget, old)
             if original <= budget.limit:
