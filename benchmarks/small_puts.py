@@ -26,10 +26,11 @@ The peers, with the same text and, per table, the same sync setting:
 * ``lmdb-layout`` (latency and throughput): one bare LMDB write transaction putting what a blobpad
   put writes, without blobpad's Python: the text compressed (zstd level 1, as a store's
   default) under a random chunk key, its reference record, an entry record of the same
-  size, its chunk list, the session, turn and expiry index keys and the counters record
-  (no creation index of every entry, no content index: a put of this size writes
-  neither), each in its own named database as in a store: the floor of
-  blobpad's layout (every tree a transaction touches is written and flushed on commit);
+  size holding its chunk list (format 3), the session index key naming the turn, the
+  expiry key and the writer's counters shard (no creation index of every entry, no
+  content index: a put of this size writes neither), each in its own named database as
+  in a store: the floor of blobpad's layout (every tree a transaction touches is
+  written and flushed on commit);
 * ``lmdb-merged`` (latency and throughput): the same records in two trees, each chunk
   beside its reference record in one, every catalog record in the other under a
   one-byte tag of its keyspace: what a store's layout costs with its trees merged
@@ -204,7 +205,7 @@ class LmdbPeer(Peer):
 class LmdbLayoutPeer(Peer):
     """The records of a blobpad put, in the trees of a store, from one bare LMDB transaction."""
 
-    _SPACES = ("meta", "entries", "manifests", "chunks", "refs", "by_scope", "expiry")
+    _SPACES = ("meta", "entries", "chunks", "refs", "by_scope", "expiry")
 
     def __init__(self, directory: Path, sync: bool) -> None:
         super().__init__(directory, sync)
@@ -227,13 +228,13 @@ class LmdbLayoutPeer(Peer):
         self.seq += 1
         seq = self.seq.to_bytes(8, "big")
         expires = int((time.time() + 3600) * 1e6).to_bytes(8, "big")
-        record = b"e" * 420  # an entry record of a put with a session and a turn is about this long
+        # an entry record of a put with a session and a turn, its chunk list of one chunk after it
+        record = b"e" * 500
         rows = [
             ("chunks", chunk, frame), ("refs", chunk, b"r" * 24), ("entries", entry_id, record),
-            ("manifests", entry_id, b"m" * 80),
-            ("by_scope", b"S\0\0\0\x05bench" + seq, entry_id), ("by_scope", b"T\0\0\0\x05benchi" + seq + seq, entry_id),
-            ("expiry", expires + entry_id, b""),
-            ("meta", b"counters", b"c" * 140),
+            ("by_scope", b"S\0\0\0\x05bench" + seq + entry_id, entry_id + b"i1"),
+            ("expiry", expires + seq + entry_id, b""),
+            ("meta", b"counters:\x05", b"c" * 56),  # this writer's counters shard
         ]
         with self.env.begin(write=True) as txn:
             for space, key, value in rows:
