@@ -25,16 +25,18 @@ from typing import Any
 from . import prefilter
 from .chunking import Manifest
 from .engine import ReadTxn, WriteTxn
-from .engine.base import SEAL_SIZE, prefix_end, store_of
-from .errors import HINT_MAX_BYTES, HINT_NAME_TAKEN, Conflict, CorruptData, StoreFull
+from .engine.base import SEAL_SIZE, prefix_end, skip_damaged, store_of
+from .errors import HINT_MAX_BYTES, HINT_NAME_TAKEN, HINT_VERIFY, Conflict, CorruptData, StoreFull
 from .forks import reset_in_child
 from .index import (
+    INLINE_MARK,
     NEVER,
     Entry,
     Sequencer,
     decode_entry,
     expiry_id,
     expiry_key,
+    inline_chunk_list,
     name_key,
     scope_key,
     scope_value,
@@ -45,7 +47,8 @@ from .view import Reader, ahead
 
 __all__ = [
     "REF", "WHOLE_DEDUP", "COUNTERS", "REPAIR", "Catalog", "unpack_ref", "entry_totals",
-    "get_or_damaged", "digest_key", "expiry_us",
+    "get_or_damaged", "digest_key", "expiry_us", "INLINE_CHUNKS", "FORMAT", "READS_FORMATS", "FORMAT_GUARD",
+    "mark_format",
     "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
     "prefetch_deletes", "prefetch_due", "walk_sessions", "creation_order", "session_last_sequence",
@@ -147,8 +150,9 @@ def walk_sessions(txn: ReadTxn) -> Iterator[tuple[bytes, list[tuple[bytes, bytes
             if here is not None:
                 yield here, rows
             return
-        yield here, None  # type: ignore[misc]
-        start = prefix_end(here)  # type: ignore[arg-type]
+        assert here is not None  # the walk broke off inside a session
+        yield here, None
+        start = prefix_end(here)
 
 
 def _keys_with_damaged(txn: ReadTxn, start: bytes, damaged: list[bytes]) -> Iterator[tuple[bytes, bytes]]:
@@ -170,9 +174,9 @@ def creation_order(txn: ReadTxn) -> Iterator[bytes]:
     by a scan of its own."""
 
     def session_rows(prefix: bytes, rows: list[tuple[bytes, bytes]] | None) -> Iterator[tuple[bytes, bytes]]:
-        if rows is None:
-            rows = txn.scan("by_scope", prefix, prefix_end(prefix), on_damage=lambda key: None)  # type: ignore[assignment]
-        return ((key[len(prefix):], value[:8]) for key, value in rows)  # type: ignore[union-attr]
+        found: Iterable[tuple[bytes, bytes]] = (
+            rows if rows is not None else txn.scan("by_scope", prefix, prefix_end(prefix), on_damage=skip_damaged))
+        return ((key[len(prefix):], value[:8]) for key, value in found)
 
     for _, raw_id in heapq.merge(*[session_rows(prefix, rows) for prefix, rows in walk_sessions(txn)]):
         yield raw_id
@@ -182,7 +186,7 @@ def session_last_sequence(txn: ReadTxn, session: str) -> int:
     """The highest creation sequence ``session``'s index holds (0 when it has none): one reverse
     seek; a damaged record is passed over (verify() names it)."""
     prefix = scope_key(session)
-    last = next(txn.scan("by_scope", prefix, prefix_end(prefix), reverse=True, on_damage=lambda key: None), None)
+    last = next(txn.scan("by_scope", prefix, prefix_end(prefix), reverse=True, on_damage=skip_damaged), None)
     return 0 if last is None else int.from_bytes(last[0][len(prefix):len(prefix) + 8], "big")
 
 
@@ -220,9 +224,67 @@ def _dated_keys(e: Entry, raw_id: bytes) -> list[tuple[str, bytes]]:
     return [*expiry_keys(e, raw_id), ("digests", digest_key(e.size_bytes, e.sha256, raw_id))]
 
 
-def _chunk_list(txn: ReadTxn, raw_id: bytes) -> Manifest | None:
-    """An entry's chunk list, or None when it is missing or damaged (delete and gc go on past that)."""
-    blob = get_or_damaged(txn, "manifests", raw_id)[1]
+#: the store format this version writes: 2, every record sealed with a checksum
+#: (:func:`blobpad.engine.base.seal`); 3, the record of a small entry may hold its chunk
+#: list (:data:`INLINE_CHUNKS`), which a version that reads only format 2 takes for damage
+FORMAT = 3
+#: the formats this version reads (and writes on: a store of format 2 becomes format 3 at
+#: the first put that writes what only format 3 reads, :func:`mark_format`)
+READS_FORMATS = (2, 3)
+#: the ``manifests`` key of the guard record :func:`mark_format` writes: a chunk list that
+#: does not decode, so that a blobpad of format 2 that had the store open before it was
+#: marked (and so goes on using it) never recounts chunk references (its gc() repair sees
+#: only ``manifests`` records, and would free the chunks of the entries whose records hold
+#: their chunk lists): it reports that it cannot repair instead.  This version passes over it.
+FORMAT_GUARD = b"format-3-guard"
+_SETTINGS = b"settings"
+
+
+class _Marked:
+    """The settings record this process last found marked format 3 (compared byte for byte)."""
+
+    raw = b""
+
+
+_MARKED = _Marked()
+
+
+def mark_format(txn: WriteTxn) -> None:
+    """Mark the store format 3 in ``txn``, the transaction of a put about to write an entry
+    record holding its chunk list, unless it is already: its settings say so from then on
+    (a blobpad of format 2 refuses the store at open, rather than taking such records for
+    damage) and the :data:`FORMAT_GUARD` record is written.  A store is marked by the put
+    that needs it, not when a newer version opens it: a read-only use (``blobpad stats``)
+    leaves an older version able to open it."""
+    raw = txn.get("meta", _SETTINGS)
+    if raw is None or raw == _MARKED.raw:
+        return
+    try:
+        settings = json.loads(raw)
+    except ValueError:
+        return  # damaged settings: the store's open refused them, or they changed since (verify() names them)
+    if isinstance(settings, dict) and settings.get("format") == 2:
+        settings["format"] = FORMAT
+        raw = json.dumps(settings).encode()
+        txn.put("meta", _SETTINGS, raw)
+        txn.put("manifests", FORMAT_GUARD, b"")
+    _MARKED.raw = raw
+
+
+#: an entry of at most this many chunks keeps its chunk list in its own record (after
+#: :data:`~blobpad.index.INLINE_MARK`), not in a ``manifests`` record: a small put writes one
+#: record fewer, and a read of it reads one record; listings stay light (at most 688 bytes more)
+INLINE_CHUNKS = 16
+
+
+def _chunk_list(txn: ReadTxn, raw_id: bytes, record: bytes | None = None) -> Manifest | None:
+    """An entry's chunk list, or None when it is missing or damaged (delete and gc go on past that);
+    ``record``: its entry record, when the caller read it (a damaged record holds no chunk
+    list that can be trusted: then only a ``manifests`` record is looked for)."""
+    if record is None:
+        record = get_or_damaged(txn, "entries", raw_id)[1]
+    inline = None if record is None else inline_chunk_list(record)
+    blob = inline if inline is not None else get_or_damaged(txn, "manifests", raw_id)[1]
     try:
         return None if blob is None else Manifest.unpack(blob)
     except ValueError:
@@ -246,7 +308,7 @@ def prefetch_deletes(txn: ReadTxn, raw_ids: list[bytes]) -> None:
             pairs += legacy + [(space, key + raw_id) for space, key in legacy] + _dated_keys(e, raw_id)
             if e.name is not None:
                 pairs.append(("names", name_key(e.session, e.name)))
-        m = _chunk_list(txn, raw_id)
+        m = _chunk_list(txn, raw_id, raw)
         for key in dict.fromkeys([] if m is None else m.keys):
             pairs += [("refs", key), ("chunks", key)]
     txn.prefetch_pairs(list(dict.fromkeys(pairs)), bodies=False)  # a chunk's bytes are not read to delete it
@@ -278,7 +340,7 @@ def recount(txn: ReadTxn) -> dict[str, int]:
     """Counters computed from the records themselves (when the counters record is damaged)."""
     entries, logical = entry_totals(txn)
     chunks = stored = unique = 0
-    for _, rec in txn.scan("refs", on_damage=lambda key: None):
+    for _, rec in txn.scan("refs", on_damage=skip_damaged):
         ref = unpack_ref(rec)
         if ref is not None:
             chunks += 1
@@ -322,7 +384,7 @@ def prefetch_due(txn: ReadTxn, now: float, limit: int) -> None:
     """Ask a networked engine ahead for what removing the first ``limit`` entries of
     :func:`due` reads (:func:`prefetch_deletes`); a no-op on local engines."""
     if txn.networked:
-        rows = itertools.islice(txn.scan("expiry", b"", _due_stop(now), on_damage=lambda key: None), limit)
+        rows = itertools.islice(txn.scan("expiry", b"", _due_stop(now), on_damage=skip_damaged), limit)
         prefetch_deletes(txn, [expiry_id(key) for key, _ in rows])
 
 
@@ -568,8 +630,12 @@ class Catalog:
             size_bytes=size, chars=chars, lines=lines, created_at=first_created, expires_at=expires,
             sha256=sha256, meta=meta, chunks=n_chunks, seq=seq, updated_at=created,
         )
-        txn.put("entries", raw_id, entry.encode())
-        txn.put("manifests", raw_id, packed)
+        if n_chunks <= INLINE_CHUNKS:
+            mark_format(txn)
+            txn.put("entries", raw_id, entry.encode() + INLINE_MARK + packed)
+        else:
+            txn.put("entries", raw_id, entry.encode())
+            txn.put("manifests", raw_id, packed)
         if filters is not None:
             txn.put("filters", raw_id, filters)
         txn.put("by_scope", scope_key(session) + seq_key(seq, raw_id), scope_value(raw_id, turn))
@@ -619,15 +685,19 @@ class Catalog:
         return True
 
     def set_expiry(self, txn: WriteTxn, raw_id: bytes, expires: float | None) -> Entry | None:
-        """Give a live entry a new expiry (None: never) in ``txn``; None when there is no live entry ``raw_id``."""
+        """Give a live entry a new expiry (None: never) in ``txn``; None when there is no live entry
+        ``raw_id``; CorruptData when its record is damaged (as every read of it says)."""
         raw = txn.get("entries", raw_id)
         entry = None if raw is None else decode_entry(raw)
+        if raw is not None and entry is None:
+            raise CorruptData(f"the record of entry {raw_id.hex()} is damaged; delete the entry", hint=HINT_VERIFY)
         if entry is None or (entry.expires_at is not None and entry.expires_at <= self._now()):
             return None
         for space, key in expiry_keys(entry, raw_id):
             txn.delete(space, key)
         entry = dataclasses.replace(entry, expires_at=expires)
-        txn.put("entries", raw_id, entry.encode())
+        inline = inline_chunk_list(raw)  # type: ignore[arg-type]
+        txn.put("entries", raw_id, entry.encode() + (b"" if inline is None else INLINE_MARK + inline))
         txn.put("expiry", expiry_key(expiry_us(expires), raw_id, entry.seq), b"")
         return entry
 
@@ -642,7 +712,7 @@ class Catalog:
         if not present:
             return 0, 0
         e = decode_entry(raw) if raw is not None else None
-        m = _chunk_list(txn, raw_id)
+        m = _chunk_list(txn, raw_id, raw)
         keys, size = (None, 0) if m is None else (m.keys, m.bytes_at[-1])
         txn.delete("entries", raw_id)
         if e is None:

@@ -13,7 +13,7 @@ import os
 import weakref
 from typing import Protocol
 
-__all__ = ["reset_in_child"]
+__all__ = ["reset_in_child", "pid"]
 
 
 class _Resettable(Protocol):
@@ -28,7 +28,17 @@ def reset_in_child(obj: _Resettable) -> None:
     _OBJECTS.add(obj)
 
 
+#: this process's id, kept up to date in forked children (``os.getpid()`` is a system call)
+_PID = [os.getpid()]
+
+
+def pid() -> int:
+    """This process's id, as ``os.getpid()`` gives it, without a system call."""
+    return _PID[0]
+
+
 def _reset_all() -> None:
+    _PID[0] = os.getpid()
     for obj in list(_OBJECTS):
         obj._after_fork()
 

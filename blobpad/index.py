@@ -2,7 +2,9 @@
 
 Keyspaces (see :mod:`blobpad.engine.base`):
 
-* ``entries``: 8-byte id -> the entry's JSON record;
+* ``entries``: 8-byte id -> the entry's JSON record, followed, for an entry of a few chunks,
+  by :data:`INLINE_MARK` and its packed chunk list (a larger entry's is a ``manifests``
+  record of its own);
 * ``by_seq``: creation sequence + id -> id: the index of every entry that stores written
   before kept; no put writes it now (the listing of every entry merges the sessions' indexes;
   the sequence is the creation time in microseconds, :class:`Sequencer`);
@@ -29,10 +31,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import InvalidArgument
+from .forks import reset_in_child
 
 __all__ = [
     "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key",
-    "expiry_id", "NEVER", "decode_entry", "seq_key", "Sequencer", "NO_TURN", "turn_tag", "scope_value",
+    "expiry_id", "NEVER", "decode_entry", "INLINE_MARK", "inline_chunk_list", "seq_key", "Sequencer", "NO_TURN",
+    "turn_tag", "scope_value",
 ]
 
 #: expires_at of entries without a TTL, in the expiry index (they sort last).
@@ -46,9 +50,38 @@ def new_id() -> str:
     return new_raw_id().hex()
 
 
+class _RandomIds:
+    """Entry ids from the system's random source, fetched :data:`FETCH` bytes at a time (one
+    system call for many ids); a forked child drops what its parent fetched, so that the
+    two never hand out the same id."""
+
+    FETCH = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = b""
+        self._at = 0
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._pool, self._at = b"", 0
+
+    def take(self) -> bytes:
+        with self._lock:
+            at = self._at
+            if at + 8 > len(self._pool):
+                self._pool, at = os.urandom(self.FETCH), 0
+            self._at = at + 8
+            return self._pool[at:at + 8]
+
+
+_IDS = _RandomIds()
+
+
 def new_raw_id() -> bytes:
     """A fresh random entry id as its 8 stored bytes (:func:`new_id` written out)."""
-    return os.urandom(8)
+    return _IDS.take()
 
 
 def is_id(value: object) -> bool:
@@ -254,12 +287,26 @@ class Entry:
 
     @classmethod
     def decode(cls, raw: bytes) -> Entry:
-        return cls(**json.loads(raw))
+        """The entry of a stored record (its JSON; a chunk list held after it is left out)."""
+        return cls(**json.loads(raw.partition(INLINE_MARK)[0]))
 
 
 _FIELDS = tuple(Entry.__dataclass_fields__)
 #: the encoder of entry records, made once (json.dumps makes one per call when given options)
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+#: what separates an entry record's JSON from the chunk list a small entry's record holds
+#: after it (``blobpad.catalog.INLINE_CHUNKS``): JSON escapes every control character, so
+#: this byte never occurs in the JSON itself
+INLINE_MARK = b"\0"
+
+
+def inline_chunk_list(raw: bytes) -> bytes | None:
+    """The packed chunk list an entry record holds after its JSON, or None when it holds none
+    (its chunk list is a ``manifests`` record of its own)."""
+    _, mark, tail = raw.partition(INLINE_MARK)
+    return tail if mark else None
 
 
 def decode_entry(raw: bytes) -> Entry | None:

@@ -22,6 +22,7 @@ from . import notes, prefilter
 from .catalog import (
     BASE_KEY,
     COUNTERS,
+    FORMAT_GUARD,
     REF,
     REPAIR,
     WHOLE_DEDUP,
@@ -43,9 +44,9 @@ from .catalog import (
 )
 from .chunking import KEY_SIZE, Manifest
 from .codec import Codec
-from .engine import SPACES, Checked, ReadTxn, WriteTxn
+from .engine import SPACES, Checked, ReadTxn, WriteTxn, skip_damaged
 from .errors import BlobpadError, CorruptData, Unavailable
-from .index import decode_entry, expiry_id, name_key, scope_key, scope_value
+from .index import decode_entry, expiry_id, inline_chunk_list, name_key, scope_key, scope_value
 
 __all__ = ["GcReport", "VerifyReport", "gc", "sweep", "SWEEP_LIMIT", "verify", "repair_refs"]
 
@@ -96,10 +97,13 @@ class Verifier:
         #: keyspaces whose scan stopped at damage: a record not seen in one may lie past
         #: that point, so it is looked up on its own before it is called missing
         self.cut: set[str] = set()
+        #: the keys of damaged ``entries`` and ``manifests`` records, by keyspace
+        self.damaged_records: dict[str, set[bytes]] = {}
 
     def run(self) -> bool:
         # Every keyspace but the chunks, whose frames are checked one at a time (_chunks).
         records = {space: self._read_space(space) for space in SPACES if space != "chunks"}
+        records["manifests"].pop(FORMAT_GUARD, None)  # no chunk list: what keeps format 2's gc() from repairing
         for phase in (self._entries, self._chunks, self._counters):
             try:
                 phase(records)
@@ -144,6 +148,7 @@ class Verifier:
             self.problems.append(f"{space} record {key[:40].hex()}: damaged (checksum mismatch)")
             if space in ("entries", "manifests") and len(key) == 8:
                 self.damaged.add(key.hex())
+                self.damaged_records.setdefault(space, set()).add(key)
         recorded = self.txn.recorded_count(space)
         if recorded is not None and recorded != len(found) + len(bad):
             self.problems.append(
@@ -191,6 +196,7 @@ class Verifier:
 
     def _entries(self, records: dict[str, dict[bytes, bytes]]) -> None:
         self._recover_entries(records)
+        self._inline_lists(records)
         entries, manifests = records["entries"], records["manifests"]
         self.totals[0] = len(entries)
         want: dict[str, dict[bytes, bytes]] = {space: {} for space in ("by_seq", "by_scope", "expiry", "digests")}
@@ -235,6 +241,30 @@ class Verifier:
             for key in expected.keys() - records[space].keys():
                 self._lookup(records, space, key)
             self._compare_index(space, expected, records[space])
+
+    def _inline_lists(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        """Take the chunk lists entry records hold (small entries) in with the ``manifests``
+        records, as the other phases read them; a ``manifests`` record of an entry that
+        holds its own is reported (the entry's is the one read; gc() removes the other)."""
+        manifests = records["manifests"]
+        damaged = self.damaged_records.get("manifests", set())
+        for raw_id, raw in records["entries"].items():
+            blob = inline_chunk_list(raw)
+            if blob is None:
+                continue
+            if raw_id in damaged:  # a damaged record beside the entry's own list: it harms no read
+                self.damaged.discard(raw_id.hex())
+                self.problems.append(
+                    f"chunk list {raw_id.hex()}: a damaged record beside the chunk list its entry holds, which reads "
+                    "use; gc() removes it"
+                )
+                self.recount = True
+            elif raw_id in manifests:
+                self.problems.append(
+                    f"chunk list {raw_id.hex()}: its entry holds its own chunk list, which reads use; gc() removes this one"
+                )
+                self.recount = True
+            manifests[raw_id] = blob
 
     def _filters(self, filters: dict[bytes, bytes], entries: dict[bytes, bytes], manifests: dict[bytes, bytes]) -> None:
         """Each sound ``filters`` record belongs to an entry and holds one filter per chunk of
@@ -357,24 +387,33 @@ class Verifier:
             self.recount = True
 
 
-def census(txn: ReadTxn) -> tuple[dict[bytes, int], dict[bytes, int], dict[bytes, int]] | None:
-    """(references each chunk should have, each chunk's raw length, each entry's size), from
-    every chunk list and the pending journal; None while a chunk list does not decode."""
+def census(txn: ReadTxn) -> tuple[dict[bytes, int], dict[bytes, int], dict[bytes, int], list[bytes]] | None:
+    """(references each chunk should have, each chunk's raw length, each entry's size, the
+    ``manifests`` records of entries that hold their chunk list in their own record), from
+    every chunk list (in entry records and ``manifests`` records) and the pending journal;
+    None while a chunk list does not decode, or an entry record is damaged (it may hold one)."""
     expected: dict[bytes, int] = {}
     raw_len: dict[bytes, int] = {}
     sizes: dict[bytes, int] = {}
     damaged: list[bytes] = []
-    for raw_id, blob in txn.scan("manifests", on_damage=damaged.append):
+    lists = {raw_id: blob for raw_id, raw in txn.scan("entries", on_damage=damaged.append)
+             if (blob := inline_chunk_list(raw)) is not None}
+    holding = set(lists)  # the entries whose records hold their chunk lists: their manifests records are stale
+    bad_lists: list[bytes] = []
+    stale = [raw_id for raw_id, blob in txn.scan("manifests", on_damage=bad_lists.append)
+             if raw_id != FORMAT_GUARD and lists.setdefault(raw_id, blob) is not blob]
+    stale += [raw_id for raw_id in bad_lists if raw_id in holding]  # damaged, but stale: it goes
+    if damaged or any(raw_id not in holding for raw_id in bad_lists):
+        return None
+    for raw_id, blob in lists.items():
         try:
             m = Manifest.unpack(blob)
         except ValueError:
             return None
         sizes[raw_id] = m.bytes_at[-1]
         count_keys(m, expected, raw_len)
-    if damaged:
-        return None
     count_pending(txn, expected)
-    return expected, raw_len, sizes
+    return expected, raw_len, sizes, stale
 
 
 def count_keys(m: Manifest, expected: dict[bytes, int], raw_len: dict[bytes, int]) -> None:
@@ -420,14 +459,16 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
     counted = census(txn)
     if counted is None:
         return 0, 0  # repaired by the gc() after that entry is deleted
-    expected, raw_len, sizes = counted
+    expected, raw_len, sizes, stale = counted
+    for raw_id in stale:  # a chunk list its entry's record holds too: that one is the entry's
+        txn.delete("manifests", raw_id)
     fixes: list[tuple[bytes, bytes | None]] = []
     chunks = stored = unique = freed_chunks = freed_bytes = 0
     # every stored chunk's lengths, from its frame and its chunk lists: what its record must say
     lengths = {key: (len(frame), raw_len.get(key) or content_size(frame))
-               for key, frame in txn.scan("chunks", on_damage=lambda k: None)}
+               for key, frame in txn.scan("chunks", on_damage=skip_damaged)}
     recorded = set()
-    for key, rec in txn.scan("refs", on_damage=lambda k: None):  # a damaged one: rebuilt below, as a missing one
+    for key, rec in txn.scan("refs", on_damage=skip_damaged):  # a damaged one: rebuilt below, as a missing one
         recorded.add(key)
         want = expected.get(key, 0)
         ref = unpack_ref(rec)
@@ -461,7 +502,7 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
         else:
             txn.put("refs", key, new)
     entries, logical = entry_totals(txn)
-    orphans = [key for key, _ in txn.scan("filters", on_damage=lambda k: None) if key not in sizes]
+    orphans = [key for key, _ in txn.scan("filters", on_damage=skip_damaged) if key not in sizes]
     for key in orphans:  # chunk filters whose entry (and chunk list) is gone
         txn.delete("filters", key)
     fold(txn, {"entries": entries, "logical_bytes": logical, "chunks": chunks, "stored_bytes": stored,

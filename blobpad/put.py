@@ -53,6 +53,7 @@ from .errors import (
 from .forks import reset_in_child
 from .index import Entry, name_key, new_raw_id
 from .journal import head_record, process_token, rollback_pending
+from .view import chunk_list_blob
 
 __all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES", "MAX_META"]
 
@@ -908,8 +909,11 @@ class Putter:
 
         def txn_fn(txn: WriteTxn) -> Entry | None:
             for key, _ in txn.scan("digests", prefix, _prefix_end(prefix)):
-                twin_raw = txn.get("entries", key[40:])
-                blob = txn.get("manifests", key[40:])
+                try:
+                    twin_raw = txn.get("entries", key[40:])
+                    blob = None if twin_raw is None else chunk_list_blob(txn, key[40:], twin_raw)
+                except CorruptData:
+                    continue  # a damaged twin is never shared; verify() reports it
                 if twin_raw is None or blob is None:
                     continue
                 try:
@@ -944,8 +948,8 @@ class Putter:
         kinds: set[str] = set()
         with self._backend.read() as txn:
             for key, _ in txn.scan("digests", prefix, _prefix_end(prefix)):
-                raw = txn.get("entries", key[40:])
                 try:
+                    raw = txn.get("entries", key[40:])
                     if raw is not None:
                         kinds.add(Entry.decode(raw).kind)
                 except Exception:  # damaged: never shared

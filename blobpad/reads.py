@@ -2095,10 +2095,9 @@ class EntryStream(io.RawIOBase):
 
     def _manifest(self, txn: ReadTxn) -> Manifest:
         try:
-            raw_id, _ = self._reader.load(txn, self._entry.id)
+            return self._reader.open_entry(txn, self._entry.id)[2]
         except NotFound:
             raise NotFound(f"entry {self._entry.id} was deleted or expired while being read") from None
-        return self._reader.manifest(txn, raw_id)
 
     def _chunk_at(self, call: _StreamCall) -> tuple[int, bytes]:
         """(the position's offset in its chunk, the chunk).  The chunk last read is kept:

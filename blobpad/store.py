@@ -47,11 +47,22 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from . import maintenance, notes, prefilter
-from .catalog import NAME_FREE, Catalog, counters, creation_order, due, get_or_damaged, prefetch_deletes, walk_sessions
+from .catalog import (
+    FORMAT,
+    NAME_FREE,
+    READS_FORMATS,
+    Catalog,
+    counters,
+    creation_order,
+    due,
+    get_or_damaged,
+    prefetch_deletes,
+    walk_sessions,
+)
 from .chunking import ChunkParams
 from .codec import Codec
 from .edit import Edit, edit, occurrences
-from .engine import Checked, ReadTxn, WriteTxn, open_engine
+from .engine import Checked, ReadTxn, WriteTxn, open_engine, skip_damaged
 from .engine import prefix_end as _prefix_end
 from .engine.base import CLOSED
 from .errors import (
@@ -82,7 +93,7 @@ __all__ = ["Store", "Stats", "GcReport", "VerifyReport", "open", "NAME_TRIES", "
 
 T = TypeVar("T")
 
-FORMAT = 2  # 2: every record sealed with a checksum (engine.base.seal)
+
 _MAX_CLOCK = 253402300800.0  # 10000-01-01: a clock past it is broken
 #: how many times, and for how many seconds at most, a read by name runs again when the
 #: entry it found was replaced by a put of the name before it read it (Store.with_named):
@@ -148,21 +159,18 @@ class Stats:
         return d
 
 
-def _skip(key: bytes) -> None:
-    """``on_damage`` of a listing that passes over a damaged index record (verify() names it)."""
-
-
 def _check_settings(raw: bytes, path: str) -> dict[str, Any]:
     """Decode the settings record; anything but the expected shape is CorruptData."""
     try:
         settings = json.loads(raw)
     except ValueError:
         settings = None
-    if isinstance(settings, dict) and settings.get("format") not in (None, FORMAT) and isinstance(settings.get("format"), int):
+    if isinstance(settings, dict) and settings.get("format") not in (None, *READS_FORMATS) and isinstance(
+            settings.get("format"), int):
         if settings["format"] == 1:
             raise BlobpadError(
                 f"{path} was written by an older blobpad (format 1, before records carried checksums); "
-                "this version reads format 2: read it with blobpad 0.1 and put its entries again into a new store"
+                "this version reads formats 2 and 3: read it with blobpad 0.1 and put its entries again into a new store"
             )
         raise BlobpadError(f"{path} was written by an incompatible blobpad (format {settings['format']})")
     fields = ("format", "seed", "min_size", "avg_extra", "max_size")
@@ -306,7 +314,7 @@ class Store(ReadsMixin):
                 "restore the store from a backup"
             ) from None
         if raw is None:
-            if any(True for _ in txn.scan("entries", on_damage=lambda key: None)):
+            if any(True for _ in txn.scan("entries", on_damage=skip_damaged)):
                 raise CorruptData(f"{self.path} holds entries but no settings: it is damaged")
             p = params or ChunkParams()
             settings = {
@@ -319,11 +327,12 @@ class Store(ReadsMixin):
             }
         else:
             settings = _check_settings(raw, self.path)
-            if settings["format"] != FORMAT:
+            if settings["format"] not in READS_FORMATS:
                 raise BlobpadError(
                     f"{self.path} was written by an incompatible blobpad (format {settings.get('format')}); "
-                    f"this version reads format {FORMAT}"
+                    f"this version reads formats {', '.join(map(str, READS_FORMATS))}"
                 )
+            # a store of format 2 stays so until a put writes what only format 3 reads (catalog.mark_format)
         if max_bytes is not None:
             settings["max_bytes"] = max_bytes or None
         if filters is not None:
@@ -695,7 +704,7 @@ class Store(ReadsMixin):
                 # a turn's entries by the turn their session index keys name (a store written before
                 # names none: those entries are told by their records, below)
                 # (a damaged index record is passed over, as in the listing of all: verify() names it)
-                ids = (value[:8] for _, value in txn.scan("by_scope", prefix, _prefix_end(prefix), on_damage=_skip)
+                ids = (value[:8] for _, value in txn.scan("by_scope", prefix, _prefix_end(prefix), on_damage=skip_damaged)
                        if want is None or len(value) == 8 or value[8:] == want)
             for _, raw in records(txn, ids, 1 << 30 if limit is None else limit):
                 if raw is None:
@@ -730,7 +739,7 @@ class Store(ReadsMixin):
             collections.deque(ahead(txn, firsts, bytes, first=len(firsts)), maxlen=0)  # asked for, a batch a request
             for here, rows in walked:
                 ids: Iterator[bytes] = (value[:8] for _, value in (
-                    rows if rows is not None else txn.scan("by_scope", here, _prefix_end(here), on_damage=_skip)))
+                    rows if rows is not None else txn.scan("by_scope", here, _prefix_end(here), on_damage=skip_damaged)))
                 if next(self._reader.live(txn, ids, now, first=1), None) is not None:
                     found.append(session_of_scope_key(here))
         return sorted(found)

@@ -22,9 +22,9 @@ from .codec import Codec
 from .engine import Checked, ReadTxn
 from .errors import HINT_UNKNOWN_ID, CorruptData, NotFound
 from .forks import reset_in_child
-from .index import Entry, decode_entry, parse_id
+from .index import Entry, decode_entry, inline_chunk_list, parse_id
 
-__all__ = ["Reader", "not_found", "records", "ahead"]
+__all__ = ["Reader", "not_found", "records", "ahead", "chunk_list_blob"]
 
 T = TypeVar("T")
 
@@ -59,6 +59,16 @@ def not_found(entry_id: str) -> NotFound:
     return NotFound(f"no entry {entry_id!r}: it does not exist, was deleted, or has expired", hint=HINT_UNKNOWN_ID)
 
 
+def chunk_list_blob(txn: ReadTxn, raw_id: bytes, record: bytes | None = None) -> bytes | None:
+    """The packed chunk list of entry ``raw_id``: the one its record holds (``record``, the
+    entry record, read when not given), else its ``manifests`` record; None when it has
+    neither.  Raises CorruptData when the record it is read from is damaged."""
+    if record is None:
+        record = txn.get("entries", raw_id)
+    inline = None if record is None else inline_chunk_list(record)
+    return inline if inline is not None else txn.get("manifests", raw_id)
+
+
 class Reader:
     """Read access to one store's entries (see the module docstring)."""
 
@@ -85,6 +95,10 @@ class Reader:
 
     def load(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry]:
         """The raw id and record of a live entry; NotFound if unknown or expired."""
+        return self._load(txn, entry_id)[:2]  # type: ignore[return-value]
+
+    def _load(self, txn: ReadTxn, entry_id: str) -> tuple[bytes, Entry, bytes]:
+        """:meth:`load`, and the entry's stored record."""
         raw_id = parse_id(entry_id)
         raw = txn.get("entries", raw_id)
         if raw is None:
@@ -95,7 +109,7 @@ class Reader:
             raise CorruptData(f"the record of entry {entry_id} is damaged ({exc}); delete it") from None
         if entry.expires_at is not None and entry.expires_at <= self.now():
             raise not_found(entry_id)
-        return raw_id, entry
+        return raw_id, entry, raw
 
     def stat(self, entry_id: str) -> Entry:
         """The record of a live entry; NotFound if unknown or expired."""
@@ -122,17 +136,25 @@ class Reader:
                 cached = raw_id in self._manifests
             if not cached:
                 txn.prefetch_pairs([("entries", raw_id), ("manifests", raw_id)])
-        raw_id, entry = self.load(txn, entry_id)
-        return raw_id, entry, self.manifest(txn, raw_id)
+        raw_id, entry, record = self._load(txn, entry_id)
+        m = self.manifest(txn, raw_id, record)
+        # a chunk list that decodes but does not fit its entry would read as other content
+        if m.bytes_at[-1] != entry.size_bytes or (entry.chunks and len(m) != entry.chunks):
+            raise CorruptData(
+                f"the chunk list of entry {entry.id} holds {m.bytes_at[-1]} bytes in {len(m)} chunks where its "
+                f"record says {entry.size_bytes} bytes in {entry.chunks}: the store is damaged, delete the entry"
+            )
+        return raw_id, entry, m
 
-    def manifest(self, txn: ReadTxn, raw_id: bytes) -> Manifest:
-        """The chunk list of an entry (decoded once, then from a small LRU)."""
+    def manifest(self, txn: ReadTxn, raw_id: bytes, record: bytes | None = None) -> Manifest:
+        """The chunk list of an entry (decoded once, then from a small LRU); ``record``: the
+        entry's record, when the caller has it (a small entry's holds its chunk list)."""
         with self._lock:
             m = self._manifests.get(raw_id)
             if m is not None:
                 self._manifests.move_to_end(raw_id)
                 return m
-        blob = txn.get("manifests", raw_id)
+        blob = chunk_list_blob(txn, raw_id, record)
         if blob is None:
             raise CorruptData(f"entry {raw_id.hex()} has no chunk list; the store is damaged, delete the entry")
         try:

@@ -25,7 +25,7 @@ from oracles import saved_counters
 
 import blobpad
 from blobpad.catalog import WHOLE_DEDUP, digest_key
-from blobpad.index import decode_entry, scope_key, scope_value
+from blobpad.index import decode_entry, inline_chunk_list, scope_key, scope_value
 
 LOG = "".join(f"2026-11-24T08:{i // 60:02d}:{i % 60:02d} worker-{i % 7} request {i} took {i % 97} ms\n" for i in range(120))
 
@@ -217,8 +217,10 @@ def _make_legacy(store: blobpad.Store) -> None:
             for key, _ in list(txn.scan(space)):
                 txn.delete(space, key)
         for n, (_, raw_id) in enumerate(rows, 1):
-            e = dataclasses.replace(decode_entry(txn.get("entries", raw_id)), seq=n)
+            raw = txn.get("entries", raw_id)
+            e = dataclasses.replace(decode_entry(raw), seq=n)
             txn.put("entries", raw_id, e.encode())
+            txn.put("manifests", raw_id, inline_chunk_list(raw))  # a chunk list was a record of its own
             seq = n.to_bytes(8, "big")
             txn.put("by_seq", seq, raw_id)
             txn.put("by_scope", scope_key(e.session) + seq, raw_id)

@@ -33,6 +33,7 @@ import blobpad
 from blobpad import CorruptData, sample
 from blobpad.chunking import Manifest
 from blobpad.engine.base import seal, unseal
+from blobpad.view import chunk_list_blob
 
 SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
 PROBE = Path(__file__).parent / "_probe_store.py"
@@ -48,7 +49,7 @@ def _sha(data: bytes) -> str:
 
 def _manifest_keys(store: blobpad.Store, entry_id: str) -> list[bytes]:
     with store.engine.read() as txn:
-        return Manifest.unpack(txn.get("manifests", bytes.fromhex(entry_id))).keys
+        return Manifest.unpack(chunk_list_blob(txn, bytes.fromhex(entry_id))).keys
 
 
 class Raw:

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 import blobpad
+from blobpad.index import Entry
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _crash_child import BIG, CRASH_PARAMS, content, is_big, notepad_available, sha  # noqa: E402
@@ -121,7 +122,7 @@ def _pending_and_counters(store: blobpad.Store) -> tuple[list[bytes], dict, dict
         entries = logical = 0
         for _, raw in txn.scan("entries"):
             entries += 1
-            logical += json.loads(raw)["size_bytes"]
+            logical += Entry.decode(raw).size_bytes
         chunks = stored = unique = 0
         for _, rec in txn.scan("refs"):
             chunks += 1

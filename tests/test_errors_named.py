@@ -14,7 +14,9 @@ import pytest
 
 import blobpad
 from blobpad import BlobpadError, CorruptData, StoreFull
+from blobpad.catalog import INLINE_CHUNKS
 from blobpad.engine.base import seal
+from blobpad.view import chunk_list_blob
 
 
 def _put_raw(path, space: str, key: bytes, value: bytes) -> None:
@@ -178,10 +180,12 @@ def _flip_stored(path, space: str, key: bytes) -> None:
 
 def test_damaged_records_are_named_deletable_and_gc_says_what_it_cannot_repair(tmp_path):
     path = tmp_path / "s"
-    with blobpad.open(path) as s:
+    # small chunks: b has more than INLINE_CHUNKS of them, so its chunk list is a record of its own
+    with blobpad.open(path, chunk_params=blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)) as s:
         a = s.put("alpha\n" * 500, ttl=None, session="x").id
-        b = s.put("beta\n" * 500, ttl=None, session="x").id
+        b = s.put("beta\n" * 2000, ttl=None, session="x").id
         c = s.put("gamma\n" * 500, ttl=None, session="y").id
+        assert s.stat(b).chunks > INLINE_CHUNKS
     _flip_stored(path, "entries", bytes.fromhex(a))
     _flip_stored(path, "manifests", bytes.fromhex(b))
     with blobpad.open(path) as s:
@@ -274,7 +278,7 @@ def test_a_lost_chunk_is_corrupt_data_naming_its_entry_whatever_reads_it(store, 
     e = store.put(text, session="s")
     other = store.put("an entry that keeps all of its chunks\n", session="s")
     with store.engine.read() as txn:
-        keys = Manifest.unpack(txn.get("manifests", bytes.fromhex(e.id))).keys
+        keys = Manifest.unpack(chunk_list_blob(txn, bytes.fromhex(e.id))).keys
     assert len(keys) > 2
     store.engine.write(lambda txn: txn.delete("chunks", keys[-1]), frees=True)
     store.codec.cache.clear()

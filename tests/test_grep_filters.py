@@ -28,6 +28,7 @@ import blobpad
 from blobpad import prefilter, sample
 from blobpad.chunking import Manifest
 from blobpad.put import FILTER_SHARE
+from blobpad.view import chunk_list_blob
 
 SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -126,7 +127,7 @@ def _draw_search(data: st.DataObject, s: blobpad.Store, e: blobpad.Entry, conten
 def _cuts(s: blobpad.Store, e: blobpad.Entry) -> list[int]:
     """Where the entry's chunks start (from its chunk list)."""
     with s.engine.read() as txn:
-        return list(Manifest.unpack(txn.get("manifests", _raw_id(e))).bytes_at)
+        return list(Manifest.unpack(chunk_list_blob(txn, _raw_id(e))).bytes_at)
 
 
 @pytest.mark.parametrize("share", [FILTER_SHARE, 100.0], ids=["filters-capped", "filters-uncapped"])

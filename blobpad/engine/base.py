@@ -52,7 +52,7 @@ from ..forks import reset_in_child
 
 __all__ = [
     "SPACES", "LATER_SPACES", "VALUE_LIMITS", "MAX_KEY", "SEAL_SIZE", "Capabilities", "RawReadTxn", "RawWriteTxn", "Engine",
-    "ReadTxn", "WriteTxn", "Checked", "seal", "unseal", "damaged_length", "TxnGuard", "prefix_end",
+    "ReadTxn", "WriteTxn", "Checked", "seal", "unseal", "damaged_length", "TxnGuard", "prefix_end", "skip_damaged",
 ]
 
 T = TypeVar("T")
@@ -260,6 +260,11 @@ def damaged_length(space: str, key: bytes | None, length: int) -> CorruptData:
 
 #: snapshots verify() takes, at most, to find one whose pages can be walked before writers move on
 _SALVAGE_ATTEMPTS = 5
+
+
+def skip_damaged(key: bytes) -> None:
+    """``on_damage`` of a scan that passes over damaged records: what reads past damage for a
+    listing, a count or a repair use (verify() names each damaged record)."""
 
 
 class ReadTxn:

@@ -96,6 +96,7 @@ from ..errors import (
     check_bool,
     check_int,
 )
+from ..forks import pid as current_pid
 from . import lmdbpages
 from .base import (
     CLOSED,
@@ -1056,7 +1057,7 @@ class LmdbEngine:
     def _environment(self) -> lmdb.Environment:
         if self._closed:
             raise BlobpadError(CLOSED)
-        if self._pid != os.getpid():
+        if self._pid != current_pid():
             # A forked child must not use its parent's environment: open its own.
             if self._forked_inside:
                 raise BlobpadError(
