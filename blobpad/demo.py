@@ -77,7 +77,7 @@ def run(db: str | None = None, *, size: int = 6 << 20, out: IO[str] | None = Non
         before = store.stats().stored_bytes
         offloader = Offloader(store)
         obs, put_ms = _timed(lambda: offloader.offload_content(
-            pathlib.Path(path), session=DEMO_SESSION, turn="1", step=1, tool="fs_read",
+            pathlib.Path(path), session=DEMO_SESSION, turn=1, step=1, tool="fs_read",
             metadata={"path": path, "bytes": written, "encoding": "utf-8"},
         ))
         entry = store.stat(obs["scratchpad_id"])
