@@ -232,7 +232,7 @@ class LmdbLayoutPeer(Peer):
         record = b"e" * 500
         rows = [
             ("chunks", chunk, frame), ("refs", chunk, b"r" * 24), ("entries", entry_id, record),
-            ("by_scope", b"S\0\0\0\x05bench" + seq + entry_id, entry_id + b"i1"),
+            ("by_scope", b"S\0\0\0\x05bench" + seq + entry_id, entry_id + b"i\0\0\0\x011"),  # the id, turn 1
             ("expiry", expires + seq + entry_id, b""),
             ("meta", b"counters:\x05", b"c" * 56),  # this writer's counters shard
         ]

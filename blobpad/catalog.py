@@ -1,7 +1,9 @@
 """The catalog: entry records, chunk lists and the indexes that find them, chunk references, counters.
 
 Keyspaces (see :mod:`blobpad.engine.base`): ``entries``, ``manifests`` and ``filters`` (the
-chunks' trigram filters, :mod:`blobpad.prefilter`) by id; the
+chunks' trigram filters, :mod:`blobpad.prefilter`) by id (the record of an entry of at most
+:data:`INLINE_CHUNKS` chunks holds its chunk list, and it has no ``manifests`` record; the one
+``manifests`` record that is no chunk list is the format guard, :func:`mark_format`); the
 indexes ``by_seq``, ``by_scope``, ``expiry``, ``names`` and ``digests`` (key layouts in
 :mod:`blobpad.index`); ``refs``, one reference count per chunk with its sizes; and the
 counters in ``meta``: a base record plus one shard per group of writers (:func:`bump`), so
@@ -241,7 +243,8 @@ _SETTINGS = b"settings"
 
 
 class _Marked:
-    """The settings record this process last found marked format 3 (compared byte for byte)."""
+    """The settings record this process last found not to say format 2 (it was marked, or is of
+    format 3 from its creation), compared byte for byte: such settings need no marking."""
 
     raw = b""
 

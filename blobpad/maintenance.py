@@ -97,8 +97,8 @@ class Verifier:
         #: keyspaces whose scan stopped at damage: a record not seen in one may lie past
         #: that point, so it is looked up on its own before it is called missing
         self.cut: set[str] = set()
-        #: the keys of damaged ``entries`` and ``manifests`` records, by keyspace
-        self.damaged_records: dict[str, set[bytes]] = {}
+        #: the keys of damaged ``manifests`` records
+        self.damaged_lists: set[bytes] = set()
 
     def run(self) -> bool:
         # Every keyspace but the chunks, whose frames are checked one at a time (_chunks).
@@ -145,10 +145,15 @@ class Verifier:
             if lost is not None and self.txn.get_unchecked(space, key) is None:
                 lost.add(key)
                 continue
+            if space == "manifests" and key == FORMAT_GUARD:
+                self.problems.append("the format guard record is damaged; gc() writes it again")
+                self.recount = True
+                continue
             self.problems.append(f"{space} record {key[:40].hex()}: damaged (checksum mismatch)")
             if space in ("entries", "manifests") and len(key) == 8:
                 self.damaged.add(key.hex())
-                self.damaged_records.setdefault(space, set()).add(key)
+            if space == "manifests":
+                self.damaged_lists.add(key)
         recorded = self.txn.recorded_count(space)
         if recorded is not None and recorded != len(found) + len(bad):
             self.problems.append(
@@ -247,13 +252,14 @@ class Verifier:
         records, as the other phases read them; a ``manifests`` record of an entry that
         holds its own is reported (the entry's is the one read; gc() removes the other)."""
         manifests = records["manifests"]
-        damaged = self.damaged_records.get("manifests", set())
+        damaged = self.damaged_lists
         for raw_id, raw in records["entries"].items():
             blob = inline_chunk_list(raw)
             if blob is None:
                 continue
             if raw_id in damaged:  # a damaged record beside the entry's own list: it harms no read
                 self.damaged.discard(raw_id.hex())
+                self.problems.remove(f"manifests record {raw_id.hex()}: damaged (checksum mismatch)")
                 self.problems.append(
                     f"chunk list {raw_id.hex()}: a damaged record beside the chunk list its entry holds, which reads "
                     "use; gc() removes it"
@@ -400,8 +406,13 @@ def census(txn: ReadTxn) -> tuple[dict[bytes, int], dict[bytes, int], dict[bytes
              if (blob := inline_chunk_list(raw)) is not None}
     holding = set(lists)  # the entries whose records hold their chunk lists: their manifests records are stale
     bad_lists: list[bytes] = []
-    stale = [raw_id for raw_id, blob in txn.scan("manifests", on_damage=bad_lists.append)
-             if raw_id != FORMAT_GUARD and lists.setdefault(raw_id, blob) is not blob]
+    stale: list[bytes] = []
+    for raw_id, blob in txn.scan("manifests", on_damage=bad_lists.append):
+        if raw_id in holding:
+            stale.append(raw_id)
+        elif raw_id != FORMAT_GUARD:
+            lists[raw_id] = blob
+    bad_lists = [raw_id for raw_id in bad_lists if raw_id != FORMAT_GUARD]  # the guard holds no chunk list
     stale += [raw_id for raw_id in bad_lists if raw_id in holding]  # damaged, but stale: it goes
     if damaged or any(raw_id not in holding for raw_id in bad_lists):
         return None
@@ -451,8 +462,11 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
     and the pending journal (in one transaction, so puts in flight are counted
     right), damaged or missing records are rebuilt from the stored frame and the
     chunk lists, chunks nothing references are freed, so are chunk filters whose
-    chunk list is gone, and the counters are recounted.  While a damaged chunk list is still stored nothing is changed (its
-    references are unknown).  Returns (chunks freed, stored bytes freed).
+    chunk list is gone and ``manifests`` records of entries whose records hold their
+    chunk list, a damaged format guard is written again, and the counters are
+    recounted.  While a damaged chunk list, or a damaged entry record (which may hold
+    one), is still stored nothing is changed (its references are unknown).  Returns
+    (chunks freed, stored bytes freed).
     """
     if txn.get("meta", REPAIR) is None:
         return 0, 0
@@ -462,6 +476,8 @@ def repair_refs(txn: WriteTxn) -> tuple[int, int]:
     expected, raw_len, sizes, stale = counted
     for raw_id in stale:  # a chunk list its entry's record holds too: that one is the entry's
         txn.delete("manifests", raw_id)
+    if get_or_damaged(txn, "manifests", FORMAT_GUARD) == (True, None):  # the guard, damaged: written again
+        txn.put("manifests", FORMAT_GUARD, b"")
     fixes: list[tuple[bytes, bytes | None]] = []
     chunks = stored = unique = freed_chunks = freed_bytes = 0
     # every stored chunk's lengths, from its frame and its chunk lists: what its record must say

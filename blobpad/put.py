@@ -918,10 +918,13 @@ class Putter:
                     continue
                 try:
                     twin = Entry.decode(twin_raw)
-                    keys = Manifest.unpack(blob).keys
-                except Exception:  # a damaged twin is never shared; verify() reports it
+                    m = Manifest.unpack(blob)
+                except (ValueError, TypeError, RecursionError):  # a damaged twin is never shared; verify() reports it
                     continue
-                if twin.kind != kind:
+                keys = m.keys
+                # nor one whose record or chunk list does not hold this very content (reads refuse it)
+                if (twin.kind != kind or twin.size_bytes != size or twin.sha256 != sha or m.bytes_at[-1] != size
+                        or len(m) != twin.chunks):
                     continue
                 try:
                     filters = txn.get("filters", key[40:])  # the twin's filters are this entry's
@@ -952,7 +955,7 @@ class Putter:
                     raw = txn.get("entries", key[40:])
                     if raw is not None:
                         kinds.add(Entry.decode(raw).kind)
-                except Exception:  # damaged: never shared
+                except (CorruptData, ValueError, TypeError, RecursionError):  # damaged: never shared
                     continue
         return kinds
 

@@ -330,7 +330,7 @@ class Store(ReadsMixin):
             if settings["format"] not in READS_FORMATS:
                 raise BlobpadError(
                     f"{self.path} was written by an incompatible blobpad (format {settings.get('format')}); "
-                    f"this version reads formats {', '.join(map(str, READS_FORMATS))}"
+                    "this version reads formats 2 and 3"
                 )
             # a store of format 2 stays so until a put writes what only format 3 reads (catalog.mark_format)
         if max_bytes is not None:
@@ -750,7 +750,8 @@ class Store(ReadsMixin):
         """Refresh an entry's expiry: it now expires ``ttl`` seconds from now (None: never).
 
         Nothing else changes (its content, ``created_at``, ``updated_at``); returns the
-        updated :class:`Entry`.  Raises NotFound if the entry is unknown or has expired.
+        updated :class:`Entry`.  Raises NotFound if the entry is unknown or has expired,
+        CorruptData if its record is damaged (delete it).
         """
         raw_id = parse_id(entry_id)
         check_ttl(ttl)

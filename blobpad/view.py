@@ -142,7 +142,7 @@ class Reader:
         if m.bytes_at[-1] != entry.size_bytes or (entry.chunks and len(m) != entry.chunks):
             raise CorruptData(
                 f"the chunk list of entry {entry.id} holds {m.bytes_at[-1]} bytes in {len(m)} chunks where its "
-                f"record says {entry.size_bytes} bytes in {entry.chunks}: the store is damaged, delete the entry"
+                f"record says {entry.size_bytes} bytes in {entry.chunks} chunks: the store is damaged, delete the entry"
             )
         return raw_id, entry, m
 

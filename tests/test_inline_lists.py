@@ -280,3 +280,45 @@ def test_a_damaged_stale_chunk_list_beside_an_entrys_own_harms_no_read_and_gc_re
     assert not report.ok and report.damaged_entries == [], report
     store.gc()
     assert _records(store, e.id)[1] is None and store.verify().ok and store.get(e.id) == text
+
+
+def test_a_twin_whose_chunk_list_does_not_fit_it_is_not_shared(store_factory):
+    """Content over 256 KiB is looked for whole: a twin whose chunk list decodes but names a
+    chunk fewer (sealed afresh: damage its checksum cannot see) reads as CorruptData, and a
+    put of the same content must not share that list: it stores the content afresh."""
+    store = store_factory()
+    text = "".join(f"job {n} on node-{n % 11} exited {n % 3} after {n * 13 % 900} s\n" for n in range(9000))
+    twin = store.put(text, session="a", ttl=None)
+    raw_id = bytes.fromhex(twin.id)
+
+    def shrink(txn: Any) -> None:
+        record = txn.get("entries", raw_id)
+        m = Manifest.unpack(chunk_list_blob(txn, raw_id, record))
+        n, at = len(m) - 1, list(m.bytes_at)
+        sizes = [at[i + 1] - at[i] for i in range(n)]
+        blob = Manifest.build(m.keys[:n], sizes, sizes, [0] * n).pack()
+        if inline_chunk_list(record) is not None:
+            txn.put("entries", raw_id, record.partition(INLINE_MARK)[0] + INLINE_MARK + blob)
+        else:
+            txn.put("manifests", raw_id, blob)
+
+    store.engine.write(shrink)
+    e = store.put(text, session="b", ttl=None)
+    assert store.get(e.id) == text
+    assert store.verify().damaged_entries == [twin.id]
+
+
+def test_a_damaged_format_guard_is_written_again_by_gc(store_factory):
+    first = store_factory()
+    old = first.put(_text(3, "old"), session="s")
+    first.engine.write(_as_format_2)
+    store = store_factory()
+    store.put(_text(3, "new"), session="s")
+    assert _guarded(store)
+    store.engine.engine.write(lambda raw: raw.put("manifests", FORMAT_GUARD, b"\x01" * 12))  # no seal fits it
+    report = store.verify()
+    assert not report.ok and report.damaged_entries == [] and any("guard" in p for p in report.problems), report
+    gc = store.gc()
+    assert not gc.problems and _guarded(store)
+    assert store.verify().ok and store.get(old.id) == _text(3, "old")
+    _counters_are_the_records(store)

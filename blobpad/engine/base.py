@@ -60,8 +60,8 @@ T = TypeVar("T")
 #: The keyspaces every engine provides.
 SPACES = (
     "meta",       # settings and counters
-    "entries",    # entry id -> JSON record
-    "manifests",  # entry id -> packed chunk list with cumulative offsets
+    "entries",    # entry id -> JSON record (a small entry's followed by its packed chunk list, catalog.INLINE_CHUNKS)
+    "manifests",  # entry id -> packed chunk list with cumulative offsets (of an entry of more chunks than that)
     "chunks",     # chunk key -> zstd frame
     "refs",       # chunk key -> reference count and sizes
     "by_seq",     # creation sequence + id -> id (stores written before: no put writes it now)
