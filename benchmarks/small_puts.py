@@ -585,6 +585,31 @@ def throughput(procs: int, seconds: float, syncs: list[bool], workdir: Path, sli
     return rows
 
 
+def cpu(puts: int, syncs: list[bool], workdir: Path, warmup: int = 200) -> list[dict[str, Any]]:
+    """Process CPU time (user and system, ``time.process_time``) and wall time per 5 KB put, one
+    peer at a time: ``warmup`` puts, then ``puts`` timed; print and return the rows.  With sync on,
+    each put follows a flush that put the process to sleep, which the CPU figure shows."""
+    rows: list[dict[str, Any]] = []
+    data = texts(5000, puts + warmup, seed=5)
+    for sync in syncs:
+        print(f"\n{_sync_label(sync)}")
+        print(f"    {'peer':12} {'cpu ms/put':>11} {'wall ms/put':>12}")
+        for name in ("blobpad", "lmdb-layout", "lmdb"):
+            peer = MAKERS[name](workdir / f"cpu-{'sync' if sync else 'nosync'}-{name}", sync)
+            try:
+                for text in data[:warmup]:
+                    peer.put(text)
+                c0, w0 = time.process_time(), time.perf_counter()
+                for text in data[warmup:]:
+                    peer.put(text)
+                cpu_ms, wall_ms = (time.process_time() - c0) / puts * 1e3, (time.perf_counter() - w0) / puts * 1e3
+            finally:
+                peer.close()
+            print(f"    {name:12} {cpu_ms:11.3f} {wall_ms:12.3f}")
+            rows.append({"test": "cpu", "sync": sync, "peer": name, "puts": puts, "cpu_ms": cpu_ms, "wall_ms": wall_ms})
+    return rows
+
+
 def _syncs(value: str) -> list[bool]:
     return {"on": [True], "off": [False], "both": [True, False]}[value]
 
@@ -605,6 +630,9 @@ def main(argv: list[str] | None = None) -> int:
     th.add_argument("--threads", default="1,4,8", help="thread counts, comma-separated")
     th.add_argument("--seconds", type=float, default=5.0)
     th.add_argument("--sync", choices=("on", "off", "both"), default="on")
+    cp = sub.add_parser("cpu", help="process CPU time and wall time per 5 KB put, one peer at a time")
+    cp.add_argument("--puts", type=int, default=1000)
+    cp.add_argument("--sync", choices=("on", "off", "both"), default="both")
     args = parser.parse_args(argv)
     whats = [args.what] if args.what else ["latency", "throughput"]
     with tempfile.TemporaryDirectory(prefix="blobpad-small-puts-", dir=os.environ.get("BLOBPAD_BENCH_TMP")) as d:
@@ -612,6 +640,8 @@ def main(argv: list[str] | None = None) -> int:
             if what == "latency":
                 latency(getattr(args, "rounds", 200), [int(s) for s in getattr(args, "sizes", "5,50").split(",")],
                         _syncs(getattr(args, "sync", "both")), Path(d))
+            elif what == "cpu":
+                cpu(args.puts, _syncs(args.sync), Path(d))
             elif what == "threads":
                 threads([int(n) for n in args.threads.split(",")], args.seconds, _syncs(args.sync), Path(d))
             else:

@@ -124,6 +124,9 @@ def test_small_puts_runs(tmp_path: Path) -> None:
     assert {r["peer"] for r in rows} == set(small_puts.THROUGHPUT_PEERS)
     rows = small_puts.throughput(2, 0.2, [False], tmp_path / "throughput", slices=1)
     assert all(r["puts_per_s"] > 0 for r in rows)
+    (tmp_path / "cpu").mkdir()
+    rows = small_puts.cpu(3, [False], tmp_path / "cpu", warmup=1)
+    assert [r["peer"] for r in rows] == ["blobpad", "lmdb-layout", "lmdb"] and all(r["wall_ms"] > 0 for r in rows)
 
 
 def test_scan_floor_runs(capsys: pytest.CaptureFixture[str]) -> None:
