@@ -97,8 +97,6 @@ class Verifier:
         #: keyspaces whose scan stopped at damage: a record not seen in one may lie past
         #: that point, so it is looked up on its own before it is called missing
         self.cut: set[str] = set()
-        #: the keys of damaged ``manifests`` records
-        self.damaged_lists: set[bytes] = set()
 
     def run(self) -> bool:
         # Every keyspace but the chunks, whose frames are checked one at a time (_chunks).
@@ -145,15 +143,17 @@ class Verifier:
             if lost is not None and self.txn.get_unchecked(space, key) is None:
                 lost.add(key)
                 continue
-            if space == "manifests" and key == FORMAT_GUARD:
-                self.problems.append("the format guard record is damaged; gc() writes it again")
-                self.recount = True
+            if space == "manifests" and (key == FORMAT_GUARD or self._holds_list(key)):
+                self.problems.append(
+                    "the format guard record is damaged; gc() writes it again" if key == FORMAT_GUARD else
+                    f"chunk list {key.hex()}: a damaged record beside the chunk list its entry holds, which reads "
+                    "use; gc() removes it"
+                )
+                self.recount = True  # neither harms a read
                 continue
             self.problems.append(f"{space} record {key[:40].hex()}: damaged (checksum mismatch)")
             if space in ("entries", "manifests") and len(key) == 8:
                 self.damaged.add(key.hex())
-            if space == "manifests":
-                self.damaged_lists.add(key)
         recorded = self.txn.recorded_count(space)
         if recorded is not None and recorded != len(found) + len(bad):
             self.problems.append(
@@ -161,6 +161,17 @@ class Verifier:
                 "pages of the store file are damaged"
             )
         return found
+
+    def _holds_list(self, raw_id: bytes) -> bool:
+        """Whether entry ``raw_id``'s record is sound and holds its chunk list (then a damaged
+        ``manifests`` record of it is a stale one, which no read uses)."""
+        try:
+            raw = self.txn.get("entries", raw_id)
+        except Unavailable:
+            raise  # no answer is not damage
+        except BlobpadError:  # the record is damaged, or cannot be read: the chunk list may be its
+            return False
+        return raw is not None and inline_chunk_list(raw) is not None
 
     def _lookup(self, records: dict[str, dict[bytes, bytes]], space: str, key: bytes) -> bytes | None:
         """The record ``key`` of ``space``: as its scan found it, or, when that scan stopped at
@@ -252,20 +263,11 @@ class Verifier:
         records, as the other phases read them; a ``manifests`` record of an entry that
         holds its own is reported (the entry's is the one read; gc() removes the other)."""
         manifests = records["manifests"]
-        damaged = self.damaged_lists
         for raw_id, raw in records["entries"].items():
             blob = inline_chunk_list(raw)
             if blob is None:
                 continue
-            if raw_id in damaged:  # a damaged record beside the entry's own list: it harms no read
-                self.damaged.discard(raw_id.hex())
-                self.problems.remove(f"manifests record {raw_id.hex()}: damaged (checksum mismatch)")
-                self.problems.append(
-                    f"chunk list {raw_id.hex()}: a damaged record beside the chunk list its entry holds, which reads "
-                    "use; gc() removes it"
-                )
-                self.recount = True
-            elif raw_id in manifests:
+            if raw_id in manifests:
                 self.problems.append(
                     f"chunk list {raw_id.hex()}: its entry holds its own chunk list, which reads use; gc() removes this one"
                 )
