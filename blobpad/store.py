@@ -457,10 +457,9 @@ class Store(ReadsMixin):
                 is never held in memory whole).
             session: the session that owns the entry ("" when None).
             turn: the turn inside the session (str or int).
-            ttl: seconds until the entry expires, counted from its ``created_at``: when
-                the put, its content all read, commits (an unnamed entry: when its commit
-                begins, before it waits for other writers), so a put streamed for longer
-                than its ttl is still readable that long; None for never.
+            ttl: seconds until the entry expires, counted from when the put commits, its
+                ``created_at`` (a put streamed for longer than its ttl is still readable
+                that long); None for never.
             name: makes a named entry: putting the same name again in the same session
                 replaces the old entry.
             step, tool: where the observation came from (kept in the index).
