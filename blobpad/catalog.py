@@ -53,7 +53,7 @@ __all__ = [
     "mark_format",
     "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
     "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
-    "prefetch_deletes", "prefetch_due", "walk_sessions", "creation_order", "session_last_sequence", "Draft",
+    "prefetch_deletes", "prefetch_due", "walk_sessions", "creation_order", "session_last_sequence",
 ]
 
 
@@ -553,14 +553,6 @@ _NEVER_KEY = NEVER.to_bytes(8, "big")
 NAME_FREE = b""
 
 
-@dataclasses.dataclass(frozen=True)
-class Draft:
-    """An unnamed entry's record made before its put's write transaction (:meth:`Catalog.draft`)."""
-
-    entry: Entry
-    record: bytes  # its JSON
-
-
 class Catalog:
     """Writes to the catalog: an entry made visible, an entry deleted, entries evicted for ``max_bytes``.
 
@@ -579,13 +571,8 @@ class Catalog:
         chars: int | None, lines: int, sha256: str, session: str, turn: str | int | None, ttl: float | None,
         name: str | None, step: int | None, tool: str | None, meta: dict[str, Any], created: float,
         counts: dict[str, int] | None = None, replaces: bytes | None = None, filters: bytes | None = None,
-        draft: Draft | None = None,
     ) -> Entry:
         """Make an entry visible: its record, manifest, chunk filters and every index, in ``txn``.
-
-        ``draft``: the record of an unnamed entry made before the transaction
-        (:meth:`draft`), written as it is (nothing in a transaction changes an unnamed
-        entry's record); a named entry's is made here, where the name's state is read.
 
         ``filters``: the entry's chunk filters as :func:`blobpad.prefilter.pack` packs them
         (None: none, grep and count read every chunk).
@@ -601,8 +588,6 @@ class Catalog:
         exclusive=True)``), else Conflict.  Live means live when this transaction
         commits, by the store's clock, not when the put began.
         """
-        if draft is not None and name is None:
-            return self._write_entry(txn, raw_id, draft.entry, draft.record, packed, counts, filters)
         # an entry is created when this commit makes it readable, not when its put began: a
         # put streamed for longer than its ttl is still readable for the whole ttl
         created = max(created, self._now())
@@ -648,51 +633,20 @@ class Catalog:
             size_bytes=size, chars=chars, lines=lines, created_at=first_created, expires_at=expires,
             sha256=sha256, meta=meta, chunks=n_chunks, seq=seq, updated_at=created,
         )
-        return self._write_entry(txn, raw_id, entry, entry.encode(), packed, counts, filters)
-
-    def draft(
-        self, raw_id: bytes, n_chunks: int, *, kind: str, size: int, chars: int | None, lines: int, sha256: str,
-        session: str, turn: str | int | None, ttl: float | None, step: int | None, tool: str | None,
-        meta: dict[str, Any], created: float,
-    ) -> Draft:
-        """The record of an unnamed entry, made before its put's write transaction: its creation
-        time (now: the put's content is all read), its expiry and creation sequence, and its
-        JSON.  Nothing a transaction reads changes them, so :meth:`commit_entry` writes them as
-        they are, and the writer's lock is held for less (a sequence's floor is read, in a read
-        snapshot of its own, once per session and process, as :meth:`commit_entry` reads it)."""
-        created = max(created, self._now())
-        sequencer = self._sequencer
-        floor = None
-        if not sequencer.primed(session):
-            with self._reader.read() as txn:
-                floor = session_last_sequence(txn, session)
-        entry = Entry(
-            id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=None, kind=kind,
-            size_bytes=size, chars=chars, lines=lines, created_at=created,
-            expires_at=None if ttl is None else created + ttl, sha256=sha256, meta=meta, chunks=n_chunks,
-            seq=sequencer.next(created, session, floor), updated_at=created,
-        )
-        return Draft(entry, entry.encode())
-
-    def _write_entry(self, txn: WriteTxn, raw_id: bytes, entry: Entry, record: bytes, packed: bytes,
-                     counts: dict[str, int] | None, filters: bytes | None) -> Entry:
-        """Write entry ``entry`` (``record``: its JSON), its chunk list, filters, index keys and
-        counter changes in ``txn``."""
-        size, seq = entry.size_bytes, entry.seq
-        if entry.chunks <= INLINE_CHUNKS:
+        if n_chunks <= INLINE_CHUNKS:
             mark_format(txn)
-            txn.put("entries", raw_id, record + INLINE_MARK + packed)
+            txn.put("entries", raw_id, entry.encode() + INLINE_MARK + packed)
         else:
-            txn.put("entries", raw_id, record)
+            txn.put("entries", raw_id, entry.encode())
             txn.put("manifests", raw_id, packed)
         if filters is not None:
             txn.put("filters", raw_id, filters)
-        txn.put("by_scope", scope_key(entry.session) + seq_key(seq, raw_id), scope_value(raw_id, entry.turn))
-        txn.put("expiry", expiry_key(expiry_us(entry.expires_at), raw_id, seq), b"")
+        txn.put("by_scope", scope_key(session) + seq_key(seq, raw_id), scope_value(raw_id, turn))
+        txn.put("expiry", expiry_key(expiry_us(expires), raw_id, seq), b"")
         if size > WHOLE_DEDUP:  # only larger content is looked for whole (blobpad.put)
-            txn.put("digests", digest_key(size, entry.sha256, raw_id), b"")
-        if entry.name is not None:
-            txn.put("names", name_key(entry.session, entry.name), raw_id)
+            txn.put("digests", digest_key(size, sha256, raw_id), b"")
+        if name is not None:
+            txn.put("names", name_key(session, name), raw_id)
         bump(txn, **(counts or {}), entries=1, logical_bytes=size,
              filter_bytes=0 if filters is None else len(filters))
         return entry

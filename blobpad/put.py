@@ -1013,17 +1013,6 @@ class Putter:
                   *(("refs", k) for k in _first_refs(writer.tail))]
         if fields["name"] is not None:
             wanted.append(("names", name_key(fields["session"], fields["name"])))
-        # made before the transaction, so that the writer's lock is held for less: the chunk list
-        # as the chunks' first keys make it (a chunk placed under another variant makes it again)
-        # and the record of an unnamed entry (Catalog.draft)
-        first = [prepared[0] for _, prepared in writer.tail]
-        entry_kind, n_chunks = "text" if is_text else "binary", len(writer.keys) + len(first)
-        packed = Manifest.build(writer.keys + first, writer.sizes, chars, writer.newlines).pack()
-        filters = None if writer.filters is None else prefilter.pack(writer.filters)
-        draft = None if fields["name"] is not None else self._catalog.draft(
-            raw_id, n_chunks, kind=entry_kind, size=size, chars=writer.chars if is_text else None, lines=lines,
-            sha256=writer.sha256, session=fields["session"], turn=fields["turn"], ttl=fields["ttl"],
-            step=fields["step"], tool=fields["tool"], meta=fields["meta"], created=fields["created"])
 
         def txn_fn(txn: WriteTxn) -> tuple[Entry, list[bytes], int]:
             txn.prefetch_pairs(wanted)
@@ -1031,12 +1020,11 @@ class Putter:
             keys, counts = writer.place_tail(txn, cap)
             if writer.batches:
                 writer.clear_pending(txn)
-            chunk_list = packed if keys == first else Manifest.build(
-                writer.keys + keys, writer.sizes, chars, writer.newlines).pack()
+            manifest = Manifest.build(writer.keys + keys, writer.sizes, chars, writer.newlines)
             entry = self._catalog.commit_entry(
-                txn, raw_id, chunk_list, n_chunks, kind=entry_kind, size=size,
+                txn, raw_id, manifest.pack(), len(manifest), kind="text" if is_text else "binary", size=size,
                 chars=writer.chars if is_text else None, lines=lines, sha256=writer.sha256, counts=counts,
-                filters=filters, draft=draft, **fields,
+                filters=None if writer.filters is None else prefilter.pack(writer.filters), **fields,
             )
             self._catalog.evict_for(txn, raw_id, cap, untimed=evict_untimed)  # only now: a put that fails evicts nothing
             return entry, keys, counts.get("stored_bytes", 0)
