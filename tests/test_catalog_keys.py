@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -469,3 +470,54 @@ def test_sweeps_keep_up_with_more_expiring_than_one_batch(store_factory, monkeyp
     report = s.verify()
     assert report.ok, report.problems
     assert s.gc().entries == len(later)
+
+
+def test_an_entry_committed_after_a_listing_is_never_listed_ahead_of_what_it_showed(store_factory):
+    """Listing order follows commit order: an entry that a listing did not show, because it
+    committed after it, is listed after everything that listing showed, so a reader paging
+    forward never misses it.  A writer (X, a named put) is held inside its commit by the
+    store's clock while another thread's unnamed put (Y) waits to commit; X lists the moment
+    its put returns, and Y must come after all of that listing (a creation sequence taken
+    before the commit, as b71d2b9 took one, listed Y ahead of X's entry)."""
+    held, go = threading.Event(), threading.Event()
+    calls: dict[str, int] = {}
+    real = time.time
+
+    def clock() -> float:
+        name = threading.current_thread().name
+        calls[name] = calls.get(name, 0) + 1
+        if name == "X" and calls[name] == 2 and not go.is_set():  # X's second reading: inside its commit
+            held.set()
+            go.wait(10)
+        return real()
+
+    store = store_factory(clock=clock)
+    store.put("first\n", session="s")
+    out: dict[str, Any] = {}
+
+    def x() -> None:
+        out["named"] = store.put("named\n", session="s", name="n")
+        out["seen"] = [e.id for e in store.entries(session="s")]  # at once, before Y's commit if it can
+
+    def y() -> None:
+        out["unnamed"] = store.put("unnamed\n", session="s")
+
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)  # X keeps the interpreter after its commit: it lists before Y commits
+    try:
+        writer = threading.Thread(target=x, name="X")
+        writer.start()
+        assert held.wait(10), "the clock never held X inside its commit: the test no longer tests anything"
+        other = threading.Thread(target=y, name="Y")
+        other.start()
+        other.join(0.5)  # Y has read its clock and waits behind X's commit
+        go.set()
+        writer.join(20)
+        other.join(20)
+    finally:
+        sys.setswitchinterval(old_interval)
+        go.set()
+    final = [e.id for e in store.entries(session="s")]
+    seen = out["seen"]
+    assert out["named"].id in seen and sorted(final) == sorted({*seen, out["unnamed"].id})
+    assert final[:len(seen)] == seen, (seen, final)  # whatever came later is listed after all of it
