@@ -159,6 +159,10 @@ class Stats:
         return d
 
 
+#: the formats this version reads, in words ("formats 2 and 3")
+_FORMATS_READ = "formats " + ", ".join(map(str, READS_FORMATS[:-1])) + f" and {READS_FORMATS[-1]}"
+
+
 def _check_settings(raw: bytes, path: str) -> dict[str, Any]:
     """Decode the settings record; anything but the expected shape is CorruptData."""
     try:
@@ -170,7 +174,7 @@ def _check_settings(raw: bytes, path: str) -> dict[str, Any]:
         if settings["format"] == 1:
             raise BlobpadError(
                 f"{path} was written by an older blobpad (format 1, before records carried checksums); "
-                "this version reads formats 2 and 3: read it with blobpad 0.1 and put its entries again into a new store"
+                f"this version reads {_FORMATS_READ}: read it with blobpad 0.1 and put its entries again into a new store"
             )
         raise BlobpadError(f"{path} was written by an incompatible blobpad (format {settings['format']})")
     fields = ("format", "seed", "min_size", "avg_extra", "max_size")
@@ -330,7 +334,7 @@ class Store(ReadsMixin):
             if settings["format"] not in READS_FORMATS:
                 raise BlobpadError(
                     f"{self.path} was written by an incompatible blobpad (format {settings.get('format')}); "
-                    "this version reads formats 2 and 3"
+                    f"this version reads {_FORMATS_READ}"
                 )
             # a store of format 2 stays so until a put writes what only format 3 reads (catalog.mark_format)
         if max_bytes is not None:
