@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import redis
 import servers
 from redis.crc import key_slot
 
@@ -309,6 +310,30 @@ def test_an_eviction_policy_is_refused_at_open_with_the_reason(program, server_f
     server = server_factory(program, extra=["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
     with pytest.raises(InvalidArgument, match="maxmemory-policy allkeys-lru.*noeviction"):
         blobpad.open(_url(server))
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_an_eviction_policy_is_refused_even_where_config_is_disabled(program, server_factory):
+    """Managed servers often disable CONFIG; the policy is read from INFO, so an evicting
+    server is refused all the same (it used to be opened, then lose acknowledged entries)."""
+    server = server_factory(program, extra=["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru",
+                                            "--rename-command", "CONFIG", ""])
+    with pytest.raises(redis.ResponseError):
+        server.client().config_get("maxmemory-policy")
+    with pytest.raises(InvalidArgument, match="maxmemory-policy allkeys-lru.*noeviction"):
+        blobpad.open(_url(server))
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_replica_is_refused_at_open_with_the_reason(program, server_factory):
+    """A standalone URL naming a replica is refused at open, saying so, rather than taking
+    its read-only refusals for conflicts and retrying them for retry_seconds."""
+    primary = server_factory(program)
+    replica = server_factory(program, extra=["--replicaof", "127.0.0.1", str(primary.port)])
+    with pytest.raises(InvalidArgument, match="is a replica.*open the primary"):
+        blobpad.open(_url(replica, retry_seconds=2))
+    with blobpad.open(_url(primary)) as store:  # the primary opens
+        assert store.head(store.put("x\n", session="s").id) == "x\n"
 
 
 def test_an_eviction_policy_on_any_primary_of_a_cluster_is_refused_and_its_limit_counts(cluster):

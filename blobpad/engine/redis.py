@@ -591,23 +591,29 @@ class RedisEngine:
                     f"the server {self._shown} is a node of a Redis Cluster: open the cluster with "
                     f"{self._shown.split('://', 1)[0]}+cluster://host:port (any of its nodes)"
                 )
-        try:
-            if self._cluster:  # every primary holds chunks: each one's policy and limit count
-                from redis.cluster import RedisCluster
+        if not self._cluster:
+            role = self._call("at open", lambda: self._client.info("replication"), min(self._retry_seconds, _OPEN_SECONDS))
+            if str(role.get("role", "master")) != "master":
+                raise InvalidArgument(
+                    f"the server {self._shown} is a replica (role {role.get('role')}): it refuses writes, or keeps "
+                    "them from its primary; open the primary instead"
+                )
+        # INFO, not CONFIG GET: managed servers often disable CONFIG, and INFO states the policy all the same
+        if self._cluster:  # every primary holds chunks: each one's policy and limit count
+            from redis.cluster import RedisCluster
 
-                config = self._client.config_get("maxmemory*", target_nodes=RedisCluster.PRIMARIES)
-            else:
-                config = self._client.config_get("maxmemory*")
-        except self._redis_error:  # CONFIG is disabled on some managed servers: nothing to check
-            return
-        if self._cluster and config and all(isinstance(v, dict) for v in config.values()):
-            configs = list(config.values())
+            memory = self._call("at open", lambda: self._client.info("memory", target_nodes=RedisCluster.PRIMARIES),
+                                min(self._retry_seconds, _OPEN_SECONDS))
         else:
-            configs = [config]
-        for c in configs:
+            memory = self._call("at open", lambda: self._client.info("memory"), min(self._retry_seconds, _OPEN_SECONDS))
+        if self._cluster and memory and all(isinstance(v, dict) for v in memory.values()):
+            sections = list(memory.values())
+        else:
+            sections = [memory]
+        for c in sections:
             c = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
                  for k, v in c.items()}
-            policy = c.get("maxmemory-policy", "noeviction")
+            policy = str(c.get("maxmemory_policy", "noeviction"))
             if policy != "noeviction":
                 raise InvalidArgument(
                     f"the Redis server {self._shown} has maxmemory-policy {policy}: it would evict parts of "
