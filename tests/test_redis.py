@@ -312,6 +312,50 @@ def test_an_eviction_policy_is_refused_at_open_with_the_reason(program, server_f
         blobpad.open(_url(server))
 
 
+def _wipe(target, ns: str) -> None:
+    """Delete every key of namespace ``ns`` on every primary, behind the stores' back."""
+    for primary in getattr(target, "primaries", [target]):
+        client = primary.client()
+        for pattern in (f"bp:{{{ns}}}:*", f"bp:{ns}:*"):
+            keys = list(itertools.islice(client.scan_iter(match=pattern, count=1000), 100_000))
+            for key in keys:
+                client.delete(key)
+
+
+@pytest.mark.parametrize("where", ["valkey_server", "redis_server", "valkey_cluster", "redis_cluster"])
+def test_a_handle_whose_store_was_emptied_on_the_server_refuses_to_write_and_a_new_open_starts_afresh(
+        where, request):
+    """A restart without persistence, FLUSHDB or deleted keys empty the store under an open handle:
+    its next write is refused, saying so, and writes nothing (it used to write entries into a store
+    without settings, which every later open refused as damaged); an open after that makes the store
+    anew, and the old handle stays refused while the new one, and another process, work."""
+    target = request.getfixturevalue(where)
+    url = _url(target)
+    ns = url.split("namespace=", 1)[1].split("&", 1)[0]
+    old = blobpad.open(url)
+    try:
+        first = old.put(_text(1), session="s").id
+        _wipe(target, ns)
+        for write in (lambda: old.put(_text(2), session="s"), lambda: old.notepad("s").write("p"),
+                      lambda: old.put(_text(2), session="s", name="n")):
+            with pytest.raises(BlobpadError, match="emptied or made again on the server.*open it again"):
+                write()
+        with pytest.raises(NotFound):
+            old.head(first)
+        with blobpad.open(url) as fresh:  # made anew: no settings were left behind without entries
+            assert fresh.stats().entries == 0 and fresh.verify().ok
+            e = fresh.put(_text(3), session="s")
+            assert fresh.get(e.id) == _text(3)
+            with pytest.raises(BlobpadError, match="emptied or made again"):
+                old.put(_text(4), session="s")
+            out = subprocess.run([sys.executable, "-c", f"import blobpad; s = blobpad.open({url!r}); "
+                                  f"print(s.stats().entries, s.get({e.id!r}) == {_text(3)!r})"],
+                                 capture_output=True, text=True, timeout=120)
+            assert out.stdout.split() == ["1", "True"], out.stderr
+    finally:
+        old.close()
+
+
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_an_eviction_policy_is_refused_even_where_config_is_disabled(program, server_factory):
     """Managed servers often disable CONFIG; the policy is read from INFO, so an evicting

@@ -344,6 +344,7 @@ local P = string.sub(KEYS[1], 1, -2)
 local token = P .. 'tok:' .. ARGV[3]
 local done = redis.call('GET', token)
 if done then return {tonumber(done)} end
+if redis.call('GET', P .. 'id') ~= ARGV[4] then return {0, 'gone'} end  -- emptied or made again since the open
 local V = tonumber(redis.call('GET', KEYS[1]) or '0')
 local S = tonumber(ARGV[1])
 if S == nil then S = V end
@@ -354,7 +355,7 @@ local function lastmod(s, k)
   if cur then return stamp(cur, V) end
   return latest(P, s, k)
 end
-local i = 4
+local i = 5
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
   if lastmod(ARGV[i], ARGV[i + 1]) > S then return {0, 'conflict'} end
@@ -518,6 +519,7 @@ class RedisEngine:
         self._room_script = client.register_script(_ROOM_LUA)
         self._maxmemory = 0
         self._check_server()
+        self._identity = self._claim_identity()
         self._offset = 0.0
         self._offset_at = 0.0
         self._measure_offset()
@@ -622,6 +624,21 @@ class RedisEngine:
                 )
             self._maxmemory = max(self._maxmemory, int(c.get("maxmemory", 0) or 0))
 
+    def _claim_identity(self) -> bytes:
+        """The store's identity on the server, made by the first open (``SET NX``): every commit
+        checks it, so that a handle whose store was emptied (a restart without persistence,
+        ``FLUSHDB``, its keys deleted) or made again since is refused, instead of writing entries
+        into a store without its settings, which no later open could read."""
+        key = self._prefix + b"id"
+
+        def claim() -> bytes:
+            pipe = self._client.pipeline(transaction=False) if not self._cluster else self._pipeline()
+            pipe.set(key, os.urandom(8).hex().encode(), nx=True)
+            pipe.get(key)
+            return bytes(pipe.execute()[1])
+
+        return self._call("at open", claim, min(self._retry_seconds, _OPEN_SECONDS))
+
     def clock(self) -> float:
         """Unix time by the server's clock: this host's monotonic clock plus the server's offset
         from it, measured at open and every minute after, so that lifetimes set and checked
@@ -700,6 +717,12 @@ class RedisEngine:
                     status = self._commit(txn, frees)
                 if status == "ok":
                     return result  # type: ignore[return-value]
+                if status == "gone":
+                    raise BlobpadError(
+                        f"the store {self.target} was emptied or made again on the server since this handle "
+                        "opened it (a restart without persistence, FLUSHDB or FLUSHALL, its keys deleted): nothing "
+                        "was written; open it again with blobpad.open() (what it held before is gone)"
+                    )
                 if status == "lost":
                     self._refresh()
                 if time.monotonic() > deadline:
@@ -727,7 +750,8 @@ class RedisEngine:
                 self._drop(staged)
                 raise
         token = os.urandom(12).hex().encode()
-        args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, len(txn.reads)]
+        args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, self._identity,
+                           len(txn.reads)]
         for space, key in txn.reads:
             args += (space, key)
         scanned = sorted({r for r in txn.scanned if r is not None})
@@ -747,7 +771,7 @@ class RedisEngine:
             if staged or len(res) > 2 or (len(res) > 1 and res[1]):
                 # after a lost reply res is [version]: the chunks it freed are left to _finish
                 self._settle(list(staged), list(res[2:]), bool(len(res) > 1 and res[1]))
-        elif status in ("conflict", "expired"):  # refused, surely not applied: nothing names them
+        elif status in ("conflict", "expired", "gone"):  # refused, surely not applied: nothing names them
             self._drop(staged)
         return status
 
@@ -956,7 +980,7 @@ class RedisEngine:
 
     def size(self) -> int:
         """The bytes the server reports for this store's keys (``MEMORY USAGE``)."""
-        keys = [self._prefix + k for k in (b"v", b"hz", b"gq", b"pp", b"px")]
+        keys = [self._prefix + k for k in (b"v", b"hz", b"gq", b"pp", b"px", b"id")]
         keys += [self._prefix + part.encode() + space.encode() for space in SPACES for part in _PER_SPACE]
 
         def usage() -> int:
