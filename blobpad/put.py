@@ -34,7 +34,7 @@ import xxhash
 import zstandard
 
 from . import journal, prefilter
-from .catalog import BASE_KEY, REF, WHOLE_DEDUP, Catalog, bump, shard_key, unpack_ref
+from .catalog import BASE_KEY, REF, WHOLE_DEDUP, Catalog, bump, get_or_damaged, shard_key, unpack_ref
 from .chunking import ChunkParams, Manifest, cut_spans, span_stats
 from .codec import Codec
 from .engine import Checked, ReadTxn, WriteTxn
@@ -437,7 +437,10 @@ class PutWriter:
         """
         keys = self._keys(task)
         with self.store._backend.read() as txn:
-            found = txn.get_many("chunks", keys)
+            try:
+                found = txn.get_many("chunks", keys)
+            except CorruptData:  # a damaged stored chunk is never shared: this content gets its own copy
+                found = [get_or_damaged(txn, "chunks", key)[1] for key in keys]
         return keys, found
 
     def _prepare(
@@ -650,7 +653,7 @@ class PutWriter:
                 continue  # a damaged record: leave it to gc(), place the chunk under another variant
             count, slen, rlen = ref
             if rlen == len(chunk):
-                stored = txn.get("chunks", k)
+                stored = get_or_damaged(txn, "chunks", k)[1]  # damaged: not shared, placed under another variant
                 if variant == 0 and seen is not None and stored == seen:
                     same = True  # verified against these very stored bytes by _prepare
                 else:
@@ -934,6 +937,11 @@ class Putter:
                 refs = {k: unpack_ref(rec or b"") for k, rec in zip(uses, txn.get_many("refs", list(uses)), strict=True)}
                 if any(r is None for r in refs.values()):
                     continue  # a chunk without a sound reference record is not shared
+                try:  # nor one that is gone or damaged (a node lost in a failover): each read verifies its seal
+                    if any(frame is None for frame in txn.get_many("chunks", list(uses))):
+                        continue
+                except CorruptData:
+                    continue
                 for k, n in uses.items():
                     count, slen, rlen = refs[k]  # type: ignore[misc]
                     txn.put("refs", k, REF.pack(count + n, slen, rlen))

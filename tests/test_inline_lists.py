@@ -259,6 +259,42 @@ def test_a_damaged_twin_is_passed_over_by_a_put_of_the_same_content(store_factor
     assert store.verify().damaged_entries == [twin.id]
 
 
+@pytest.mark.parametrize("damage", ["lost", "flipped"])
+def test_a_twin_missing_or_damaging_a_chunk_is_not_shared(store_factory, damage):
+    """Content over 256 KiB is looked for whole: a twin one of whose chunks is gone (a node lost in
+    a failover) or damaged reads as CorruptData, and a put of the same content must not share its
+    chunks (it used to, so the new entry was unreadable too, and so was every later twin): it
+    stores them afresh and reads back exactly."""
+    store = store_factory(cache_bytes=0)
+    text = "".join(f"build {n} step {n % 17} wrote {n * 31 % 4096} bytes\n" for n in range(9000))
+    assert len(text) > WHOLE_DEDUP
+    twin = store.put(text, session="a", ttl=None)
+    raw_id = bytes.fromhex(twin.id)
+    with store.engine.read() as txn:
+        keys = Manifest.unpack(chunk_list_blob(txn, raw_id)).keys
+    victim = keys[len(keys) // 2]
+
+    def hurt(raw: Any) -> None:
+        if damage == "lost":
+            raw.delete("chunks", victim)
+        else:
+            value = bytearray(raw.get("chunks", victim))
+            value[len(value) // 2] ^= 0x01
+            raw.put("chunks", victim, bytes(value))
+
+    store.engine.engine.write(hurt)
+    with pytest.raises(blobpad.CorruptData, match=twin.id):
+        store.get(twin.id)
+    e = store.put(text, session="b", ttl=None)
+    assert store.get(e.id) == text
+    again = store.put(text, session="c", ttl=None)  # shares the sound copy now
+    assert store.get(again.id) == text
+    assert store.verify().damaged_entries == [twin.id]
+    store.delete(twin.id)
+    store.gc()
+    assert store.verify().ok and store.get(e.id) == text
+
+
 def test_touching_an_entry_whose_record_is_damaged_says_so(store):
     e = store.put("touched\n", session="s")
     raw_id = bytes.fromhex(e.id)
