@@ -282,6 +282,17 @@ def re2_options(ignore_case: bool, literal: bool) -> Any:
     return options
 
 
+def _compiled(raw: bytes, options: Any) -> Any:
+    """``re2.compile``, without leaving the pattern in google-re2's module cache: that cache
+    keeps the last 128 patterns compiled in the process, each with up to ``max_mem`` of
+    automata, so a model's hostile patterns would hold gigabytes after their calls ended.
+    A compiled pattern now lives as long as the search that holds it."""
+    try:
+        return re2.compile(raw, options)
+    finally:
+        re2.purge()
+
+
 def encode_pattern(pattern: object) -> bytes:
     if not isinstance(pattern, str):
         raise InvalidArgument(f"pattern must be a string, not {type(pattern).__name__}")
@@ -378,9 +389,9 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
     options = re2_options(ignore_case, bool(fixed))
     try:
         if fixed:
-            return re2.compile(raw, options)
-        re2.compile(raw, options)
-        return re2.compile(b"(?m)" + per_line(raw), options)
+            return _compiled(raw, options)
+        _compiled(raw, options)
+        return _compiled(b"(?m)" + per_line(raw), options)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
@@ -438,7 +449,7 @@ class LineCounter:
             body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
             line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
             try:
-                batch = re2.compile(b"(?m)" + line * (_BATCH - 1), re2_options(ignore_case, False))
+                batch = _compiled(b"(?m)" + line * (_BATCH - 1), re2_options(ignore_case, False))
             except re2.error:
                 batch = None  # e.g. too large for RE2's memory budget: one line per call
             if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:

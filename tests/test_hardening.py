@@ -457,3 +457,38 @@ def test_the_limit_is_exactly_in_bytes_for_every_field_and_character_width(tmp_p
                 store.put("x", session=session, name=name)
             with pytest.raises(blobpad.InvalidArgument, match=f"the limit is {LIMIT} bytes"):
                 store.find(name, session=session)
+
+
+# -- a model's patterns hold no memory once their calls end ------------------------------------------------
+
+_PATTERN_MEMORY = r"""
+import ctypes, os, blobpad
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+
+store = blobpad.open("memory://")
+e = store.put("".join(f"line {n} alpha{n % 7} beta {n * 13 % 97} gamma\n" for n in range(60000)), session="s", turn=1)
+tb = blobpad.Toolbox(store, session="s", turn=1)
+trim = ctypes.CDLL("libc.so.6").malloc_trim
+trim(0)
+base = rss_mb()
+for k in range(6):  # distinct patterns whose automata take tens of MB each on this text
+    pattern = r"\pL{%d}\pN{300}\pL{300}" % (300 + k)
+    store.count(e.id, pattern)
+    out = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": pattern})
+    assert out["ok"], out
+trim(0)  # what the allocator keeps for reuse is not held by anything
+print(rss_mb() - base)
+"""
+
+
+def test_the_patterns_a_model_sends_hold_no_memory_after_their_calls():
+    """A regex's automata can take tens of MB (RE2's max_mem per pattern); google-re2 kept the
+    last 128 patterns compiled in the process, so a model sending distinct hostile patterns grew
+    the process by that much per pattern, for good (6 patterns here: about 80 MB).  Compiled patterns
+    now live as long as their call: what is left after them is a few MB."""
+    out = subprocess.run([sys.executable, "-c", _PATTERN_MEMORY], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) < 40, out.stdout
