@@ -379,13 +379,45 @@ def _class_end(raw: bytes, i: int) -> int:
     return n
 
 
+_NEWLINE_ESCAPE = re.compile(rb"\\(?:n|x0[aA]|x\{0*[aA]\}|012|12(?![0-7]))")
+
+
+def _holds_line_break(raw: bytes, fixed: bool) -> bool:
+    """Whether the pattern ``raw`` names a line break: a newline, or in a regex one of its
+    escapes (``\\n``, ``\\x0a``, ``\\x{a}``, ``\\012``; an escaped backslash before an ``n`` is
+    not one).  A match never spans lines, so such a pattern could never match (rg refuses it too)."""
+    if b"\n" in raw:
+        return True
+    if fixed:
+        return False
+    at = 0
+    while (at := raw.find(b"\\", at)) >= 0:
+        if raw.startswith(b"\\Q", at):  # quoted up to \E: every character in it stands for itself
+            end = raw.find(b"\\E", at + 2)
+            if end < 0:
+                return False
+            at = end + 2
+            continue
+        if _NEWLINE_ESCAPE.match(raw, at):
+            return True
+        at += 2  # past the backslash and the character it escapes
+    return False
+
+
 def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
     """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason.
 
     The pattern is checked as written first, so an error quotes the caller's pattern
-    and not the ``(?m)`` put in front of it.
+    and not the ``(?m)`` put in front of it.  A pattern naming a line break is refused:
+    matches never span lines, so it would silently match nothing.
     """
     raw = encode_pattern(pattern)
+    if _holds_line_break(raw, bool(fixed)):
+        raise InvalidArgument(
+            "the pattern holds a line break (a newline or \\n): a match never spans lines (as with rg), so it "
+            "could match nothing; search for the part of one line (e.g. the text before the break), then read "
+            "the lines around the matches", hint=HINT_FIXED,
+        )
     options = re2_options(ignore_case, bool(fixed))
     try:
         if fixed:

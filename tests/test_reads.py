@@ -657,6 +657,37 @@ def test_invalid_regex_is_invalid_argument_with_re2_reason(loaded, pattern):
     assert loaded.store.count(eid, pattern, fixed=True) == 0  # the same text as a literal is fine
 
 
+@pytest.mark.parametrize(("pattern", "fixed"), [
+    ("ERROR\nat", False), ("ERROR\nat", True), (r"ERROR\nat", False), (r"[\n]", False), (r"\x0a", False),
+    (r"x\x0Ab", False), (r"\x{0a}", False), (r"\012", False), (r"\12", False), (r"\Qa\E\n", False),
+])
+def test_a_pattern_naming_a_line_break_is_refused_not_matched_silently(store, pattern, fixed):
+    """A match never spans lines (as with rg, which refuses these too), so a pattern naming a
+    line break could match nothing: grep, count, matching_lines and grep_session said "no match"
+    (a model concludes the text is absent); each now says why and what to do."""
+    e = store.put("ERROR\nat main.py:3\nback\\nslash\n", session="s")
+    calls = [lambda: store.grep(e.id, pattern, fixed=fixed), lambda: store.count(e.id, pattern, fixed=fixed),
+             lambda: store.matching_lines(e.id, pattern, fixed=fixed),
+             lambda: store.grep_session("s", pattern, fixed=fixed)]
+    for call in calls:
+        with pytest.raises(InvalidArgument, match="holds a line break.*never spans lines"):
+            call()
+
+
+@pytest.mark.parametrize(("pattern", "fixed"), [
+    (r"back\\nslash", False), (r"back\nslash", True), (r"\Q\n\E", False), (r"\123", False), (r"\x{1a}", False),
+])
+def test_a_backslash_before_an_n_that_is_no_line_break_is_searched(store, pattern, fixed):
+    """An escaped backslash before an ``n``, a literal backslash-n, text quoted by \\Q..\\E and other
+    escapes are no line break: they are searched as they are (Python's re is the oracle)."""
+    text = "ERROR\nat main.py:3\nback\\nslash S \x1a\n"
+    e = store.put(text, session="s")
+    oracle = re.compile(re.escape(pattern) if fixed else pattern.replace(r"\Q\n\E", r"\\n").replace(r"\x{1a}", r"\x1a"))
+    want = [n for n, line in enumerate(text.splitlines(), 1) if oracle.search(line)]
+    assert want and [m.line for m in store.grep(e.id, pattern, fixed=fixed)] == want
+    assert store.count(e.id, pattern, fixed=fixed) == len(want)
+
+
 @pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)*b", "(a*)*b", "^(a|a?)+$", "(x+x+)+y"])
 def test_catastrophic_patterns_finish(store, pattern):
     text = "a" * (1 << 20)
