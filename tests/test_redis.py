@@ -925,6 +925,37 @@ def test_a_cluster_without_replicas_losing_a_node_of_chunks_fails_clearly_in_bou
         assert time.monotonic() - began < 30
 
 
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_frozen_node_of_chunks_costs_a_read_about_retry_seconds_not_several_times_it(program, cluster_factory):
+    """A primary holding chunks of the entry stops answering (SIGSTOP: its sockets accept, nothing
+    replies): reading the entry fails clearly within about retry_seconds plus a few socket timeouts.
+    The cluster client used to retry each call three times itself, each after a refresh of the slots
+    that waited on the frozen node too (retry_seconds=3, timeout=2: 50 s for one read)."""
+    cluster = cluster_factory(program, replicas=0)
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    url = _url(cluster, namespace=ns, retry_seconds="3", timeout="1")
+    with blobpad.open(url, cache_bytes=0) as store:
+        e = store.put(_text(2, 60_000), session="s")
+        slot = key_slot(f"{{{ns}}}".encode())
+        others = [i for i, node in enumerate(cluster.primaries) if not any(lo <= slot <= hi for lo, hi in _slots_of(node))]
+        client = cluster.client()
+        try:
+            on = {client.get_node_from_key(k).port for k in _chunk_keys(cluster, ns)}
+        finally:
+            client.close()
+        frozen = cluster.nodes[next(i for i in others if cluster.nodes[i].port in on)]
+        os.kill(frozen.pid, signal.SIGSTOP)
+        try:
+            began = time.monotonic()
+            with pytest.raises(BlobpadError, match="did not answer"):
+                store.get(e.id)
+            assert time.monotonic() - began < 20
+        finally:
+            os.kill(frozen.pid, signal.SIGCONT)
+        cluster.wait_ok()  # the node was taken for failed meanwhile: the cluster is down until it is back
+        assert store.get(e.id) == _text(2, 60_000)
+
+
 def _slots_of(node) -> list[tuple[int, int]]:
     client = node.client()
     try:

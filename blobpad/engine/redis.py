@@ -1260,9 +1260,15 @@ def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: flo
     began = time.monotonic()
     deadline = began + seconds
     delay = 0.02
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
     while True:
         try:
-            return RedisCluster.from_url(base, **common)
+            # no retries of its own (3 by default, each up to the socket timeout, after a refresh of the
+            # slots that may wait as long on a frozen node): every call's retries are _call's, bounded by
+            # retry_seconds, so a frozen node costs a call about that long, not several times it
+            return RedisCluster.from_url(base, retry=Retry(NoBackoff(), 0), **common)
         except e.AuthenticationError as exc:
             raise BlobpadError(f"the Redis Cluster at {shown} refused the credentials at open: {exc}; check the "
                                "user and password in the URL") from None
