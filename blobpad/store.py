@@ -540,6 +540,8 @@ class Store(ReadsMixin):
             self._next_recover = t + SWEEP_SECONDS
             with contextlib.suppress(BlobpadError):
                 recover(self._backend, self.now)  # the batches of puts whose process died (see blobpad.journal)
+            with contextlib.suppress(BlobpadError):
+                self._backend.release_dead_readers()  # the snapshots of readers whose process died
         with contextlib.suppress(BlobpadError):
             if maintenance.sweep(self._backend, self._catalog, self.now()) >= maintenance.SWEEP_LIMIT:
                 # more are due: the next put sweeps again, so that removal keeps up with a

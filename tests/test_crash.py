@@ -434,3 +434,45 @@ def test_a_full_disk_raises_store_full_and_the_store_recovers(tiny_disk):
         data = _blob(1000, 400_000)
         kept[s.put(data).id] = data
         _all_read_back(s, kept)
+
+
+_READER_KILLED_INSIDE = """
+import sys, time, blobpad
+s = blobpad.open(sys.argv[1])
+with s.snapshot():
+    s.entries()
+    print("in", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("freer", ["gc", "sweep"])
+def test_a_reader_killed_inside_its_snapshot_holds_no_pages_past_the_next_gc_or_sweep(tmp_path, freer, monkeypatch):
+    """A process killed inside a read snapshot leaves its reader slot behind: every page freed since
+    stays unusable, so a long-running writer's file grew by each put it deleted (1 MiB put and deleted
+    40 times: 40 MiB more) until a new open cleared the slot.  gc(), and the sweep that follows a put,
+    clear it too: the file stays at a few MiB."""
+    from blobpad import store as store_module
+
+    if freer == "sweep":
+        monkeypatch.setattr(store_module, "SWEEP_SECONDS", 0.0)  # every put sweeps
+    path = tmp_path / "store"
+    s = blobpad.open(path)
+    try:
+        s.put("x\n", session="a")
+        child = subprocess.Popen([sys.executable, "-c", _READER_KILLED_INSIDE, str(path)], stdout=subprocess.PIPE,
+                                 text=True)
+        try:
+            assert child.stdout.readline().strip() == "in"
+        finally:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=60)
+        rng = random.Random(7)
+        for i in range(40):
+            e = s.put(rng.randbytes(1 << 20), session="a")
+            s.delete(e.id)
+            if freer == "gc" and i % 10 == 0:
+                s.gc()
+        assert s.stats().disk_bytes < 16 << 20, s.stats().disk_bytes
+    finally:
+        s.close()

@@ -545,6 +545,13 @@ class Checked:
         collect = getattr(self.engine, "collect", None)
         return int(collect()) if collect is not None else 0
 
+    def release_dead_readers(self) -> int:
+        """Free what readers that died inside a transaction still hold (an engine whose readers
+        hold nothing past their process has no ``release_dead_readers``: 0); ``gc()`` and the
+        sweep after puts call it.  Return how many readers it released."""
+        release = getattr(self.engine, "release_dead_readers", None)
+        return int(release()) if release is not None else 0
+
     def drain(self, timeout: float) -> bool:
         """Refuse new transactions (they raise BlobpadError: the store is closed) and wait up
         to ``timeout`` seconds for those other threads have in flight to end; return

@@ -1203,6 +1203,21 @@ class LmdbEngine:
         trees = {space: tree for space, tree in trees.items() if space in SPACES}
         return (_SalvagedTxn(raw, trees), problems) if trees or problems else (raw, [])
 
+    def release_dead_readers(self) -> int:
+        """Free the reader slots of processes that died inside a read transaction (LMDB's
+        ``reader_check``) and return how many: such a slot holds the snapshot it read, so
+        every page freed since stayed unusable and the file grew with each write.  Open does
+        it; ``gc()`` and the sweep after puts do it too, so a long-running process needs no
+        new open for it."""
+        env = self._environment()
+        self._lock.acquire_shared()
+        try:
+            return int(env.reader_check())
+        except lmdb.Error as exc:
+            raise translate(exc, self.path) from None
+        finally:
+            self._lock.release_shared()
+
     def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
         """Run ``fn`` in one write transaction, growing the map and retrying as needed.
 
