@@ -1054,6 +1054,14 @@ class LmdbEngine:
                 env.set_mapsize(0)
         return fn()
 
+    def _current(self, env: lmdb.Environment) -> lmdb.Environment:
+        """The environment to use once the shared side of the lock is held: ``env`` (what
+        :meth:`_environment` gave before), unless a ``compact()`` of another thread replaced
+        it meanwhile (it closes the old one under the exclusive side): then the new one.
+        Calls of other threads used to fail on the closed environment."""
+        current = self._env
+        return env if current is None else current
+
     def _environment(self) -> lmdb.Environment:
         if self._closed:
             raise BlobpadError(CLOSED)
@@ -1140,6 +1148,7 @@ class LmdbEngine:
         """Open a read transaction (a snapshot that never blocks the writer)."""
         env = self._environment()
         self._lock.acquire_shared()
+        env = self._current(env)
         try:
             for _attempt in range(8):
                 try:
@@ -1212,7 +1221,7 @@ class LmdbEngine:
         env = self._environment()
         self._lock.acquire_shared()
         try:
-            return int(env.reader_check())
+            return int(self._current(env).reader_check())
         except lmdb.Error as exc:
             raise translate(exc, self.path) from None
         finally:
@@ -1229,6 +1238,7 @@ class LmdbEngine:
         try:
             while True:
                 self._lock.acquire_shared()
+                env = self._current(env)
                 seen = -1
                 committed = False
                 try:
