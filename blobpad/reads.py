@@ -30,6 +30,7 @@ import json
 import re
 import struct
 import time
+from array import array
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -427,6 +428,7 @@ class _View:
         self.m: Manifest = m
         self._raw: dict[int, bytes] = {}
         self._text: dict[int, str] = {}
+        self._newline_index: dict[int, array[int]] = {}  # chunk -> the offsets of its newlines (newline_offset)
         self.wanted: _Selection | None = None  # the chunks a search reads (None: all), see select()
         self.chunks_read = 0  # chunks a search read (_map_chunks)
         #: each chunk's filter, kept or built as a search reads it (None: not building), see select()
@@ -604,15 +606,21 @@ class _View:
         """Absolute byte offset of the c-th newline (1-based); c must exist."""
         m = self.m
         i = bisect_left(m.lines_at, c) - 1
-        raw = self.raw(i)
         j = c - m.lines_at[i]  # j-th newline inside chunk i (1-based)
-        pos = -1
-        if j <= 64:
-            for _ in range(j):
-                pos = raw.find(b"\n", pos + 1)
-        else:
-            pos = len(raw) - len(raw.split(b"\n", j)[-1]) - 1
-        return m.bytes_at[i] + pos
+        found = self._newline_index.get(i)
+        if found is None:
+            raw = self.raw(i)
+            if j <= 64:  # near the chunk's start: no index of the whole chunk
+                pos = -1
+                for _ in range(j):
+                    pos = raw.find(b"\n", pos + 1)
+                return m.bytes_at[i] + pos
+            # every newline of the chunk, once: calls for many lines (grep's context) cost one lookup
+            # each, not a split of the chunk each (100,000 matches with a line of context took 30 s)
+            if len(self._newline_index) >= 8:  # searches go in line order: the chunks lately indexed are enough
+                self._newline_index.clear()
+            found = self._newline_index[i] = array("I", [mt.start() for mt in _NEWLINE.finditer(raw)])
+        return m.bytes_at[i] + found[j - 1]
 
     def line_start(self, k: int) -> int:
         return 0 if k <= 1 else self.newline_offset(k - 1) + 1
@@ -899,7 +907,9 @@ class ReadsMixin:
                     matches.append(build())
             except TimedOut as exc:
                 searched = _searched_before(exc)
-            _add_context(v, matches, before, after, line_window)
+            cut = _add_context(v, matches, before, after, line_window, dl)
+            if cut is not None:
+                searched, truncated = cut if searched is None else min(searched, cut), False
         return GrepResult(matches, truncated, **_how_far(v, searched))
 
     def matching_lines(
@@ -1072,7 +1082,10 @@ class ReadsMixin:
                                 except TimedOut as exc:
                                     timed_out = True
                                     stop = (t, max(t.done, (exc.line or t.done + 1) - 1), count)
-                                _add_context(v, found, before, after, line_window)
+                                cut = _add_context(v, found, before, after, line_window, dl)
+                                if cut is not None:  # out of time filling context: resume at the first left out
+                                    timed_out, truncated = True, False
+                                    stop = (t, max(t.done, cut), t.count + len(found))
                                 matches.extend(SessionMatch.of(m, t.entry_id, t.name) for m in found)
                         except NotFound:
                             continue  # deleted or expired since it was listed
@@ -1777,11 +1790,28 @@ def _build_match(
     return _make_match(v, number, bytes(seg[start:end]), spans, line_window)
 
 
-def _add_context(v: _View, matches: list[GrepMatch], before: int, after: int, line_window: int) -> None:
+_NEWLINE = re.compile(b"\n")
+
+#: the time the context lines of a search's matches may take past its budget (a search that
+#: spent its budget on finding matches still returns some of them with their context)
+CONTEXT_GRACE = 0.25
+
+
+def _add_context(v: _View, matches: list[GrepMatch], before: int, after: int, line_window: int,
+                 dl: Deadline | None) -> int | None:
     """Fill the ``before``/``after`` context lines of ``matches`` (lines of ``v``), each cut
-    to its first ``line_window`` characters (only those are read)."""
+    to its first ``line_window`` characters (only those are read), within the search's
+    budget ``dl`` plus :data:`CONTEXT_GRACE`: when it runs out, the matches left without
+    their context are dropped from ``matches`` and the lines searched before the first of
+    them returned (the search stopped there), else None."""
+    if not (before or after):
+        return None
+    ends = None if dl is None else time.monotonic() + max(dl.left(), 0.0) + CONTEXT_GRACE
     total = v.entry.lines
-    for mt in matches:
+    for k, mt in enumerate(matches):
+        if ends is not None and k and time.monotonic() > ends:  # the first match always gets its context
+            del matches[k:]
+            return mt.line - 1
         if before:
             lo = max(1, mt.line - before)
             mt.before = [(w.line, w.text) for w in v.line_windows(lo, mt.line - 1, 0, line_window)]

@@ -464,3 +464,38 @@ def test_resolve_refs_keeps_the_shape_of_the_arguments(step):
     assert out == {"a": [1, ("x", 0, {"q": "pre 0 post"})], "b": "x" * 100_000, "c": None, "d": (), "e": {}}
     assert isinstance(out["a"][1], tuple)
     assert resolve_refs("plain", steps, store) == "plain" and resolve_refs(7, steps, store) == 7
+
+
+# -- the context lines of matches count against the budget ---------------------------------------------
+
+
+def test_context_lines_filled_past_the_budget_stop_the_search_at_the_first_match_left_without(store, monkeypatch):
+    """Filling the context lines of many matches used to run outside the budget (100,000
+    matching lines with a line of context each: 30 s under a 2 s budget).  They now count
+    against it (plus ``CONTEXT_GRACE``): when it runs out, the matches left without their
+    context are dropped and the search says it stopped before the first of them; a grep
+    of the lines after it (grep_session: its cursor) goes on from there.  The grace is set
+    below zero here, so the budget is spent at the first match, whatever the machine's speed."""
+    from blobpad import reads
+
+    text = "".join(f"line {n} INFO step {n % 97}\n" for n in range(3000))
+    lines = _lines(text)
+    e = store.put(text, session="s")
+    monkeypatch.setattr(reads, "CONTEXT_GRACE", -1000.0)
+    r = store.grep(e.id, "INFO", before=1, after=2, max_matches=10**6, timeout=600)
+    assert [m.line for m in r.matches] == [1] and r.timed_out and r.searched_lines == 1 and not r.truncated
+    assert r.matches[0].before == [] and r.matches[0].after == [(2, lines[1]), (3, lines[2])]
+    pages, cursor = [], None
+    for _ in range(10_000):  # one match per call: resumed by its cursor, every line once, with its context
+        page = store.grep_session("s", "INFO", before=1, after=2, max_matches=10**6, timeout=600, cursor=cursor)
+        assert len(page.matches) == 1 and page.timed_out == (page.cursor is not None)
+        pages += page.matches
+        cursor = page.cursor
+        if cursor is None or len(pages) == 5:
+            break
+    monkeypatch.setattr(reads, "CONTEXT_GRACE", 0.25)
+    pages += store.grep_session("s", "INFO", before=1, after=2, max_matches=10**6, timeout=600, cursor=cursor).matches
+    assert [m.line for m in pages] == list(range(1, len(lines) + 1))
+    for m in pages:
+        assert m.before == [(n, lines[n - 1]) for n in range(max(1, m.line - 1), m.line)]
+        assert m.after == [(n, lines[n - 1]) for n in range(m.line + 1, min(len(lines), m.line + 2) + 1)]
