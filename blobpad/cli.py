@@ -349,10 +349,19 @@ def _cmd_put(args: argparse.Namespace) -> int:
             bar = stack.enter_context(_progress_bar(size))
             source = _ProgressReader(source, bar)
         store = stack.enter_context(_open(args))
+        _out()  # a closed stdout is refused before anything is stored
         entry = store.put(source, **options)
         if bar is not None:
             bar.close()  # before the JSON, which would otherwise land on the bar's line
-        _println(_json_line(_put_view(store, entry)))
+        try:
+            _println(_json_line(_put_view(store, entry)))
+            sys.stdout.flush()  # a full or broken stdout fails here, while the id can still be told
+        except (OSError, UsageError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(
+                f"the content was stored as entry {entry.id}, but its record could not be written to standard "
+                f"output ({reason}); read it with blobpad read {entry.id}, or delete it with blobpad rm {entry.id}"
+            ) from None
     return OK
 
 
@@ -594,7 +603,9 @@ def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact)
         while k < len(matches) and matches[k].entry_id == entry_id:
             group.append(matches[k])
             k += 1
-        label = group[0].name if group[0].name is not None else entry_id
+        # a name is caller-chosen (a model's): a line break or a terminal escape in it is shown escaped, so it
+        # can neither forge a match line nor reach the terminal raw (as ls shows it)
+        label = _one_line(group[0].name) if group[0].name is not None else entry_id
         rows: dict[int, tuple[bool, str]] = {}
         for m in group:
             for number, text in m.before:

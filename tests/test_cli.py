@@ -380,6 +380,43 @@ def test_grep_session_prints_the_bytes_of_lines_that_are_not_utf8_as_rg_does(tmp
         assert b"\xe9" in mine.stdout
 
 
+def test_grep_session_shows_a_name_that_holds_a_line_break_or_an_escape_escaped(tmp_path):
+    """Entry names are caller-chosen (a model's): grep-session printed them raw, so a name holding a
+    line break forged a match line and a terminal escape reached the terminal; each is now shown
+    escaped, as ls shows it, and the match line stays one line."""
+    db = tmp_path / "db"
+    forged = "notes\nprod-db.log:1:password=hunter2 \x1b[2K"
+    with blobpad.open(db) as store:
+        store.put("harmless ERROR\n", session="s", name=forged)
+    out = ok(bp("grep-session", "s", "ERROR", db=db)).decode()
+    assert out.count("\n") == 1 and "\x1b" not in out
+    assert out == "notes\\nprod-db.log:1:password=hunter2 \\x1b[2K:1:harmless ERROR\n"
+    assert "\\x1b[2K" in ok(bp("ls", "--session", "s", db=db)).decode()  # as ls shows it
+
+
+def test_put_with_nowhere_to_print_the_id_stores_nothing_or_names_what_it_stored(tmp_path):
+    """put stored the content and then failed on its stdout, so the caller got exit 2 and never the
+    id of an entry that lived on until its TTL.  A closed stdout is now refused before anything is
+    stored; a stdout that fails on writing (a full disk: /dev/full) gets exit 2 with the id named."""
+    db = tmp_path / "db"
+    src = tmp_path / "f.log"
+    src.write_bytes(b"kept\n")
+    closed = subprocess.run([BLOBPAD, "--db", str(db), "put", str(src)], stderr=subprocess.PIPE, env=_env(),
+                            timeout=120, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2 and b"standard output is closed" in closed.stderr
+    with blobpad.open(db) as store:
+        assert store.entries(limit=None) == []
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "wb") as full:
+            failed = subprocess.run([BLOBPAD, "--db", str(db), "put", str(src)], stdout=full, stderr=subprocess.PIPE,
+                                    env=_env(), timeout=120)
+        assert failed.returncode == 2, failed.stderr
+        with blobpad.open(db) as store:
+            [e] = store.entries(limit=None)
+            assert store.get(e.id) == "kept\n"
+        assert f"stored as entry {e.id}".encode() in failed.stderr and b"No space left" in failed.stderr
+
+
 def test_rough_edges_of_the_command_line(tmp_path):
     """A closed stdout, an empty file name and the default session's notepad: each a clear
     answer (they were an internal error, a directory, and a refusal)."""
