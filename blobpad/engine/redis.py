@@ -550,25 +550,25 @@ class RedisEngine:
                 return fn()
             except self._oom as exc:
                 raise StoreFull(
-                    f"the Redis server {self._shown} is at its memory limit (maxmemory): {exc}",
+                    f"the Redis server {self._shown} is at its memory limit (maxmemory): {_reason(exc)}",
                     hint=HINT_SERVER_FULL,
                 ) from None
             except self._transient as exc:
                 if type(exc).__name__ == "AuthenticationError":  # a ConnectionError to redis-py; retrying cannot help
                     raise BlobpadError(
-                        f"the Redis server {self._shown} refused the credentials {what}: {exc}; check the "
+                        f"the Redis server {self._shown} refused the credentials {what}: {_reason(exc)}; check the "
                         "user and password in the URL"
                     ) from None
                 if time.monotonic() + delay > deadline:
                     raise Unavailable(
                         f"the Redis server {self._shown} did not answer {what}: {_tried(began, seconds, self._reply_seconds)} "
-                        f"({type(exc).__name__}: {exc})"
+                        f"({type(exc).__name__}: {_reason(exc)})"
                     ) from None
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
                 self._refresh()
             except self._redis_error as exc:
-                raise BlobpadError(f"the Redis server {self._shown} refused {what}: {exc}") from None
+                raise BlobpadError(f"the Redis server {self._shown} refused {what}: {_reason(exc)}") from None
 
     def _refresh(self) -> None:
         """On a cluster, learn the slots' primaries again (a failover may have moved the store's)."""
@@ -941,7 +941,7 @@ class RedisEngine:
             else:
                 res = script(keys=[self._version_key], args=args)
         except self._oom as exc:
-            raise StoreFull(f"the Redis server {self._shown} is at its memory limit (maxmemory): {exc}",
+            raise StoreFull(f"the Redis server {self._shown} is at its memory limit (maxmemory): {_reason(exc)}",
                             hint=HINT_SERVER_FULL) from None
         except self._transient:
             # no answer: whether the commit was applied is on the server, under its token
@@ -958,7 +958,7 @@ class RedisEngine:
                 self._check_replicas(self._call("WAIT", confirm))
             return "ok", [0]
         except self._redis_error as exc:
-            raise BlobpadError(f"the Redis server {self._shown} refused a commit: {exc}") from None
+            raise BlobpadError(f"the Redis server {self._shown} refused a commit: {_reason(exc)}") from None
         if res[0] > 0:
             return "ok", list(res)
         return (res[1].decode() if isinstance(res[1], bytes) else str(res[1])), []
@@ -1230,6 +1230,19 @@ _LOCK = threading.Lock()
 
 #: a URL's scheme as RFC 3986 writes one: a letter, then letters, digits, "+", "-" or "."
 URL_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*"
+
+
+def _reason(exc: BaseException) -> str:
+    """What the server said, as an error message may quote it: without redis-py's account of
+    the pipeline command it came from (which holds the command's arguments: compressed chunk
+    bytes, values of the store), without a password, printable and at most 300 characters."""
+    text = str(exc)
+    said = re.search(r"of pipeline caused error: (.*)", text, re.S)
+    if said is not None:
+        text = said.group(1)
+    text = without_password(text)
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def without_password(text: str) -> str:
