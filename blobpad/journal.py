@@ -23,16 +23,36 @@ from .chunking import KEY_SIZE
 from .engine import Checked, WriteTxn
 from .engine import prefix_end as _prefix_end
 
-__all__ = ["process_token", "head_record", "STALE_SECONDS", "token_alive", "rollback_pending", "recover"]
+__all__ = ["host_identity", "process_token", "head_record", "STALE_SECONDS", "token_alive", "rollback_pending", "recover"]
+
+
+def host_identity() -> str:
+    """The host as a pending put's token names it: ``hostname#boot.pidns``, the host name,
+    the first 16 hex digits of the kernel's boot id and the inode of the process's PID
+    namespace.  Two machines named alike differ in their boot ids; containers of one
+    machine sharing its host name (host networking) differ in their PID namespaces, where
+    one cannot see the other's pids: each takes the other's puts for another host's (alive
+    until STALE_SECONDS old), never for dead because a pid is missing from its view."""
+    name = socket.gethostname()
+    try:
+        with builtins.open("/proc/sys/kernel/random/boot_id", "rb") as fh:
+            boot = fh.read().strip().decode("ascii", "replace").replace("-", "")[:16]
+    except OSError:
+        boot = ""
+    try:
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        namespace = ""
+    return f"{name}#{boot}.{namespace}" if boot or namespace else name
 
 
 def process_token() -> str:
-    """``host:pid:start time`` of this process (computed once per process: a forked
-    child has its own pid, so it computes its own)."""
+    """``host:pid:start time`` of this process (:func:`host_identity`; computed once per
+    process: a forked child has its own pid, so it computes its own)."""
     global _TOKEN
     pid = os.getpid()
     if _TOKEN is None or _TOKEN[0] != pid:
-        _TOKEN = (pid, f"{socket.gethostname()}:{pid}:{start_time(pid)}")
+        _TOKEN = (pid, f"{host_identity()}:{pid}:{start_time(pid)}")
     return _TOKEN[1]
 
 
@@ -76,7 +96,8 @@ def token_alive(record: str, now: float | None = None) -> bool:
     token, _, stamp = record.partition(" ")
     host, _, rest = token.partition(":")
     pid_s, _, start = rest.partition(":")
-    if host != socket.gethostname():
+    # this host: the same identity, or a bare host name (a token of a version before host_identity)
+    if host != host_identity() and host != socket.gethostname():
         try:
             last = int(stamp)
         except ValueError:

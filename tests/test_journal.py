@@ -161,3 +161,25 @@ def test_a_killed_put_not_yet_reaped_by_its_parent_is_rolled_back(tmp_path):
     finally:
         child.kill()
         child.wait(timeout=60)
+
+
+def test_a_put_of_another_pid_namespace_or_machine_of_the_same_host_name_is_not_taken_for_dead():
+    """Containers sharing their machine's host name (host networking) each see only their own pids:
+    a put of one was rolled back by the other's open, its pid missing there, while it still ran.
+    A pending put names its host by host name, boot id and PID namespace (journal.host_identity):
+    one of another namespace or machine is another host's, alive until its head record is
+    STALE_SECONDS old; this host's own, and those of versions that named the bare host name,
+    are asked of their pid as before."""
+    me = journal.process_token()
+    host, pid, start = me.split(":")
+    name, _, rest = host.partition("#")
+    assert name == socket.gethostname() and host == journal.host_identity()
+    gone = 2**22 + 7  # above the kernel's default pid_max: no process has it
+    now = time.time()
+    assert journal.token_alive(f"{me} {int(now)}", now)
+    assert not journal.token_alive(f"{host}:{gone}:{start} {int(now)}", now)  # this host: the pid says
+    assert not journal.token_alive(f"{name}:{gone}:{start} {int(now)}", now)  # a bare host name: as before
+    boot, _, namespace = rest.partition(".")
+    for other in (f"{name}#{boot}.{namespace}1", f"{name}#{'0' * len(boot)}.{namespace}"):  # namespace, machine
+        assert journal.token_alive(f"{other}:{gone}:{start} {int(now)}", now), other
+        assert not journal.token_alive(f"{other}:{gone}:{start} {int(now - journal.STALE_SECONDS - 1)}", now)
