@@ -1788,3 +1788,24 @@ def test_a_matching_line_shows_its_match_whatever_the_escaping(store):
     page = _read(tb, scratchpad_id=e.id, mode="grep", pattern="ERROR")
     assert page["ok"] and len(json.dumps(page)) <= 2000
     assert "ERROR" in page["content"].split("\n")[0]
+
+
+def test_a_turn_scoped_seed003_toolbox_neither_sees_nor_replaces_another_turns_named_entry(store):
+    """Names are the session's; a turn-scoped toolbox told a read and a delete of another turn's
+    "plan" that it does not exist, then replaced it on a write ("overwritten": true), destroying
+    an entry it could not see.  The write is now refused, saying why; the toolbox's own names and
+    a session-scoped toolbox write as before, and the other turn's entry is intact."""
+    first = Toolbox(store, session="s", turn=1, profile="seed003", scope="turn")
+    second = Toolbox(store, session="s", turn=2, profile="seed003", scope="turn")
+    assert first.call("scratchpad_write", {"name": "plan", "content": "turn one's plan"})["ok"]
+    hidden = second.call("scratchpad_read", {"name": "plan"})
+    assert not hidden["ok"] and "in this turn" in hidden["error"]
+    refused = second.call("scratchpad_write", {"name": "plan", "content": "turn two's"})
+    assert not refused["ok"] and "taken by an entry of another turn" in refused["error"], refused
+    assert first.call("scratchpad_read", {"name": "plan"})["content"] == "turn one's plan"
+    own = [second.call("scratchpad_write", {"name": "mine", "content": text}) for text in ("a", "b")]
+    assert [r["overwritten"] for r in own] == [False, True]
+    assert second.call("scratchpad_read", {"name": "mine"})["content"] == "b"
+    wide = Toolbox(store, session="s", turn=3, profile="seed003", scope="session")
+    assert wide.call("scratchpad_write", {"name": "plan", "content": "everyone's"})["overwritten"] is True
+    assert store.get(store.find("plan", session="s").id) == "everyone's"

@@ -372,7 +372,8 @@ class Toolbox:
                     e = self.store.find(canonical, session=self.session)
                     if self.in_scope(e):
                         return e
-        raise ToolError(f"no scratchpad entry named {describe(name, 200)} in this session; "
+        where = "this turn" if self.scope == "turn" else "this session"
+        raise ToolError(f"no scratchpad entry named {describe(name, 200)} in {where}; "
                         "call scratchpad_list to see the names")
 
     def search(self, key: tuple[Any, ...], run: Callable[[float | None], Any]) -> Any:

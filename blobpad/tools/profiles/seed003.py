@@ -16,13 +16,24 @@ _NAME_PARAM = Param("name", "string", "The entry name", required=True, min_lengt
 
 def _write_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     name, content = a["name"], a["content"]
-    try:
-        old: Entry | None = tb.store.find(name, session=tb.session)
-    except NotFound:
-        old = None
-    e = tb.store.put(content, session=tb.session, turn=tb.turn, name=name, tool="scratchpad_write", ttl=tb.ttl,
-                     kind="text")
-    return {"ok": True, "name": name, "scratchpad_id": e.id, "size_chars": e.length, "overwritten": old is not None}
+    for _ in range(3):  # a name written meanwhile by another call: looked at again
+        try:
+            old: Entry | None = tb.store.find(name, session=tb.session)
+        except NotFound:
+            old = None
+        if old is not None and not tb.in_scope(old):
+            # names are the session's: the entry of another turn holding it is one this toolbox can neither
+            # see nor replace (it said "no such entry" to a read and a delete of it)
+            raise ToolError(f"scratchpad_write: the name {name[:200]!r} is taken by an entry of another turn "
+                            f"of this session, which this toolbox cannot see or replace; choose another name")
+        try:
+            e = tb.store.put(content, session=tb.session, turn=tb.turn, name=name, tool="scratchpad_write",
+                             ttl=tb.ttl, kind="text", exclusive=old is None)
+        except Conflict:
+            continue  # the name was taken since it was looked up
+        return {"ok": True, "name": name, "scratchpad_id": e.id, "size_chars": e.length,
+                "overwritten": old is not None}
+    raise ToolError(f"scratchpad_write: the name {name[:200]!r} kept being written by other calls; try again")
 
 
 def _read_seed003(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
