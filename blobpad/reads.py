@@ -1631,6 +1631,10 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
     else:  # characters as decode("utf-8", "replace") makes them, counted piece by piece
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         col = sum(len(decoder.decode(p)) for p in v.pieces(bs, b0))
+        # bytes of a sequence cut short just before the match are characters (U+FFFD) before it, not
+        # part of it: the decoder held them back, and would have counted them in the match
+        col += len(decoder.decode(b"", final=True))
+        decoder.reset()
         col_end = col + sum(len(decoder.decode(p)) for p in v.pieces(b0, b1))
         total = col_end + sum(len(decoder.decode(p)) for p in v.pieces(b1, be)) + len(decoder.decode(b"", final=True))
     lo = max(0, col - window // 4)
@@ -1639,20 +1643,30 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
     text = v.line_window(k, bs, be, lo, hi - lo).text
     spans = [(col - lo, min(col_end, hi) - lo)]
     raw = text.encode("utf-8", "surrogateescape")
+    edge = len(raw)
+    # the line after the window is context (RE2 reads past the end it is given for \b and $), so a
+    # match cut by the window's end is found as it is on the whole line, its span cut there
+    after = v.line_window(k, bs, be, hi, _SPAN_CONTEXT).text if hi < total else ""
+    ext = raw + after.encode("utf-8", "surrogateescape")
     # the other matches inside the window, their character offsets counted as they come
     p = b = len(text[: col_end - lo].encode("utf-8", "surrogateescape"))
     c = col_end - lo
-    while len(spans) < MAX_SPANS and p < len(raw):
-        s, e = find(UNANCHORED, raw, p, len(raw))[0]
-        if s < 0:
+    while len(spans) < MAX_SPANS and p < edge:
+        s, e = find(UNANCHORED, ext, p, len(ext))[0]
+        if s < 0 or s >= edge:
             break
+        inside = min(e, edge)
         c += len(raw[b:s].decode("utf-8", "replace"))
         cs = c
-        c += len(raw[s:e].decode("utf-8", "replace"))
-        b = e
+        c += len(raw[s:inside].decode("utf-8", "replace"))
+        b = inside
         spans.append((cs, c))
-        p = e if e > s else next_char(raw, s, len(raw))
+        p = e if e > s else next_char(ext, s, len(ext))
     return GrepMatch(k, text, spans, offset=lo, line_chars=total)
+
+
+#: the characters of a very long line after a grep window that its search reads as context
+_SPAN_CONTEXT = 16384
 
 
 def _grep_lines(

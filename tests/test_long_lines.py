@@ -106,3 +106,42 @@ def test_anchors_and_word_boundaries_never_match_at_a_cut(tmp_path, small_pieces
         assert s.matching_lines(e.id, pattern).lines == [(n, text.split("\n")[n - 1]) for n in want]
         assert int(s.count(e.id, pattern)) == len(want)
         assert int(s.count(e.id, pattern, timeout=30)) == len(want)
+
+
+def _window_spans(line: str, pattern: str, match) -> list[tuple[int, int]]:
+    """Oracle: Python's re over the whole decoded line, the matches starting inside the window, cut to it."""
+    import re
+
+    lo, hi = match.offset, match.offset + len(match.text)
+    return [(a - lo, min(b, hi) - lo) for a, b in (m.span() for m in re.finditer(pattern, line)) if lo <= a < hi]
+
+
+@pytest.mark.parametrize("pattern", [r"foo\b", r"foo |o$", r"o\b", r"x+fo"])
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_long_lines_spans_are_those_of_the_whole_line_at_the_windows_end(store, pattern, binary):
+    """A line too long to hold (over 1 MiB) is shown in a window around its first match, and the
+    window's other matches were searched in the window alone: \\b and $ took its end for the line's,
+    adding spans the line does not have ("foo|bar" cut by the window: foo\\b matched).  The line after
+    the window is now context; the spans are Python's re over the whole line, kept to the window."""
+    col = 1_500_000
+    line = "a" * col + "foo "
+    line += "x" * (col + 1500 - 3 - len(line)) + "foobar" + "y" * 600_000
+    text = line + "\nnext\n"
+    e = store.put(b"\xff" + text.encode() if binary else text, session="s")  # binary: a byte no UTF-8 has
+    whole = store.lines(e.id, 1, 1)[0]
+    [m] = store.grep(e.id, pattern, max_matches=1, line_window=2000).matches
+    assert m.spans == _window_spans(whole, pattern, m), (m.offset, m.spans)
+
+
+@pytest.mark.parametrize("cut", [b"\xc3", b"\xe6\x97", b"\xf0\x9f\x98", b"\xff"])
+def test_a_long_binary_lines_match_after_a_sequence_cut_short_starts_where_it_is(store, cut):
+    """In a binary line over 1 MiB, bytes of a UTF-8 sequence cut short just before a match were
+    counted into the match (its span began one character early, on the U+FFFD); the spans are those
+    of Python's re on the line as Store.lines decodes it."""
+    data = b"\xfe" + b"a" * 1_200_000 + cut + b"NEEDLE x NEEDLE\n"
+    e = store.put(data, session="s")
+    whole = store.lines(e.id, 1, 1)[0]
+    assert whole == data[:-1].decode("utf-8", "replace")
+    [m] = store.grep(e.id, "NEEDLE", max_matches=1).matches
+    assert m.spans == _window_spans(whole, "NEEDLE", m)
+    assert [m.text[a:b] for a, b in m.spans] == ["NEEDLE", "NEEDLE"]
