@@ -316,6 +316,9 @@ def decode_message(raw: bytes) -> tuple[Any, list[Any]]:
         problem = _find_problem(obj.get("params"), "params", 2)
         code = types.INVALID_PARAMS
     if problem is None:
+        problem = _params_problem(obj.get("method"), obj.get("params", _MISSING))
+        code = types.INVALID_PARAMS
+    if problem is None:
         # Validated against the shape it has, so the errors name what is wrong with it.
         model: Any = (types.JSONRPCRequest if "id" in obj else types.JSONRPCNotification) if "method" in obj else (
             types.JSONRPCError if "error" in obj else types.JSONRPCResponse)
@@ -331,6 +334,28 @@ def decode_message(raw: bytes) -> tuple[Any, list[Any]]:
     if notification:
         return None, []  # JSON-RPC: a notification is never answered
     return None, [_error(code, problem, reply_id)]
+
+
+def _params_problem(method: Any, params: Any) -> str | None:
+    """What is wrong with the params of a ``tools/call`` or ``tools/list`` request, in words (the
+    SDK's own check answers "Invalid request parameters" and nothing more), or None."""
+    if method == "tools/call":
+        if not isinstance(params, dict):
+            return ("the params of tools/call are an object with the tool's name and its arguments, not "
+                    f"{'nothing' if params is _MISSING else describe(params)}")
+        name = params.get("name", _MISSING)
+        if name is _MISSING:
+            return "params.name is missing: name the tool to call (tools/list lists them)"
+        if not isinstance(name, str):
+            return f"params.name is the tool's name, a string, not {describe(name)}"
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            return f"params.arguments is an object of the tool's arguments by name, not {describe(arguments)}"
+    elif method == "tools/list" and isinstance(params, dict):
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            return f"params.cursor is the string a previous tools/list returned as nextCursor, not {describe(cursor)}"
+    return None
 
 
 @contextlib.contextmanager

@@ -399,6 +399,32 @@ def test_mcp_every_hostile_line_gets_a_reply_and_the_server_reads_on(store_facto
     assert code == 0 and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize(("params", "says"), [
+    ({"name": "scratchpad_read", "arguments": "scratchpad_id=1"}, "params.arguments is an object"),
+    ({"name": "scratchpad_read", "arguments": [1, 2]}, "params.arguments is an object"),
+    ({"name": 7, "arguments": {}}, "params.name is the tool's name, a string, not 7"),
+    ({"arguments": {}}, "params.name is missing"),
+    (None, "the params of tools/call are an object"),
+    ("scratchpad_read", "the params of tools/call are an object"),
+])
+def test_mcp_a_tool_call_of_the_wrong_shape_is_told_what_is_wrong(tmp_path, params, says):
+    """A tools/call whose name or arguments have the wrong type got the SDK's bare "Invalid request
+    parameters"; the reply now says which part is wrong and what it should be, and the server reads on."""
+    client = RawClient(tmp_path / "db", "--session", "s")
+    try:
+        client.initialize()
+        reply = client.request(1, "tools/call", params)
+        assert reply["error"]["code"] == -32602 and says in reply["error"]["message"], reply
+        listed = client.request(2, "tools/list", {"cursor": 5})
+        assert listed["error"]["code"] == -32602 and "params.cursor is the string" in listed["error"]["message"]
+        assert client.request(3, "tools/list")["result"]["tools"]
+        code, err = client.close()
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+    assert code == 0 and "Traceback" not in err, err
+
+
 def test_mcp_oversized_lines_are_answered_and_skipped(target):
     client = RawClient(target("db"), "--session", "s", "--max-message-bytes", "100000")
     try:
