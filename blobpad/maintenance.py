@@ -603,6 +603,14 @@ def _fold_counters(txn: WriteTxn) -> None:
         fold(txn, counters(txn))
 
 
+def _page_damage(engine: Checked) -> list[str]:
+    """The damage an engine that checks its own structure finds in it (LMDB walks its B-trees in
+    Python: see :meth:`Checked.read_salvaged`); [] on the others.  The recount of references walks
+    every tree through the engine's library, which a damaged page makes abort the process."""
+    with engine.read_salvaged() as (_txn, found):
+        return list(found)
+
+
 def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
     """Remove expired entries (through the expiry index), free unreferenced chunks,
     roll back puts whose process died, and remove expired notepads; report what was freed."""
@@ -620,7 +628,13 @@ def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
             break
     with engine.read() as txn:
         repair = get_or_damaged(txn, "meta", REPAIR)[0]
-    if repair:
+    damage = _page_damage(engine) if repair else []
+    if damage:
+        problems.append(
+            f"chunk references cannot be recounted while the store file has damaged pages ({damage[0][:200]}): "
+            "compact() writes the file again from its sound pages; then run verify() and gc() again"
+        )
+    elif repair:
         c, b = engine.write(repair_refs, frees=True)
         total_chunks += c
         total_bytes += b

@@ -544,9 +544,9 @@ _TREE_DAMAGE = {
     "child is a meta page": lambda img, root, kids: _set16(img, root * _PAGE + kids[len(kids) // 2][0], 1),
 }
 
-def _store_with_a_damaged_chunks_tree(tmp_path: Path, damage: str) -> Path:
-    """A store of 120 entries whose chunks' tree (a branch over several leaves) has one page
-    damaged by ``_TREE_DAMAGE[damage]``; the entries' texts in ``tmp_path / "expected.json"``."""
+def _store_with_a_damaged_chunks_tree(tmp_path: Path, damage: str, tree: bytes = b"chunks") -> Path:
+    """A store of 120 entries whose chunks' tree (a branch over several leaves; or ``tree``) has one
+    page damaged by ``_TREE_DAMAGE[damage]``; the entries' texts in ``tmp_path / "expected.json"``."""
     path = tmp_path / "store"
     texts = {}
     with blobpad.open(path) as s:
@@ -555,9 +555,9 @@ def _store_with_a_damaged_chunks_tree(tmp_path: Path, damage: str) -> Path:
             texts[s.put(text, session="s", ttl=None).id] = text
     data = path / "data.mdb"
     img = bytearray(data.read_bytes())
-    root = _tree_root(bytes(img), b"chunks")
+    root = _tree_root(bytes(img), tree)
     flags, kids = _nodes(bytes(img), root)
-    assert flags & 1 and len(kids) > 4, "the chunks' tree was meant to have a branch root over several leaves"
+    assert flags & 1 and len(kids) > 4, f"the {tree.decode()} tree was meant to have a branch root over several leaves"
     _TREE_DAMAGE[damage](img, root, [(ptr, child) for ptr, child, _, _ in kids])
     data.write_bytes(bytes(img))
     (tmp_path / "expected.json").write_text(json.dumps(texts))
@@ -627,6 +627,33 @@ def test_compact_rebuilds_a_damaged_tree_so_its_damaged_entries_can_be_deleted(t
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["listed"] and out["ok_after"], out["problems_after"]
     assert out["wrong"] == [] and out["entries"] == 120 - len(out["listed"]) + 1
+
+
+_VERIFY_THEN_GC = """
+import json, sys, blobpad
+store = blobpad.open(sys.argv[1], cache_bytes=0)
+report = store.verify()
+first, second = store.gc(), store.gc()
+print(json.dumps({"ok": report.ok, "gc": [list(first.problems), list(second.problems)]}))
+"""
+
+
+@pytest.mark.parametrize("tree", [b"entries", b"chunks"])
+@pytest.mark.parametrize("damage", list(_TREE_DAMAGE))
+def test_gc_after_verify_on_a_damaged_tree_page_says_compact_instead_of_walking_into_it(tmp_path, damage, tree):
+    """verify() of a store with a damaged tree page leaves the store flagged for gc() to recount the
+    chunk references; that recount walked the trees through LMDB, which aborted the process on the
+    damaged page (``Assertion 'IS_LEAF(mp)' failed``), at every gc() in any process until compact().
+    gc() now checks the pages first: it returns, and says to compact() first."""
+    path = _store_with_a_damaged_chunks_tree(tmp_path, damage, tree)
+    proc = subprocess.run([sys.executable, "-c", _VERIFY_THEN_GC, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"the process died ({proc.returncode}): {proc.stderr[-1500:]}"
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not out["ok"]
+    if tree == b"entries":  # entries that cannot be read whole: verify() asks gc() for the recount
+        for problems in out["gc"]:
+            assert any("damaged pages" in p and "compact()" in p for p in problems), problems
 
 
 def test_a_damaged_overflow_page_header_is_found_by_verify_and_compact_lets_its_entry_go(tmp_path):
