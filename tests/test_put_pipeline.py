@@ -284,7 +284,7 @@ def test_content_held_in_memory_is_stored_as_the_same_content_streamed(store_fac
         assert mine == theirs, content[:40]
         assert _chunk_list(store, whole.id) == _chunk_list(store, streamed.id)
         assert store.byte_range(whole.id, None) == store.byte_range(streamed.id, None) == data
-        if isinstance(content, str) and content:
-            word = content.split()[0] if content.split() else content[:1]
+        if isinstance(content, str) and content.split():  # (a pattern never holds a line break)
+            word = content.split()[0]
             assert store.count(whole.id, word, fixed=True) == store.count(streamed.id, word, fixed=True)
     assert store.verify().ok
