@@ -609,6 +609,7 @@ class PutWriter:
         stamp = store.now()  # the store's clock: on a shared server, the server's, which every host reads alike
 
         def txn_fn(txn: WriteTxn) -> tuple[list[bytes], int]:
+            txn.hold_chunks()  # leased until the put's last commit keeps them (a cluster's chunk keys)
             if batch_no:
                 self._check_journal(txn, batch_no)  # another host may have taken this put for dead
             txn.put("pending", self.raw_id + b"H", head_record(token, stamp))  # this put is alive
@@ -1028,6 +1029,7 @@ class Putter:
             keys, counts = writer.place_tail(txn, cap)
             if writer.batches:
                 writer.clear_pending(txn)
+            txn.keep_chunks(writer.keys + keys)  # the earlier batches' held chunks, and any shared one held
             manifest = Manifest.build(writer.keys + keys, writer.sizes, chars, writer.newlines)
             entry = self._catalog.commit_entry(
                 txn, raw_id, manifest.pack(), len(manifest), kind="text" if is_text else "binary", size=size,

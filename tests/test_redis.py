@@ -9,6 +9,7 @@ a real one started by the tests (tests/servers.py), on 127.0.0.1, stopped by the
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -174,6 +175,83 @@ def test_a_client_killed_between_its_chunks_and_its_commit_leaves_no_entry_and_o
     keys = _chunk_keys(cluster, ns)
     assert keys  # written, then the client died before its commit: each expires by itself
     assert all(0 < ttl <= 86_400_000 for ttl in keys.values())
+
+
+_KILLED_BEFORE_ITS_LAST_COMMIT = """
+    import os, sys, blobpad
+    import blobpad.put as put
+    url, lines = sys.argv[1], int(sys.argv[2])
+    put.BATCH_BYTES = 64 << 10  # several batches committed before the last
+    put.Putter._finish_put = lambda *a, **k: os._exit(9)
+    data = "".join(f"held {n} {'z' * (n % 53)} {n * 7919 % 10007}\\n" for n in range(lines))
+    with blobpad.open(url) as store:
+        store.put(data, session="s")
+    sys.exit(1)
+"""
+
+
+def test_a_client_killed_between_the_batches_of_a_put_and_its_last_commit_leaves_only_expiring_chunks(cluster):
+    """A put of several batches commits each batch (its pending-put journal) before the entry: the
+    chunks of those batches were made permanent at once, so a client killed before the last commit
+    left permanent chunk keys until someone rolled its journal back.  They now stay leased until the
+    put's last commit keeps them: right after the kill every chunk key of the store has an expiry;
+    the next open rolls the put back (no entry); a put that ends keeps every chunk, permanent."""
+    url = _url(cluster)
+    ns = url.split("namespace=", 1)[1].split("&", 1)[0]
+    _wait_for(_child(_KILLED_BEFORE_ITS_LAST_COMMIT, url, "12000"))
+    keys = _chunk_keys(cluster, ns)
+    assert len(keys) >= 3 and all(ttl > 0 for ttl in keys.values()), keys
+    with blobpad.open(url) as store:  # this host: the killed put's journal is rolled back
+        assert store.entries(session="s") == [] and store.stats().entries == 0 and store.verify().ok
+    assert all(ttl > 0 for ttl in _chunk_keys(cluster, ns).values())
+
+
+def test_the_chunks_of_a_put_of_several_batches_are_permanent_once_it_ends_and_so_are_those_it_shares(
+        cluster, monkeypatch):
+    """A put of several batches keeps every chunk it placed, permanent, with its last commit; a put that
+    shares chunks held by another put still in progress keeps them too, so the other put failing
+    afterwards (its journal rolled back) leaves the sharer whole."""
+    import blobpad.put as put
+
+    monkeypatch.setattr(put, "BATCH_BYTES", 64 << 10)
+    url = _url(cluster)
+    ns = url.split("namespace=", 1)[1].split("&", 1)[0]
+    data = "".join(f"kept {n} {'q' * (n % 47)} {n * 104729 % 65537}\n" for n in range(12000)).encode()
+    with blobpad.open(url) as store, blobpad.open(url) as other:
+        whole = store.put(data, session="s")
+        assert store.get(whole.id) == data.decode() and store.verify().ok
+        assert set(_chunk_keys(cluster, ns).values()) == {-1}
+        store.delete(whole.id)
+        shared: list[str] = []
+
+        class Failing(io.RawIOBase):  # gives the first half, lets another put share it, then fails
+            def __init__(self) -> None:
+                self.at = 0
+
+            def readable(self) -> bool:
+                return True
+
+            def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+                if self.at >= len(data) // 2:
+                    if not shared:
+                        shared.append(other.put(data[: len(data) // 2], session="t").id)
+                        return self.readinto(buf)
+                    raise OSError("the source failed")
+                k = min(len(buf), 8192, len(data) // 2 - self.at)
+                buf[:k] = data[self.at:self.at + k]
+                self.at += k
+                return k
+
+        with pytest.raises(OSError, match="the source failed"):
+            store.put(io.BufferedReader(Failing()), session="s")
+        assert shared and other.verify().ok
+        live = other.stats()
+        assert live.entries == 1
+        keys = _chunk_keys(cluster, ns)  # the sharer's chunks permanent; the failed put's own and whole's expiring
+        assert sum(ttl == -1 for ttl in keys.values()) == live.chunks > 0
+        assert all(ttl == -1 or ttl > 0 for ttl in keys.values())
+    with blobpad.open(url, cache_bytes=0) as fresh:
+        assert fresh.get(shared[0]) == data[: len(data) // 2].decode()
 
 
 def test_a_client_killed_after_its_commit_leaves_an_entry_the_next_client_makes_permanent(cluster, monkeypatch):
@@ -427,6 +505,15 @@ def test_a_url_without_a_host_means_localhost(server):
     port = urlsplit(server.url).port
     with blobpad.open(f"redis://:{port}/0?namespace=t-{uuid.uuid4().hex[:12]}") as store:
         assert store.get(store.put("here\n", session="s").id) == "here\n"
+
+
+def test_an_ipv6_host_is_named_in_brackets_as_in_its_url():
+    """An error names the server as its URL does: an IPv6 address in brackets (it read
+    redis://::1:PORT/0, a URL that does not parse)."""
+    port = servers.free_port()
+    with pytest.raises(blobpad.Unavailable) as caught:
+        blobpad.open(f"redis://[::1]:{port}/0?retry_seconds=0.5&timeout=0.5")
+    assert f"redis://[::1]:{port}/0" in str(caught.value), str(caught.value)
 
 
 def test_a_demo_on_a_store_whose_password_the_environment_holds_never_prints_it(server_factory, tmp_path):

@@ -360,6 +360,23 @@ class WriteTxn(ReadTxn):
         """Remove ``key`` from ``space``; return whether it existed."""
         return self._raw.delete(space, key)
 
+    def hold_chunks(self) -> None:
+        """The chunks this transaction writes belong to a put still in progress: an engine that
+        gives chunks lifetimes of their own (a cluster's chunk keys) leaves them leased, so that
+        a client killed before the put's last commit leaves only chunks that expire (the raw
+        transaction's optional ``hold_chunks``; nothing to do elsewhere)."""
+        hold = getattr(self._raw, "hold_chunks", None)
+        if hold is not None:
+            hold()
+
+    def keep_chunks(self, keys: list[bytes]) -> None:
+        """The chunks ``keys`` (keys of the ``chunks`` keyspace) are an entry's that this
+        transaction commits: an engine that held some leased (:meth:`hold_chunks`) makes them
+        permanent with it (the raw transaction's optional ``keep_chunks``)."""
+        keep = getattr(self._raw, "keep_chunks", None)
+        if keep is not None:
+            keep(keys)
+
 
 #: what a transaction asked of a store that is closing, or closed, is told
 CLOSED = "the store is closed; open it again with blobpad.open()"

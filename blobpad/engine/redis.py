@@ -34,8 +34,11 @@ How the contract is kept on a server that has no transactions of its own:
   snapshots may still read them), and strikes them off (with its next commit).  A client
   killed before its commit leaves chunks that expire by themselves; one killed after it
   leaves lists that the next client to open the store or commit settles once they are
-  ``_SETTLE_MS`` old.  A key is never reused (``<copy>`` is random), so freeing one copy
-  of a chunk never touches a later one.  The one race left costs space, not data: a
+  ``_SETTLE_MS`` old.  The batches of a put in progress commit their chunks held
+  (``hold_chunks``: leased, not listed), and the put's last commit lists every chunk of the
+  entry (``keep_chunks``): a put killed between them leaves only chunks that expire.  A
+  key is never reused (``<copy>`` is random), so freeing one copy of a chunk never
+  touches a later one.  The one race left costs space, not data: a
   chunk freed while another client settles it as made can stay permanent without a
   pointer; ``gc()`` finds those (:meth:`RedisEngine.collect`).
 * **Writes** are optimistic: ``write(fn)`` runs ``fn`` against a snapshot, keeping its
@@ -355,7 +358,8 @@ local function lastmod(s, k)
   if cur then return stamp(cur, V) end
   return latest(P, s, k)
 end
-local i = 5
+local held = ARGV[5] == '1'  -- the new chunks stay leased: a put still in progress holds them (hold_chunks)
+local i = 6
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
   if lastmod(ARGV[i], ARGV[i + 1]) > S then return {0, 'conflict'} end
@@ -399,7 +403,7 @@ for _ = 1, n do
       out[#out + 1] = pk
     end
     if op == 'p' and string.sub(v, 1, 4) == PTR then  -- its own key, leased until made permanent
-      redis.call('ZADD', P .. 'pp', now, string.sub(v, 15))
+      if not held then redis.call('ZADD', P .. 'pp', now, string.sub(v, 15)) end
       redis.call('INCRBY', P .. 'cb', tonumber(string.sub(v, 5, 14)))
     end
   end
@@ -414,6 +418,10 @@ for _ = 1, n do
       redis.call('ZADD', P .. 'z:' .. s, 0, k)
     end
   end
+end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do  -- chunk keys written leased by earlier commits, made permanent with this one (keep_chunks)
+  redis.call('ZADD', P .. 'pp', now, ARGV[i]); i = i + 1
 end
 trim(P, now - tonumber(ARGV[2]), hz)
 redis.call('SET', token, W, 'PX', %(token_ms)d)
@@ -751,7 +759,7 @@ class RedisEngine:
                 raise
         token = os.urandom(12).hex().encode()
         args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, self._identity,
-                           len(txn.reads)]
+                           b"1" if txn.held else b"0", len(txn.reads)]
         for space, key in txn.reads:
             args += (space, key)
         scanned = sorted({r for r in txn.scanned if r is not None})
@@ -761,6 +769,9 @@ class RedisEngine:
         args.append(len(txn.writes))
         for (space, key), value in txn.writes.items():
             args += (space, key, b"d", b"") if value is None else (space, key, b"p", value)
+        kept = [name for name in dict.fromkeys(txn.kept) if name not in staged]
+        args.append(len(kept))
+        args += kept
         script = self._freeing_script if frees else self._write_script
         try:
             status, res = self._send_trimming(script, args, token)
@@ -768,9 +779,10 @@ class RedisEngine:
             self._drop(staged)
             raise
         if status == "ok":
-            if staged or len(res) > 2 or (len(res) > 1 and res[1]):
+            made = kept if txn.held else list(staged) + kept  # held: leased until the put's last commit keeps them
+            if made or len(res) > 2 or (len(res) > 1 and res[1]):
                 # after a lost reply res is [version]: the chunks it freed are left to _finish
-                self._settle(list(staged), list(res[2:]), bool(len(res) > 1 and res[1]))
+                self._settle(made, list(res[2:]), bool(len(res) > 1 and res[1]))
         elif status in ("conflict", "expired", "gone"):  # refused, surely not applied: nothing names them
             self._drop(staged)
         return status
@@ -1021,7 +1033,7 @@ class RedisEngine:
 class _Txn:
     """A read or write transaction: reads at one snapshot; a write's changes kept aside."""
 
-    __slots__ = ("_e", "snap", "writes", "reads", "scanned", "_writable", "_seen", "staged", "_bodies")
+    __slots__ = ("_e", "snap", "writes", "reads", "scanned", "_writable", "_seen", "staged", "_bodies", "held", "kept")
 
     def __init__(self, engine: RedisEngine, writable: bool = False) -> None:
         self._e = engine
@@ -1034,6 +1046,30 @@ class _Txn:
         self._seen: dict[tuple[str, bytes], bytes | None] = {}  # committed values read (fixed at the snapshot)
         self.staged: dict[bytes, bytes] = {}  # a write's chunks under keys of their own: key -> bytes
         self._bodies: dict[bytes, bytes | None] = {}  # chunk keys' bytes fetched ahead (see prefetch_pairs)
+        self.held = False  # the chunks this write stages stay leased after its commit (hold_chunks)
+        self.kept: list[bytes] = []  # chunk keys this commit makes permanent besides its own (keep_chunks)
+
+    def hold_chunks(self) -> None:
+        """Leave the chunk keys this write stages leased (``_LEASE_MS``) after its commit, instead of
+        making them permanent: a batch of a put still in progress, whose last commit keeps them
+        (:meth:`keep_chunks`).  A client killed in between leaves chunks that all expire by
+        themselves, whatever its pending-put journal holds, until a rollback frees them sooner."""
+        if not self._writable:
+            raise BlobpadError("internal error: hold_chunks in a read transaction")
+        self.held = True
+
+    def keep_chunks(self, keys: list[bytes]) -> None:
+        """Make the chunk keys the catalog's chunk records ``keys`` point to permanent with this commit
+        (an entry's last commit: its earlier batches' chunks were held leased, and a chunk it shares
+        may be one another put in progress holds)."""
+        if not self._writable:
+            raise BlobpadError("internal error: keep_chunks in a read transaction")
+        if not self._e._spread or not keys:
+            return
+        for value in self.get_many("chunks", list(dict.fromkeys(bytes(k) for k in keys)), resolve=False):
+            name = _pointed(value)
+            if name is not None and name not in self.staged:
+                self.kept.append(name)
 
     def staged_in_use(self) -> dict[bytes, bytes]:
         """The staged chunks the writes still name (a chunk put, then deleted or put again, is not)."""
@@ -1405,7 +1441,7 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
         userinfo, at, port_part = netloc.rpartition("@")
         netloc = userinfo + at + "localhost" + port_part
     base = urlunsplit(("rediss" if tls else "redis", netloc, "/" + (path or "0"), "", ""))
-    shown_netloc = f"{host}:{port}"
+    shown_netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # an IPv6 address in brackets, as in URLs
     # the store as errors name it: the scheme the caller wrote (a cluster's, without a database)
     shown = f"{scheme}://{shown_netloc}" + ("" if cluster else f"/{path or '0'}")
     shown_target = urlunsplit((scheme, shown_netloc, "/" + (path or "0") if not cluster else "",
