@@ -680,12 +680,16 @@ class RedisEngine:
         self._offset = best[1]
         self._offset_at = time.monotonic()
 
+    def _snapshot_gone(self) -> str:
+        return (f"a read of the store {self.target} outlived its snapshot: the old values it needed were dropped, "
+                "because it stayed open longer than the writers keep them while they wrote (snapshot_seconds: "
+                f"{self._snapshot_seconds:g} s for this handle, as each writer was opened with for its own), or a "
+                "full server dropped them to make room; read again")
+
     def _read_call(self, args: list[Any]) -> list[Any]:
         res = self._call("a read", lambda: self._read_script(keys=[self._version_key], args=args))
         if res[0] == -1:
-            raise _Expired(
-                f"a read of the store {self.target} stayed open over snapshot_seconds "
-                f"({self._snapshot_seconds:g} s) while others wrote: its snapshot is gone; read again"
+            raise _Expired(self._snapshot_gone()
             )
         return res
 
@@ -700,9 +704,7 @@ class RedisEngine:
             try:
                 yield txn
             except _Expired:
-                raise BlobpadError(
-                    f"a read of the store {self.target} stayed open over snapshot_seconds "
-                    f"({self._snapshot_seconds:g} s) while others wrote: its snapshot is gone; read again"
+                raise BlobpadError(self._snapshot_gone()
                 ) from None
 
     def write(self, fn: Callable[[RawWriteTxn], T], *, frees: bool = False) -> T:
