@@ -991,6 +991,18 @@ def test_a_cluster_without_replicas_losing_the_stores_node_fails_clearly_in_boun
         assert f"the Redis server {cluster.url} did not answer" in str(caught.value), str(caught.value)
 
 
+def _a_node_of_chunks_only(cluster, ns: str) -> int:
+    """The index of a primary holding chunk keys of store ``ns`` but not its catalog's slot."""
+    slot = key_slot(f"{{{ns}}}".encode())
+    others = [i for i, node in enumerate(cluster.primaries) if not any(lo <= slot <= hi for lo, hi in _slots_of(node))]
+    client = cluster.client()
+    try:
+        on = {client.get_node_from_key(k).port for k in _chunk_keys(cluster, ns)}
+    finally:
+        client.close()
+    return next(i for i in others if cluster.nodes[i].port in on)
+
+
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_a_cluster_without_replicas_losing_a_node_of_chunks_fails_clearly_in_bounded_time(program, cluster_factory):
     """A primary holding only chunks of the entry is lost: reading the entry is a clear error within a
@@ -1000,15 +1012,7 @@ def test_a_cluster_without_replicas_losing_a_node_of_chunks_fails_clearly_in_bou
     url = _url(cluster, namespace=ns, retry_seconds="3", timeout="1")
     with blobpad.open(url, cache_bytes=0) as store:
         e = store.put(_text(2, 60_000), session="s")
-        slot = key_slot(f"{{{ns}}}".encode())
-        others = [i for i, node in enumerate(cluster.primaries) if not any(lo <= slot <= hi for lo, hi in _slots_of(node))]
-        client = cluster.client()
-        try:
-            on = {client.get_node_from_key(k).port for k in _chunk_keys(cluster, ns)}
-        finally:
-            client.close()
-        victim = next(i for i in others if cluster.nodes[i].port in on)
-        cluster.kill(victim)
+        cluster.kill(_a_node_of_chunks_only(cluster, ns))
         began = time.monotonic()
         with pytest.raises(BlobpadError, match="did not answer"):
             store.get(e.id)
@@ -1026,14 +1030,7 @@ def test_a_frozen_node_of_chunks_costs_a_read_about_retry_seconds_not_several_ti
     url = _url(cluster, namespace=ns, retry_seconds="3", timeout="1")
     with blobpad.open(url, cache_bytes=0) as store:
         e = store.put(_text(2, 60_000), session="s")
-        slot = key_slot(f"{{{ns}}}".encode())
-        others = [i for i, node in enumerate(cluster.primaries) if not any(lo <= slot <= hi for lo, hi in _slots_of(node))]
-        client = cluster.client()
-        try:
-            on = {client.get_node_from_key(k).port for k in _chunk_keys(cluster, ns)}
-        finally:
-            client.close()
-        frozen = cluster.nodes[next(i for i in others if cluster.nodes[i].port in on)]
+        frozen = cluster.nodes[_a_node_of_chunks_only(cluster, ns)]
         os.kill(frozen.pid, signal.SIGSTOP)
         try:
             began = time.monotonic()
