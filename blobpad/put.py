@@ -65,6 +65,7 @@ _GATHER_SECONDS = 1.0
 
 
 BATCH_BYTES = 16 << 20         # raw bytes per write transaction of a put
+_TWIN_CHECK = 32               # chunks of an identical entry read at a time to check that they are all there
 
 
 MAX_META = 64 << 10      # largest caller meta, as JSON
@@ -910,9 +911,12 @@ class Putter:
         seeded chunk hashes alone.
         """
         prefix = size.to_bytes(8, "big") + bytes.fromhex(sha)
+        whole = self._twins_whole(prefix)
 
         def txn_fn(txn: WriteTxn) -> Entry | None:
             for key, _ in txn.scan("digests", prefix, _prefix_end(prefix)):
+                if key[40:] not in whole:
+                    continue  # a chunk of it is gone or damaged (a node lost in a failover): never shared
                 try:
                     twin_raw = txn.get("entries", key[40:])
                     blob = None if twin_raw is None else chunk_list_blob(txn, key[40:], twin_raw)
@@ -938,11 +942,6 @@ class Putter:
                 refs = {k: unpack_ref(rec or b"") for k, rec in zip(uses, txn.get_many("refs", list(uses)), strict=True)}
                 if any(r is None for r in refs.values()):
                     continue  # a chunk without a sound reference record is not shared
-                try:  # nor one that is gone or damaged (a node lost in a failover): each read verifies its seal
-                    if any(frame is None for frame in txn.get_many("chunks", list(uses))):
-                        continue
-                except CorruptData:
-                    continue
                 for k, n in uses.items():
                     count, slen, rlen = refs[k]  # type: ignore[misc]
                     txn.put("refs", k, REF.pack(count + n, slen, rlen))
@@ -953,6 +952,23 @@ class Putter:
             return None
 
         return self._backend.write(txn_fn)
+
+    def _twins_whole(self, prefix: bytes) -> set[bytes]:
+        """The raw ids of the entries listed under ``prefix`` (size and SHA-256) whose every chunk is
+        stored and sound: read in a read transaction, :data:`_TWIN_CHECK` chunks at a time (each read
+        checks its seal; what is read is held no longer than its batch)."""
+        whole: set[bytes] = set()
+        with self._backend.read() as txn:
+            for key, _ in txn.scan("digests", prefix, _prefix_end(prefix)):
+                try:
+                    blob = chunk_list_blob(txn, key[40:])
+                    keys = [] if blob is None else list(dict.fromkeys(Manifest.unpack(blob).keys))
+                    if keys and all(frame is not None for i in range(0, len(keys), _TWIN_CHECK)
+                                    for frame in txn.get_many("chunks", keys[i:i + _TWIN_CHECK])):
+                        whole.add(key[40:])
+                except (CorruptData, ValueError, TypeError, RecursionError):
+                    continue  # damaged: never shared; verify() reports it
+        return whole
 
     def _twin_kinds(self, size: int, sha: str) -> set[str]:
         """The kinds ("text", "binary") of the sound entries holding exactly this content."""
