@@ -1809,3 +1809,15 @@ def test_a_turn_scoped_seed003_toolbox_neither_sees_nor_replaces_another_turns_n
     wide = Toolbox(store, session="s", turn=3, profile="seed003", scope="session")
     assert wide.call("scratchpad_write", {"name": "plan", "content": "everyone's"})["overwritten"] is True
     assert store.get(store.find("plan", session="s").id) == "everyone's"
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_a_result_is_always_utf8_even_for_a_tool_name_holding_a_lone_surrogate(store, profile):
+    """A model's JSON escape (\\ud800) gives a tool name with a lone surrogate: the unknown-tool answer
+    echoed it, and the result could not be sent as UTF-8 at all.  The name is shown escaped."""
+    tb = Toolbox(store, session="s", turn=1, profile=profile)
+    for name in ("\ud800", "scratch\udfffpad_read", "x" * 300 + "\ud800"):
+        out = tb.call(name, {})
+        assert out["ok"] is False and "unknown tool" in out["error"]
+        json.dumps(out, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
+        assert out["tool"].startswith(name[:5].encode("utf-8", "backslashreplace").decode()[:5])

@@ -516,7 +516,11 @@ class Toolbox:
         limit = self.max_result_chars // 2
         if len(message) > limit:
             message = message[:limit] + "..."
-        return {"ok": False, "tool": tool[:200], "error": message}
+        # the name as the model sent it, but always encodable: a lone surrogate (an escape the model
+        # wrote) made the whole result impossible to send as UTF-8
+        shown = tool[:200] if isinstance(tool, str) else repr(tool)[:200]
+        shown = shown.encode("utf-8", "backslashreplace").decode("utf-8")
+        return {"ok": False, "tool": shown, "error": message}
 
     def _fit(self, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
         """Run the handler with a content budget that keeps the result under the cap.
