@@ -49,7 +49,7 @@ from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
-from .units import human_size, non_negative
+from .units import ascii_integer, human_size, non_negative
 
 __all__ = ["main", "build_parser"]
 
@@ -194,10 +194,10 @@ def _int_or_none(text: str, what: str, spec: str) -> int | None:
     text = text.strip()
     if not text:
         return None
-    try:
-        return int(text)
-    except ValueError:
-        raise UsageError(f"invalid {what} {spec!r}: use A:B with integers, like 100:200") from None
+    n = ascii_integer(text)
+    if n is None:
+        raise UsageError(f"invalid {what} {spec!r}: use A:B with integers, like 100:200")
+    return n
 
 
 def parse_slice(spec: str, what: str) -> tuple[int, int | None]:

@@ -4,8 +4,11 @@ their command lines take."""
 from __future__ import annotations
 
 import argparse
+import re
 
-__all__ = ["SIZE_UNITS", "human_size", "non_negative"]
+__all__ = ["SIZE_UNITS", "human_size", "non_negative", "ascii_integer"]
+
+_ASCII_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
 
 #: The units of human_size, each 1024 times the one before (IEC binary prefixes).
 SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -27,13 +30,18 @@ def human_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def ascii_integer(text: str) -> int | None:
+    """The integer ``text`` writes in ASCII digits (a sign allowed, blanks around it), else None:
+    ``int()`` also takes other scripts' digits ("１２") and underscores ("1_0"), which a
+    command line must not read as numbers."""
+    text = text.strip()
+    return int(text) if _ASCII_INTEGER.fullmatch(text) else None
+
+
 def non_negative(text: str) -> int:
     """A count on a command line (an ``argparse`` type): a non-negative integer, else
     the usage error of the ``blobpad`` command and of ``python -m blobpad.mcp_server``."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer") from None
-    if n < 0:
+    n = ascii_integer(text)
+    if n is None or n < 0:
         raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer")
     return n

@@ -1080,3 +1080,17 @@ def test_dash_without_a_standard_input_is_a_clear_error(tmp_path, argv, instead)
     proc = subprocess.run(["sh", "-c", '"$0" "$@" <&-', BLOBPAD, "--db", str(tmp_path / "db"), *argv],
                           capture_output=True, env=_env(), timeout=120)
     assert_error(proc, 2, "standard input", instead)
+
+
+@pytest.mark.parametrize("args", [
+    ["read", "{id}", "--lines", "１:２"], ["read", "{id}", "--lines", "1_0:1_1"], ["read", "{id}", "--range", "٣:٤"],
+    ["grep", "{id}", "line", "-A", "１"], ["grep", "{id}", "line", "-m", "1_0"],
+])
+def test_numbers_on_the_command_line_are_ascii_digits(tmp_path, args):
+    """int() reads other scripts' digits and underscores ("１:２", "1_0"): the command took them for
+    numbers; they are usage errors now, like any other text where a number goes."""
+    db = tmp_path / "db"
+    eid = json.loads(ok(bp("put", "-", db=db, input=b"line one\nline two\nline three\n")))["id"]
+    out = bp(*[a.format(id=eid) for a in args], db=db)
+    assert out.returncode == 2 and out.stdout == b"" and b"Traceback" not in out.stderr, out.stderr
+    assert ok(bp("read", eid, "--lines", " 2:+3 ", db=db)) == b"line two\nline three\n"  # ASCII, signed, padded
