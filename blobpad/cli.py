@@ -358,6 +358,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
             sys.stdout.flush()  # a full or broken stdout fails here, while the id can still be told
         except (OSError, UsageError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            _silence_stdout()  # what stays buffered would fail again at exit (exit status 120)
             raise UsageError(
                 f"the content was stored as entry {entry.id}, but its record could not be written to standard "
                 f"output ({reason}); read it with blobpad read {entry.id}, or delete it with blobpad rm {entry.id}"
