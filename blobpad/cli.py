@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 from . import __version__
-from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound
+from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound, one_line
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
@@ -664,7 +664,7 @@ def _cell(text: str | None) -> str:
 def _one_line(text: str) -> str:
     """Caller-chosen text on one line of the terminal: control characters (a line break,
     a terminal escape) shown escaped, every other character as it is."""
-    return "".join(c if c.isprintable() or c in " \t" else repr(c)[1:-1] for c in text)
+    return one_line(text, " \t")
 
 
 def _cell_char(c: str) -> str:

@@ -227,6 +227,13 @@ def typename(value: object, *, json: bool = False) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def one_line(text: str, keep: str = "") -> str:
+    """Caller-chosen text on one line of a terminal or log: every character that is not
+    printable (a line break, a terminal escape, a lone surrogate) shown as its Python escape,
+    except those in ``keep``; the others as they are."""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
 def describe(value: object, limit: int = 80) -> str:
     """A short, always-printable description of ``value`` for an error message.
 

@@ -88,7 +88,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull, Unavailable
+from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull, Unavailable, one_line
 from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
 
 __all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES", "URL_SCHEME", "without_password"]
@@ -578,6 +578,11 @@ class RedisEngine:
             except self._redis_error as exc:
                 raise BlobpadError(f"the Redis server {self._shown} refused {what}: {_reason(exc)}") from None
 
+    def _at_open(self, fn: Callable[[], T]) -> T:
+        """:meth:`_call` at open: a server that refuses connections then is more likely a wrong
+        address than a failover, so it is said sooner (``_OPEN_SECONDS`` at most)."""
+        return self._call("at open", fn, min(self._retry_seconds, _OPEN_SECONDS))
+
     def _refresh(self) -> None:
         """On a cluster, learn the slots' primaries again (a failover may have moved the store's)."""
         if self._cluster:
@@ -585,8 +590,7 @@ class RedisEngine:
                 self._client.nodes_manager.initialize()
 
     def _check_server(self) -> None:
-        # at open, a server that refuses connections is more likely a wrong address than a failover: say so soon
-        info = self._call("at open", lambda: self._client.info("server"), min(self._retry_seconds, _OPEN_SECONDS))
+        info = self._at_open(lambda: self._client.info("server"))
         if self._cluster and isinstance(info, dict) and info and all(isinstance(v, dict) for v in info.values()):
             info = next(iter(info.values()))
         version = str(info.get("redis_version", "0"))
@@ -595,14 +599,14 @@ class RedisEngine:
                 f"the server {self._shown} is Redis {version}: blobpad needs Redis 7.0 or later, or Valkey"
             )
         if not self._cluster:  # a cluster node would answer MOVED for the slots of the other nodes
-            cluster = self._call("at open", lambda: self._client.info("cluster"), min(self._retry_seconds, _OPEN_SECONDS))
+            cluster = self._at_open(lambda: self._client.info("cluster"))
             if str(cluster.get("cluster_enabled", 0)) == "1":
                 raise InvalidArgument(
                     f"the server {self._shown} is a node of a Redis Cluster: open the cluster with "
                     f"{self._shown.split('://', 1)[0]}+cluster://host:port (any of its nodes)"
                 )
         if not self._cluster:
-            role = self._call("at open", lambda: self._client.info("replication"), min(self._retry_seconds, _OPEN_SECONDS))
+            role = self._at_open(lambda: self._client.info("replication"))
             if str(role.get("role", "master")) != "master":
                 raise InvalidArgument(
                     f"the server {self._shown} is a replica (role {role.get('role')}): it refuses writes, or keeps "
@@ -612,10 +616,9 @@ class RedisEngine:
         if self._cluster:  # every primary holds chunks: each one's policy and limit count
             from redis.cluster import RedisCluster
 
-            memory = self._call("at open", lambda: self._client.info("memory", target_nodes=RedisCluster.PRIMARIES),
-                                min(self._retry_seconds, _OPEN_SECONDS))
+            memory = self._at_open(lambda: self._client.info("memory", target_nodes=RedisCluster.PRIMARIES))
         else:
-            memory = self._call("at open", lambda: self._client.info("memory"), min(self._retry_seconds, _OPEN_SECONDS))
+            memory = self._at_open(lambda: self._client.info("memory"))
         if self._cluster and memory and all(isinstance(v, dict) for v in memory.values()):
             sections = list(memory.values())
         else:
@@ -640,12 +643,12 @@ class RedisEngine:
         key = self._prefix + b"id"
 
         def claim() -> bytes:
-            pipe = self._client.pipeline(transaction=False) if not self._cluster else self._pipeline()
+            pipe = self._pipeline()
             pipe.set(key, os.urandom(8).hex().encode(), nx=True)
             pipe.get(key)
             return bytes(pipe.execute()[1])
 
-        return self._call("at open", claim, min(self._retry_seconds, _OPEN_SECONDS))
+        return self._at_open(claim)
 
     def clock(self) -> float:
         """Unix time by the server's clock: this host's monotonic clock plus the server's offset
@@ -1279,7 +1282,7 @@ def _reason(exc: BaseException) -> str:
     if said is not None:
         text = said.group(1)
     text = without_password(text)
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = one_line(text)
     return text if len(text) <= 300 else text[:299] + "…"
 
 
