@@ -282,15 +282,32 @@ def re2_options(ignore_case: bool, literal: bool) -> Any:
     return options
 
 
+#: google-re2's module cache keeps the last 128 patterns compiled in the process, each with
+#: up to ``max_mem`` of automata: a model's hostile patterns would hold gigabytes after their
+#: calls ended.  A pattern whose program is larger than _KEEP_PROGRAM empties that cache at
+#: once (it lives as long as the search that holds it), and the cache is emptied whenever it
+#: would hold more than _KEEP_PATTERNS patterns; small patterns stay compiled, their automata
+#: warm, from one call to the next (compiled cold, the first window of a long line measured
+#: the search as slow, and a budget stopped it at once).
+_KEEP_PROGRAM = 2000
+_KEEP_PATTERNS = 8
+_kept: set[tuple[bytes, tuple[Any, ...]]] = set()
+_kept_lock = threading.Lock()
+
+
 def _compiled(raw: bytes, options: Any) -> Any:
-    """``re2.compile``, without leaving the pattern in google-re2's module cache: that cache
-    keeps the last 128 patterns compiled in the process, each with up to ``max_mem`` of
-    automata, so a model's hostile patterns would hold gigabytes after their calls ended.
-    A compiled pattern now lives as long as the search that holds it."""
-    try:
-        return re2.compile(raw, options)
-    finally:
-        re2.purge()
+    """``re2.compile``, keeping at most a few small patterns in google-re2's module cache (see
+    :data:`_KEEP_PROGRAM`)."""
+    regex = re2.compile(raw, options)
+    key = (raw, tuple(getattr(options, name) for name in re2.Options.NAMES))
+    with _kept_lock:
+        if key not in _kept:
+            if regex._regexp.ProgramSize() > _KEEP_PROGRAM or len(_kept) >= _KEEP_PATTERNS:
+                re2.purge()
+                _kept.clear()
+            if regex._regexp.ProgramSize() <= _KEEP_PROGRAM:
+                _kept.add(key)
+    return regex
 
 
 def encode_pattern(pattern: object) -> bytes:
