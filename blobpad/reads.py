@@ -1551,10 +1551,13 @@ def _segment_matches(
 
 
 def _line_spans(
-    find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int, int], dl: Deadline | None = None
+    find: _Find, buf: _Bytes, start: int, end: int, first: tuple[int, int], window: int, dl: Deadline | None = None
 ) -> list[tuple[int, int]]:
     """Byte spans (relative to ``start``) of the matches in the line ``buf[start:end]``,
-    from its first match on, at most ``MAX_SPANS``.
+    from its first match on, at most ``MAX_SPANS``, and only those a grep window of
+    ``window`` characters around the first can show (:func:`_make_match` keeps no other):
+    a character is at most 4 bytes, so no span starting ``4 * window`` bytes or more past
+    the first is.
 
     As in Python's ``re.finditer``: an empty match may follow a non-empty one at its
     end, and after an empty match the search resumes at the next character, so every
@@ -1562,11 +1565,16 @@ def _line_spans(
     match at the empty match's position, for patterns that prefer the empty string,
     such as ``(|a)``; RE2 cannot ask for that, so those matches are not reported.)
 
-    Under a budget ``dl``, a search that the measured speed says would not fit in a
-    quarter of the time left raises TimedOut instead of starting.
+    Under a budget ``dl``, each search starts only while time is left.  Their cost was
+    weighed when the line was found: a line longer than a search window was searched
+    whole by :func:`blobpad.search.long_line`, which first measured its windows, and a
+    shorter one is a window.  Weighing each search again, on the speed of the last few
+    (calls that stop at a match a few bytes on, any of which a moment of descheduling
+    could make look slow), stopped searches of long lines with many matches at random.
     """
     s, e = first
     spans = [(s - start, e - start)]
+    shown = s + 4 * window
     while len(spans) < MAX_SPANS:
         if e > s:
             p = e
@@ -1574,14 +1582,8 @@ def _line_spans(
             break
         else:
             p = next_char(buf, s, end)
-        if dl is not None:
-            if dl.too_slow_for(end - p):
-                dl.expired = True
-                raise TimedOut()
-            s, e = dl.timed(find, buf, p, end)
-        else:
-            s, e = find(UNANCHORED, buf, p, end)[0]
-        if s < 0:
+        s, e = find(UNANCHORED, buf, p, end)[0] if dl is None else dl.timed(find, buf, p, end)
+        if s < 0 or s >= shown:
             break
         spans.append((s - start, e - start))
     return spans
@@ -1798,7 +1800,7 @@ def _build_match(
         if be - bs > BULK_LINE_BYTES:  # read a window of it, never the whole line
             return _long_match(v, find, number, bs, be, base + first[0], base + first[1], line_window)
     try:
-        spans = _line_spans(find, seg, start, end, first, dl)
+        spans = _line_spans(find, seg, start, end, first, line_window, dl)
     except TimedOut:
         raise TimedOut(number) from None
     return _make_match(v, number, bytes(seg[start:end]), spans, line_window)

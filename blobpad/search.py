@@ -188,11 +188,6 @@ class Deadline:
                 short[0], short[1] = 0, 0.0
         return span
 
-    def too_slow_for(self, size: int) -> bool:
-        """Whether searching ``size`` bytes in one RE2 call (more than a window) would take over
-        1/_MARGIN of the time left, at the speed measured so far."""
-        return size > self.window and self.left() < _MARGIN * _SLICE * size / self.window
-
     def pace(self, scanned: int, spent: float) -> None:
         if scanned < _MIN_WINDOW:
             return  # too little to measure the speed

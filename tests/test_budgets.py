@@ -226,6 +226,48 @@ def test_long_lines_with_many_matches_fit_the_default_budget(store, size):
         assert [(a, b) for a, b in m.spans if b < len(m.text)] == [(a, b) for a, b in inside if b < len(m.text)]
 
 
+class _StallingClock:
+    """``time.monotonic`` as a process sees it when it is descheduled for ``stall`` seconds
+    at its ``at``-th reading, and again every ``every`` readings after (on a loaded machine)."""
+
+    def __init__(self, real, at: int, every: int, stall: float = 0.05) -> None:
+        self.real, self.at, self.every, self.stall = real, at, every, stall
+        self.calls = 0
+        self.lost = 0.0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        if self.calls >= self.at and (self.calls - self.at) % self.every == 0:
+            self.lost += self.stall
+        return self.real() + self.lost
+
+
+@pytest.mark.parametrize("size", [150_000, 1_000_000])
+@pytest.mark.parametrize("at", [2, 20, 100])
+def test_a_moment_of_descheduling_does_not_stop_a_search_that_fits(store, size, at, monkeypatch):
+    """A budget is weighed on speeds measured as the search goes; one slow reading of the
+    clock (the process descheduled for 50 ms, then every 150 readings) must not make a
+    search that fits many times over in the budget stop: grep of a long line matching
+    every few bytes timed out on the first line on a loaded machine, its calls, each
+    stopping a few bytes on, judged one at a time on the speed of the last few."""
+    import time
+
+    rows = json.dumps([{"id": i, "name": f"user{i}", "status": "ok"} for i in range(size // 45)])[:size]
+    text = f"header\n{rows}\n" + "".join(f"line {i} id {i}\n" for i in range(300))
+    e = store.put(text, session="s")
+    for pattern in ("id", r"user\d+"):
+        free = store.grep(e.id, pattern, max_matches=10**9)
+        clock = _StallingClock(time.monotonic, at, every=150)
+        monkeypatch.setattr(time, "monotonic", clock)
+        limited = store.grep(e.id, pattern, max_matches=10**9, timeout=SEARCH_TIMEOUT)
+        counted = store.count(e.id, pattern, timeout=SEARCH_TIMEOUT)
+        monkeypatch.undo()
+        assert clock.lost > 0  # the clock did stall during the search
+        assert not limited.timed_out and limited.to_dict() == free.to_dict()
+        assert [m.line for m in limited] == _hits(text, pattern)
+        assert not counted.timed_out and counted == len(_hits(text, pattern))
+
+
 def test_count_result_is_an_int(slow_entry):
     store, e, text = slow_entry
     n = store.count(e.id, "ERROR")
