@@ -882,7 +882,9 @@ class ReadsMixin:
         call overruns its budget by one such call, plus, on a line longer than one
         call's window, one whole-line search, started only when searching that line
         in windows took under a quarter of the time left (so about a third of the
-        budget at most), plus reading the context lines of the matches found.
+        budget at most), with the searches for its other matches inside the window of
+        it that the result shows (each stops at the next match), plus reading the
+        context lines of the matches found.
         """
         timeout = check_timeout(timeout)
         ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
