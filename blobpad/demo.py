@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import IO, TypeVar
 
 from . import sample
-from .engine import ENV_VAR, env_target, without_password
+from .engine import ENV_VAR, env_target
+from .engine.targets import without_password
 from .offload import Offloader
 from .store import Store
 from .store import open as open_store

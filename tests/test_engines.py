@@ -189,6 +189,41 @@ def test_a_bad_target_is_a_clear_error(target, words, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+#: bad targets of every form, each with a long run where a hostile or mistyped one may have it
+_LONG = "a" * 150_000
+
+
+@pytest.mark.parametrize("target", [
+    "foo://" + _LONG, "file://host/" + _LONG, "lmdb://" + _LONG, "lmdb:///tmp/" + _LONG + "?x",
+    "lmdb:///tmp/%ff" + _LONG, "lmdb:///tmp/\t" + _LONG, "memory://" + _LONG, "memory:" + _LONG, _LONG + "\0",
+    "redis://127.0.0.1:7000/0?" + _LONG + "=1", "redis://127.0.0.1:7000/0?namespace=" + _LONG,
+    "redis+cluster://127.0.0.1:7000/" + "1" * 150_000, "redis://127.0.0.1:7000/" + _LONG,
+    "redis://127.0.0.1:" + _LONG + "/0", "~" + _LONG, " " + _LONG, _LONG + ":a:b@" + _LONG,
+    "x" + "a:" * 75_000 + "@", "@" + "a:" * 75_000, "st\udcff" + _LONG,
+    "redis://user:SECRETPW" + _LONG + "@127.0.0.1:7000/x", "foo://user:SECRETPW@" + _LONG,
+])
+def test_a_long_bad_target_is_refused_at_once_with_a_short_message(target, tmp_path, monkeypatch):
+    """Whatever a bad target holds and however long it is, the error quotes at most a few
+    hundred characters of it, never a password, and comes at once: masking the password
+    took time quadratic in the length of a run of letters (minutes for a 150,000-character
+    target; the test's time limit fails a hang)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgument) as caught:
+        blobpad.open(target)
+    message = str(caught.value)
+    assert len(message) < 700 and "SECRETPW" not in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_object_whose_fspath_gives_no_text_is_refused(tmp_path):
+    class Odd:
+        def __fspath__(self):
+            return 5
+
+    with pytest.raises(InvalidArgument, match="__fspath__"):
+        blobpad.open(Odd())
+
+
 def test_a_path_starting_with_a_tilde_is_under_the_home_directory(tmp_path, monkeypatch):
     """``~/x`` names the directory x under $HOME, as a shell would expand it, wherever the target
     comes from (a JSON configuration that no shell reads): it used to open ./~/x in the working

@@ -26,7 +26,8 @@ from ..errors import InvalidArgument
 from .base import SPACES, Capabilities, Checked, Engine, ReadTxn, WriteTxn, prefix_end, skip_damaged
 from .lmdb import LMDB_OPTIONS, acquire_lmdb
 from .memory import acquire_memory
-from .redis import REDIS_OPTIONS, SCHEMES, URL_SCHEME, acquire_redis, without_password  # redis-py: imported at first use
+from .redis import REDIS_OPTIONS, SCHEMES, acquire_redis  # redis-py: imported at first use
+from .targets import URL_SCHEME, shown_target
 
 __all__ = [
     "SPACES", "Capabilities", "Checked", "Engine", "ReadTxn", "WriteTxn", "prefix_end", "skip_damaged", "open_engine",
@@ -66,24 +67,29 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
         target = default_target()
     if not isinstance(target, (str, os.PathLike)):
         raise InvalidArgument(f"a store is a path or a URL such as memory://, not {type(target).__name__}")
-    text = os.fspath(target)
+    try:
+        text = os.fspath(target)
+    except TypeError:  # an object whose __fspath__ gives neither str nor bytes
+        raise InvalidArgument(
+            f"a store path object ({type(target).__name__[:80]}) whose __fspath__() gives neither text nor bytes"
+        ) from None
     if isinstance(text, bytes):
         raise InvalidArgument("a store path must be text, not bytes")
     if "\0" in text:  # no path or URL holds one; the file system would raise its own ValueError
-        raise InvalidArgument(f"{without_password(text)[:200]!r}: a store path or URL holds no NUL character")
+        raise InvalidArgument(f"{shown_target(text)}: a store path or URL holds no NUL character")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a name decoded with surrogateescape: LMDB takes UTF-8 paths only
         raise InvalidArgument(
-            f"{without_password(text)[:200]!r}: the store path is not valid UTF-8 (LMDB opens UTF-8 paths only); "
+            f"{shown_target(text)}: the store path is not valid UTF-8 (LMDB opens UTF-8 paths only); "
             "rename the directory"
         ) from None
     if text != text.strip():  # a line break from a CRLF file, mostly: it named another, empty store
         if _URL_SCHEME.match(text.strip()):
-            raise InvalidArgument(f"{without_password(text)[:200]!r}: a store URL with white space around it; "
+            raise InvalidArgument(f"{shown_target(text)}: a store URL with white space around it; "
                                   "remove it (a directory of that name is written ./...)")
         what = "is only white space" if not text.strip() else "has white space at its start or end"
-        raise InvalidArgument(f"{text[:200]!r}: the store path {what} (a line break from a file with CRLF line ends?); "
+        raise InvalidArgument(f"{shown_target(text)}: the store path {what} (a line break from a file with CRLF line ends?); "
                               "remove it")
     scheme, sep, rest = text.partition("://")
     if not sep:
@@ -104,7 +110,7 @@ def open_engine(target: str | os.PathLike[str] | None = None, **options: Any) ->
     if scheme in SCHEMES:
         return acquire_redis(text, **options)
     raise InvalidArgument(
-        f"unknown store URL scheme {scheme!r} in {without_password(text)!r}: use a directory path, memory://, "
+        f"unknown store URL scheme {scheme[:40]!r} in {shown_target(text)}: use a directory path, memory://, "
         "redis://host:port/db or redis+cluster://host:port"
     )
 
@@ -116,13 +122,13 @@ def _plain_path(text: str) -> str:
     if text.startswith("~"):
         expanded = os.path.expanduser(text)
         if expanded.startswith("~"):
-            raise InvalidArgument(f"{text[:200]!r}: no such user's home directory; for a directory whose name starts "
-                                  "with ~, write ./" + text[:200])
+            raise InvalidArgument(f"{shown_target(text)}: no such user's home directory; for a directory whose name starts "
+                                  "with ~, write ./" + shown_target(text)[1:-1])
         return expanded
     return text
 
 
-#: what starts a URL: a scheme (:data:`~blobpad.engine.redis.URL_SCHEME`, RFC 3986's) and a
+#: what starts a URL: a scheme (:data:`~blobpad.engine.targets.URL_SCHEME`, RFC 3986's) and a
 #: colon; a target starting so with "://" is a URL, never a directory (``redis-cluster://...``
 #: is an unknown scheme, not a directory of that name)
 _URL_SCHEME = re.compile(URL_SCHEME + r":(?=/|$)")
@@ -146,7 +152,7 @@ def _lone_colon_url(text: str) -> str | None:
     example = {"memory": "memory:// or memory://NAME", "lmdb": "lmdb:///absolute/path",
                "file": "file:///absolute/path"}.get(scheme, f"{scheme}://host:port/db")
     raise InvalidArgument(
-        f"{without_password(text)[:200]!r} is not a store URL (a scheme and '://'): write {example}; for a "
+        f"{shown_target(text)} is not a store URL (a scheme and '://'): write {example}; for a "
         f"directory of that name, write ./{head}:..."
     )
 
@@ -157,21 +163,21 @@ def _url_path(text: str, scheme: str) -> str:
     (options are keyword arguments; a ``?`` or ``#`` of a directory name is written
     ``%3F``, ``%23``)."""
     if any(ch in text for ch in "\t\r\n"):  # urlsplit would drop them: another directory
-        raise InvalidArgument(f"{text!r}: a {scheme}:// URL holds a tab or a line break; write them as %09, %0D, %0A")
+        raise InvalidArgument(f"{shown_target(text)}: a {scheme}:// URL holds a tab or a line break; write them as %09, %0D, %0A")
     parts = urlsplit(text)
     if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-        raise InvalidArgument(f"{text!r}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
+        raise InvalidArgument(f"{shown_target(text)}: a {scheme}:// URL takes an absolute path, like {scheme}:///var/blobpad")
     if parts.query or parts.fragment or text.endswith(("?", "#")):
         raise InvalidArgument(
-            f"{text!r}: a {scheme}:// URL takes no query string or fragment; pass the LMDB engine's options as "
+            f"{shown_target(text)}: a {scheme}:// URL takes no query string or fragment; pass the LMDB engine's options as "
             "keyword arguments (blobpad.open(path, sync=False)), and write a ? or # of a directory name as %3F or %23"
         )
     try:
         path = unquote(parts.path, errors="strict")
     except UnicodeDecodeError:
-        raise InvalidArgument(f"{text!r}: a percent escape of the path is not UTF-8") from None
+        raise InvalidArgument(f"{shown_target(text)}: a percent escape of the path is not UTF-8") from None
     if "\0" in path:
-        raise InvalidArgument(f"{text!r}: the path holds a NUL character")
+        raise InvalidArgument(f"{shown_target(text)}: the path holds a NUL character")
     return path
 
 
@@ -186,7 +192,9 @@ def _refuse_foreign(engine: str, target: str, options: dict[str, Any]) -> None:
         if name in mine or owner is None:
             continue
         if engine == "memory":
-            raise InvalidArgument(f"{name} is an option of the {owner} engine; the memory engine ({target}) takes none")
+            raise InvalidArgument(
+                f"{name} is an option of the {owner} engine; the memory engine ({shown_target(target)}) takes none"
+            )
         raise InvalidArgument(
             f"{name} is an option of the {owner} engine, not of the {engine} engine; its options are {', '.join(mine)}"
         )

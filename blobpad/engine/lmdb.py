@@ -109,6 +109,7 @@ from .base import (
     RawWriteTxn,
     damaged_length,
 )
+from .targets import shown_target
 
 __all__ = ["LmdbEngine", "acquire_lmdb", "make_private", "STORE_FILES", "LMDB_OPTIONS", "DURABILITY"]
 
@@ -618,6 +619,10 @@ def _make_dir(path: str) -> None:
             f"{path} cannot be a store directory: part of the path is a file; pass another path"
         ) from None
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise InvalidArgument(
+                f"{shown_target(path)}: the store path, or a name in it, is longer than the file system allows"
+            ) from None
         raise _os_error(exc, path, f"cannot create the store directory {path}") from None
     if not os.path.isdir(path):  # pragma: no cover - raced with another process
         raise InvalidArgument(f"{path} is not a directory; pass the path of a store directory")

@@ -90,8 +90,9 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull, Unavailable, one_line
 from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
+from .targets import shown_target, without_password
 
-__all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES", "URL_SCHEME", "without_password"]
+__all__ = ["RedisEngine", "acquire_redis", "REDIS_OPTIONS", "SCHEMES"]
 
 T = TypeVar("T")
 
@@ -1269,10 +1270,6 @@ class _Txn:
 _LOCK = threading.Lock()
 
 
-#: a URL's scheme as RFC 3986 writes one: a letter, then letters, digits, "+", "-" or "."
-URL_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*"
-
-
 def _reason(exc: BaseException) -> str:
     """What the server said, as an error message may quote it: without redis-py's account of
     the pipeline command it came from (which holds the command's arguments: compressed chunk
@@ -1284,16 +1281,6 @@ def _reason(exc: BaseException) -> str:
     text = without_password(text)
     text = one_line(text)
     return text if len(text) <= 300 else text[:299] + "…"
-
-
-def without_password(text: str) -> str:
-    """``text`` with the password of any URL in it replaced by ``***`` (errors quote targets).
-
-    Everything from the user name's ``:`` to the last ``@`` goes: a password may hold
-    ``@``, ``#``, ``/`` or spaces its writer forgot to percent-encode, and masking too
-    much hides nothing but the password.  The URL may be mistyped with fewer slashes
-    (``redis:/user:pw@host``, ``rediss:user:pw@host``): its password goes too."""
-    return re.sub(rf"({URL_SCHEME}:/{{0,3}}[^/@\s:'\"]*):.*@", r"\1:***@", text, flags=re.S)
 
 
 def _tried(began: float, seconds: float, timeout: float) -> str:
@@ -1369,7 +1356,7 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
         import redis
     except ImportError:  # pragma: no cover - redis is a dependency
         raise BlobpadError("the Redis engine needs the redis package: pip install redis") from None
-    said = without_password(target)  # the target as errors quote it: never its password
+    said = shown_target(target)  # the target as errors quote it: never its password, never all of a long one
     if any(c in target for c in "# \t\r\n"):  # in a password, those must be percent-encoded
         raise InvalidArgument(  # not quoted: where the password ends is what cannot be told
             f"the {target.partition('://')[0][:20]!r} URL given is not a valid Redis URL: it holds a '#' or white "
@@ -1378,10 +1365,10 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     try:
         parts = urlsplit(target)
     except ValueError as exc:  # a malformed IPv6 host, mostly
-        raise InvalidArgument(f"{said!r} is not a valid Redis URL: {exc}") from None
+        raise InvalidArgument(f"{said} is not a valid Redis URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise InvalidArgument(f"{said!r} is not a Redis URL (redis://host:port/db or redis+cluster://host:port)")
+        raise InvalidArgument(f"{said} is not a Redis URL (redis://host:port/db or redis+cluster://host:port)")
     cluster = SCHEMES[scheme]
     settings = dict(REDIS_OPTIONS)
     query = parse_qsl(parts.query, keep_blank_values=True)
@@ -1434,12 +1421,12 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     if port is None:
         port = 6379
     elif not 1 <= port <= 65535:
-        raise InvalidArgument(f"{said!r}: the port is not a number from 1 to 65535")
+        raise InvalidArgument(f"{said}: the port is not a number from 1 to 65535")
     path = parts.path.strip("/")
     if cluster and path not in ("", "0"):
-        raise InvalidArgument(f"{said!r}: a Redis Cluster has only database 0")
+        raise InvalidArgument(f"{said}: a Redis Cluster has only database 0")
     if path and not (path.isascii() and path.isdigit() and len(path) <= 5):
-        raise InvalidArgument(f"{said!r}: the database is a number, as in redis://host:6379/0")
+        raise InvalidArgument(f"{said}: the database is a number, as in redis://host:6379/0")
     tls = scheme.split("+")[0] in ("rediss", "valkeys")
     netloc = parts.netloc
     if not parts.hostname:  # redis:///0, redis://:6380/0: the host left out is localhost, as errors say
@@ -1449,7 +1436,7 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     shown_netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # an IPv6 address in brackets, as in URLs
     # the store as errors name it: the scheme the caller wrote (a cluster's, without a database)
     shown = f"{scheme}://{shown_netloc}" + ("" if cluster else f"/{path or '0'}")
-    shown_target = urlunsplit((scheme, shown_netloc, "/" + (path or "0") if not cluster else "",
+    engine_target = urlunsplit((scheme, shown_netloc, "/" + (path or "0") if not cluster else "",
                                f"namespace={settings['namespace']}", ""))
     from redis.backoff import NoBackoff
     from redis.retry import Retry
@@ -1471,10 +1458,10 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     except InvalidArgument:
         raise
     except ValueError as exc:
-        raise InvalidArgument(f"{said!r} is not a valid Redis URL: {without_password(str(exc))}") from None
+        raise InvalidArgument(f"{said} is not a valid Redis URL: {without_password(str(exc))}") from None
     try:
         return RedisEngine(
-            shown_target, client, cluster=cluster, namespace=settings["namespace"],
+            engine_target, client, cluster=cluster, namespace=settings["namespace"],
             snapshot_seconds=settings["snapshot_seconds"], retry_seconds=settings["retry_seconds"], shown=shown,
             wait_replicas=settings["wait_replicas"], wait_timeout=settings["wait_timeout"], timeout=settings["timeout"],
             guard=_guard_of(f"{'cluster' if cluster else 'server'}://{host.lower()}:{port}/{path or '0'}"
