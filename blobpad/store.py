@@ -618,8 +618,9 @@ class Store(ReadsMixin):
 
         Every read of the store (get, slices, grep, listings, find, stats), through
         this handle or another sharing its engine (every handle of an LMDB directory,
-        or of a memory:// name, in the process), takes part; blocks nest.  Writes
-        (put, delete, touch, notepad changes, gc) and verify() inside the block raise
+        or of a memory:// name, in the process), takes part; blocks nest, and so do blocks
+        of several stores (each store's reads see its own).  Writes (put, delete, touch,
+        notepad changes, gc, compact) and verify() inside the block raise
         BlobpadError: do them after it.  The snapshot belongs to the thread (and the
         asyncio task) that entered the block: other threads, tasks started before it
         and forked children read as usual (a child forked inside a block cannot use
@@ -832,7 +833,8 @@ class Store(ReadsMixin):
     def gc(self) -> GcReport:
         """Remove expired entries (through the expiry index), free unreferenced chunks,
         roll back puts whose process died, and remove expired notepads; report what was freed
-        (see :func:`blobpad.maintenance.gc`)."""
+        (see :func:`blobpad.maintenance.gc`).  Refused inside :meth:`snapshot`, as every write is."""
+        self._backend.refuse_pinned("gc()")
         aborted = recover(self._backend, self.now)
         return maintenance.gc(self._backend, self._catalog, self.now(), aborted)
 
@@ -876,6 +878,7 @@ class Store(ReadsMixin):
         engine = self._backend.engine
         if not engine.capabilities.compaction:
             raise BlobpadError(f"the {engine.capabilities.name} engine has nothing to compact")
+        self._backend.refuse_pinned("compact()")
         return engine.compact()
 
 

@@ -1385,6 +1385,31 @@ def test_a_snapshot_is_the_state_when_its_block_began_even_before_its_first_read
     assert len(store.entries(session="s")) == 2 and store.find("doc", session="s").id != before.id
 
 
+def test_snapshots_of_two_stores_nest_each_reading_its_own(store_factory):
+    """A snapshot of one store inside a snapshot of another: each store's reads see its
+    own (the inner block used to take the outer store's reads for another task's, and
+    refused them), and a write to either is refused as a write inside a snapshot.  Oracle:
+    the entries put before the blocks and by another thread inside them."""
+    a, b = store_factory("a"), store_factory("b")
+    ea, eb = a.put("in a\n", session="s"), b.put("in b\n", session="s")
+    with a.snapshot():
+        worker = threading.Thread(target=lambda: (a.put("later a\n", session="s"), b.put("later b\n", session="s")))
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive()
+        with b.snapshot():
+            assert a.get(ea.id) == "in a\n" and b.get(eb.id) == "in b\n"
+            assert [e.id for e in a.entries(session="s")] == [ea.id]  # a's snapshot: before the worker's put
+            assert len(b.entries(session="s")) == 2  # b's began after it
+            for write in (lambda: a.put("x", session="s"), lambda: a.delete(ea.id), a.gc,
+                          lambda: b.put("x", session="s"), lambda: a.notepad("s").write("p", space="plan")):
+                with pytest.raises(BlobpadError, match="inside a snapshot"):
+                    write()
+        assert [e.id for e in a.entries(session="s")] == [ea.id]  # still a's snapshot after b's block
+    assert len(a.entries(session="s")) == 2 and len(b.entries(session="s")) == 2
+    a.put("after\n", session="s")
+
+
 def test_a_write_inside_a_snapshot_is_refused_and_changes_nothing(store):
     entry = store.put("kept\n", session="s", name="n")
     with store.snapshot():
@@ -1393,6 +1418,11 @@ def test_a_write_inside_a_snapshot_is_refused_and_changes_nothing(store):
             with pytest.raises(BlobpadError, match="inside a snapshot") as caught:
                 write()
             assert type(caught.value) is BlobpadError
+        if store.engine.capabilities.compaction:  # on the others, compact() says there is nothing to compact
+            with pytest.raises(BlobpadError, match="inside a snapshot"):
+                store.compact()
+        with pytest.raises(BlobpadError, match="inside a snapshot"):  # gc() writes too (it said "internal error")
+            store.gc()
         assert store.get(entry.id) == "kept\n"  # the snapshot still reads
     assert [e.id for e in store.entries(session="s")] == [entry.id] and store.notepad("s").read("plan") == ""
     store.put("after\n", session="s")  # and writes work again after the block

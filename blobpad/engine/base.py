@@ -457,16 +457,15 @@ class Checked:
     def read(self) -> AbstractContextManager[ReadTxn]:
         """A checked read snapshot (a context manager giving a :class:`ReadTxn`): the
         one pinned here inside :meth:`pinned`, else a new one."""
-        pin = _PIN.get()
-        if pin is not None and pin.here(self.engine):
+        pin = _pin_of(self.engine)
+        if pin is not None:
             return _Held(pin.txn)
         _settle_pins(self.engine)
         return _CheckedRead(self.engine, self._gate)
 
     def pinned_here(self) -> bool:
         """Whether the caller is inside :meth:`pinned` of this engine (where writes are refused)."""
-        pin = _PIN.get()
-        return pin is not None and pin.here(self.engine)
+        return _pin_of(self.engine) is not None
 
     @contextmanager
     def pinned(self) -> Iterator[ReadTxn]:
@@ -483,8 +482,8 @@ class Checked:
         left in another thread (a generator resumed elsewhere) leaves it to its own
         thread's next call of the store.  A write inside raises BlobpadError, so does
         :meth:`read_salvaged`."""
-        pin = _PIN.get()
-        if pin is not None and pin.here(self.engine):
+        pin = _pin_of(self.engine)
+        if pin is not None:
             yield pin.txn
             return
         _settle_pins(self.engine)
@@ -499,7 +498,7 @@ class Checked:
                 raise
         key = (id(store_of(self.engine)), mine.thread)
         _OPEN_PINS[key] = mine
-        token = _PIN.set(mine)
+        token = _PIN.set((*_PIN.get(), mine))
         try:
             yield mine.txn
         finally:
@@ -631,8 +630,16 @@ class _Pin:
         self.cm.__exit__(None, None, None)
 
 
-#: the snapshot the caller pinned (Checked.pinned), if any
-_PIN: ContextVar[_Pin | None] = ContextVar("blobpad_pinned_snapshot", default=None)
+#: the snapshots the caller pinned (Checked.pinned), one a store: blocks of several stores nest
+_PIN: ContextVar[tuple[_Pin, ...]] = ContextVar("blobpad_pinned_snapshots", default=())
+
+
+def _pin_of(engine: Engine) -> _Pin | None:
+    """The snapshot the caller pinned of ``engine``'s store, if any."""
+    for pin in _PIN.get():
+        if pin.here(engine):
+            return pin
+    return None
 #: the pins not closed yet, by (id of their engine, thread)
 _OPEN_PINS: dict[tuple[int, int], _Pin] = {}
 
