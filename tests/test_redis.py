@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -456,6 +457,100 @@ def test_a_replica_is_refused_at_open_with_the_reason(program, server_factory):
         blobpad.open(_url(replica, retry_seconds=2))
     with blobpad.open(_url(primary)) as store:  # the primary opens
         assert store.head(store.put("x\n", session="s").id) == "x\n"
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_primary_made_a_replica_while_open_is_unavailable_with_the_reason(program, server_factory):
+    """A primary demoted while a handle is open (a failover elsewhere, a REPLICAOF) refuses
+    every write with READONLY: each write is retried for retry_seconds, then fails as
+    Unavailable quoting the server, never as a conflict with other writers (no other
+    writer exists); reads go on, and writes work again once it is a primary."""
+    server = server_factory(program)
+    url = _url(server, retry_seconds=1)
+    with blobpad.open(url) as store:
+        entry = store.put("kept\n", session="s")
+        client = server.client()
+        client.replicaof("127.0.0.1", str(servers.free_port()))  # a primary nothing answers at: it keeps its data
+        try:
+            for write in (lambda: store.put("new\n", session="s"), lambda: store.delete(entry.id),
+                          lambda: store.notepad("s").write("plan"), store.gc, lambda: store.delete_session("s")):
+                with pytest.raises(blobpad.Unavailable, match="read only replica") as caught:
+                    write()
+                assert "conflicting" not in str(caught.value)
+            assert store.get(entry.id) == "kept\n"
+        finally:
+            client.replicaof("no", "one")
+        assert store.get(store.put("again\n", session="s").id) == "again\n"
+        assert [e.id for e in store.entries(session="s")][0] == entry.id
+
+
+def test_a_service_that_is_not_redis_is_a_clear_error_at_open():
+    """A service of another kind on the URL's port (here one answering "+OK" to every
+    line, on which redis-py's handshake fails with AttributeError) is a BlobpadError
+    saying so, never a traceback from redis-py."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(0.2)
+                with contextlib.suppress(OSError):
+                    while not stop.is_set():
+                        try:
+                            if not conn.recv(65536):
+                                break
+                        except TimeoutError:
+                            continue
+                        conn.sendall(b"+OK\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        for url in (f"redis://127.0.0.1:{port}/0?timeout=2&retry_seconds=1", f"redis+cluster://127.0.0.1:{port}?timeout=2&retry_seconds=1"):
+            with pytest.raises(BlobpadError, match="did not answer as Redis|not a Redis Cluster|did not answer") as caught:
+                blobpad.open(url)
+            assert type(caught.value).__module__.startswith("blobpad")
+    finally:
+        stop.set()
+        thread.join(10)
+        listener.close()
+
+
+def test_every_spelling_of_one_store_is_one_store_to_snapshots(valkey_server):
+    """Handles of one store opened under other spellings of its URL (localhost for 127.0.0.1,
+    database 00 for 0, valkey:// for redis://) share its snapshot: a write through any of
+    them inside another's snapshot is refused, and its reads see that snapshot."""
+    url = _url(valkey_server)
+    parts = urlsplit(url)
+    port = parts.port
+    namespace = parts.query.split("namespace=")[1]
+    spellings = [f"redis://localhost:{port}/0?namespace={namespace}", f"redis://127.0.0.1:{port}/00?namespace={namespace}",
+                 f"valkey://127.0.0.1:{port}?namespace={namespace}"]
+    with blobpad.open(url) as first:
+        entry = first.put("before\n", session="s")
+        others = [blobpad.open(other) for other in spellings]
+        try:
+            with first.snapshot():
+                worker = threading.Thread(target=lambda: first.put("during\n", session="s"))
+                worker.start()
+                worker.join(60)
+                for other in others:
+                    with pytest.raises(BlobpadError, match="inside a snapshot"):
+                        other.put("x\n", session="s")
+                    assert [e.id for e in other.entries(session="s")] == [entry.id]  # the snapshot's state
+            assert all(len(other.entries(session="s")) == 2 for other in others)
+        finally:
+            for other in others:
+                other.close()
 
 
 def test_an_eviction_policy_on_any_primary_of_a_cluster_is_refused_and_its_limit_counts(cluster):

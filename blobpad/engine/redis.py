@@ -488,7 +488,7 @@ class RedisEngine:
 
     def __init__(self, target: str, client: Any, *, cluster: bool, namespace: str, snapshot_seconds: float,
                  retry_seconds: float, shown: str, wait_replicas: int = 0, wait_timeout: float = 5.0,
-                 timeout: float = 10.0, guard: TxnGuard | None = None) -> None:
+                 timeout: float = 10.0, guard_key: str | None = None) -> None:
         self.target = target
         self._shown = shown  # the server as errors name it (no password)
         self._client = client
@@ -511,8 +511,10 @@ class RedisEngine:
         self._wait_ms = int(wait_timeout * 1000)
         # how long one command waits for its reply (the socket's timeout, as acquire_redis sets it)
         self._reply_seconds = max(timeout, wait_timeout + 1 if wait_replicas else 0)
-        self._guard = TxnGuard() if guard is None else guard  # shared by the engines of one store (_guard_of)
+        # shared by the engines of one store in this process (_guard_of), set once the store is known below
+        self._guard = TxnGuard()
         self.store = self._guard  # what stands for the store in this process (base.store_of): its pins are shared
+        self._run_id = ""
         self._closed = False
         self._transient, self._oom, self._redis_error = _errors()
         self._read_script = client.register_script(_READ_LUA)
@@ -529,6 +531,8 @@ class RedisEngine:
         self._maxmemory = 0
         self._check_server()
         self._identity = self._claim_identity()
+        if guard_key is not None:  # the store itself, however its URL spells it: the server's run, the store's identity
+            self._guard = self.store = _guard_of(f"{guard_key}|{self._run_id}|{self._identity.hex()}")
         self._offset = 0.0
         self._offset_at = 0.0
         self._measure_offset()
@@ -581,8 +585,15 @@ class RedisEngine:
 
     def _at_open(self, fn: Callable[[], T]) -> T:
         """:meth:`_call` at open: a server that refuses connections then is more likely a wrong
-        address than a failover, so it is said sooner (``_OPEN_SECONDS`` at most)."""
-        return self._call("at open", fn, min(self._retry_seconds, _OPEN_SECONDS))
+        address than a failover, so it is said sooner (``_OPEN_SECONDS`` at most).  A service of
+        another kind whose answers redis-py fails on in its own way (``+OK`` to everything: an
+        AttributeError in its handshake) is a BlobpadError too."""
+        try:
+            return self._call("at open", fn, min(self._retry_seconds, _OPEN_SECONDS))
+        except BlobpadError:
+            raise
+        except Exception as exc:
+            raise _not_redis(self._shown, exc) from None
 
     def _refresh(self) -> None:
         """On a cluster, learn the slots' primaries again (a failover may have moved the store's)."""
@@ -595,6 +606,8 @@ class RedisEngine:
         if self._cluster and isinstance(info, dict) and info and all(isinstance(v, dict) for v in info.values()):
             info = next(iter(info.values()))
         version = str(info.get("redis_version", "0"))
+        if not self._cluster:  # this run of the server, whatever the host and port it was reached by
+            self._run_id = str(info.get("run_id", ""))
         if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (7, 0):
             raise BlobpadError(
                 f"the server {self._shown} is Redis {version}: blobpad needs Redis 7.0 or later, or Valkey"
@@ -721,6 +734,7 @@ class RedisEngine:
             while True:
                 attempts += 1
                 txn = _Txn(self, writable=True)
+                why = ""
                 try:
                     result = fn(txn)
                 except _Expired:
@@ -728,7 +742,7 @@ class RedisEngine:
                 else:
                     if not txn.writes:
                         return result
-                    status = self._commit(txn, frees)
+                    status, why = self._commit(txn, frees)
                 if status == "ok":
                     return result  # type: ignore[return-value]
                 if status == "gone":
@@ -740,6 +754,11 @@ class RedisEngine:
                 if status == "lost":
                     self._refresh()
                 if time.monotonic() > deadline:
+                    if status == "lost":  # the server took no commit: not a conflict with other writers
+                        raise Unavailable(
+                            f"the Redis server {self._shown} did not apply a write to the store {self.target}: "
+                            f"{attempts} attempts in {self._retry_seconds:g} s, the last refused or unanswered ({why})"
+                        )
                     raise BlobpadError(
                         f"a write to the store {self.target} kept conflicting with other writers "
                         f"({attempts} attempts in {self._retry_seconds:g} s); try again"
@@ -747,9 +766,10 @@ class RedisEngine:
                 time.sleep(delay * random.random())
                 delay = min(delay * 2, 0.05)
 
-    def _commit(self, txn: _Txn, frees: bool) -> str:
-        """Send ``txn``'s commit: "ok", or why it must run again ("conflict", "expired", or "lost": the server
-        went away before it answered, and does not hold the commit)."""
+    def _commit(self, txn: _Txn, frees: bool) -> tuple[str, str]:
+        """Send ``txn``'s commit: ("ok", ""), or why it must run again ("conflict", "expired", or "lost": the
+        server went away before it answered, or refused it for a while (a replica now: READONLY), and does
+        not hold the commit; then what the server or the connection said)."""
         staged = txn.staged_in_use()
         if staged:  # chunks first, each leased: a client killed before its commit leaves only what expires
             sets = [(b"SET", name, (value, b"PX", _LEASE_MS, b"NX")) for name, value in staged.items()]
@@ -791,7 +811,7 @@ class RedisEngine:
                 self._settle(made, list(res[2:]), bool(len(res) > 1 and res[1]))
         elif status in ("conflict", "expired", "gone"):  # refused, surely not applied: nothing names them
             self._drop(staged)
-        return status
+        return status, str(res[0]) if status == "lost" and res else ""
 
     def _send_trimming(self, script: Any, args: list[Any], token: bytes) -> tuple[str, list[Any]]:
         """``_send``, and on StoreFull, once more after :meth:`_make_room` freed what deletes left for readers."""
@@ -961,11 +981,11 @@ class RedisEngine:
         except self._oom as exc:
             raise StoreFull(f"the Redis server {self._shown} is at its memory limit (maxmemory): {_reason(exc)}",
                             hint=HINT_SERVER_FULL) from None
-        except self._transient:
+        except self._transient as exc:
             # no answer: whether the commit was applied is on the server, under its token
             tok = self._prefix + b"tok:" + token
             if not self._call("a commit's outcome", lambda: self._client.exists(tok)):
-                return "lost", []
+                return "lost", [f"{type(exc).__name__}: {_reason(exc)}"]
             if self._wait_replicas:  # a write on one connection, then WAIT: the replicas have the commit too
                 def confirm() -> int:
                     pipe = self._pipeline()
@@ -1283,6 +1303,12 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
+def _not_redis(shown: str, exc: BaseException) -> BlobpadError:
+    """The error of a server whose answers at open are not Redis's (redis-py failed on them with ``exc``)."""
+    return BlobpadError(f"the server at {shown} did not answer as Redis or Valkey do at open ({type(exc).__name__}: "
+                        f"{_reason(exc)}); check that the URL names a Redis or Valkey server")
+
+
 def _tried(began: float, seconds: float, timeout: float) -> str:
     """How long a call was retried, as an error says it: the time it took, and both of its bounds
     (new attempts begin for up to ``seconds``; each waits up to the socket ``timeout`` for its reply)."""
@@ -1327,18 +1353,23 @@ def _connect_cluster(base: str, common: dict[str, Any], shown: str, seconds: flo
                                   f"({type(exc).__name__}: {said})") from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
+        except BlobpadError:
+            raise
+        except Exception as exc:  # redis-py failing in its own way on answers no Redis gives
+            raise _not_redis(shown, exc) from None
 
 
-#: the transaction guard of each store open in this process, by target (server, database and
-#: namespace): engines opened on one store share it, so a transaction opened inside another of
-#: the same store is refused on Redis as on the local engines, whose handles share one engine
+#: the transaction guard of each store open in this process, by the store itself (its kind, database and
+#: namespace, the server's run, the store's identity on the server: never by how its URL spells the host
+#: or the database): engines opened on one store share it, so a transaction opened inside another of the
+#: same store is refused on Redis as on the local engines, whose handles share one engine, and a snapshot
+#: pinned through one handle is read through every other
 _GUARDS: weakref.WeakValueDictionary[str, TxnGuard] = weakref.WeakValueDictionary()
 _GUARDS_LOCK = threading.Lock()
 
 
 def _guard_of(target: str) -> TxnGuard:
-    """The transaction guard every engine of the store ``target`` (its server, database and
-    namespace, whatever the URL's scheme) shares in this process."""
+    """The transaction guard every engine of the store ``target`` (see :data:`_GUARDS`) shares in this process."""
     with _GUARDS_LOCK:
         guard = _GUARDS.get(target)
         if guard is None:
@@ -1464,8 +1495,7 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
             engine_target, client, cluster=cluster, namespace=settings["namespace"],
             snapshot_seconds=settings["snapshot_seconds"], retry_seconds=settings["retry_seconds"], shown=shown,
             wait_replicas=settings["wait_replicas"], wait_timeout=settings["wait_timeout"], timeout=settings["timeout"],
-            guard=_guard_of(f"{'cluster' if cluster else 'server'}://{host.lower()}:{port}/{path or '0'}"
-                            f"?namespace={settings['namespace']}"),
+            guard_key=f"{'cluster' if cluster else 'server'}/{int(path or 0)}/{settings['namespace']}",
         )
     except BaseException:
         client.close()
