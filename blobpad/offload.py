@@ -799,14 +799,14 @@ def _resolve_field(
             elif head in observation:
                 value = observation[head]
             else:
-                raise InvalidArgument(f"step {n} has no field {head!r}")
+                raise InvalidArgument(f"step {n} has no field {describe(head)}")
         elif head == field:
             value = full()
         elif head in observation:
             value = observation[head]
         else:
-            raise InvalidArgument(f"step {n} has no field {head!r}; its fields: "
-                                  f"{sorted({field, *metadata, *observation} - {'_note'})}")
+            raise InvalidArgument(f"step {n} has no field {describe(head)}; its fields: "
+                                  f"{describe(sorted(map(str, {field, *metadata, *observation} - {'_note'})), 300)}")
     return _walk(value, n, path, rest)
 
 
@@ -819,7 +819,7 @@ def _walk(value: Any, n: int, path: list[str], rest: list[str]) -> Any:
             value = value[int(key)]
         else:
             where = ".".join([f"step{n}", *path[: len(path) - len(rest) + i]])
-            raise InvalidArgument(f"{where} has no field {key!r}")
+            raise InvalidArgument(f"{where[:200]} has no field {describe(key)}")
     return value
 
 

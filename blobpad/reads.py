@@ -2093,7 +2093,7 @@ class EntryStream(io.RawIOBase):
         elif whence == io.SEEK_END:
             pos = self._entry.size_bytes + offset
         else:
-            raise InvalidArgument(f"whence must be 0, 1 or 2, not {whence!r}")
+            raise InvalidArgument(f"whence must be 0, 1 or 2, not {describe(whence)}")
         if pos < 0:
             raise InvalidArgument("cannot seek before the start")
         self._pos = pos

@@ -530,6 +530,28 @@ def test_reference_errors(store_factory):
     assert resolve_refs("{{step1.path}}", steps, store) == "/p"   # metadata needs no store read
 
 
+@pytest.mark.parametrize("ref", [
+    "{{step1." + "a" * 100_000 + "}}", "{{step1.path." + "b" * 100_000 + "}}", "{{step1.meta.x." + "c" * 100_000 + "}}",
+])
+def test_a_reference_to_a_long_missing_field_gets_a_short_error(store, ref):
+    """A model's reference naming a field that does not exist is refused with a short
+    message, however long the name: the error goes back into the model's context (it
+    quoted the whole name: 100 KB)."""
+    fields = {f"field{i}": i for i in range(3000)}  # and an observation of many fields, all named in the error once
+    steps = {1: {"path": "/p", "meta": {"x": {}}, **fields}}
+    with pytest.raises(InvalidArgument) as caught:
+        resolve_refs(ref, steps, store, session="s")
+    assert len(str(caught.value)) < 500
+
+
+def test_a_stream_seek_with_a_bad_whence_gets_a_short_error(store):
+    stream = store.stream(store.put("abc\n", session="s").id)
+    for whence in (10**5000, "x" * 100_000, 3):  # repr of the first raised ValueError (over 4300 digits)
+        with pytest.raises(InvalidArgument, match="whence") as caught:
+            stream.seek(0, whence)
+        assert len(str(caught.value)) < 200
+
+
 def test_offloader_is_exported():
     assert blobpad.Offloader is Offloader and blobpad.resolve_refs is resolve_refs
     assert os.path.basename(blobpad.offload.__file__) == "offload.py"

@@ -228,7 +228,7 @@ def _matches_path(condition: MatchCondition, namespace: tuple[str, ...]) -> bool
     elif condition.match_type == "suffix":
         pairs = zip(reversed(namespace), reversed(path), strict=False)
     else:
-        raise InvalidArgument(f"match_type must be 'prefix' or 'suffix', not {condition.match_type!r}")
+        raise InvalidArgument(f"match_type must be 'prefix' or 'suffix', not {describe(condition.match_type)}")
     return all(p == "*" or k == p for k, p in pairs)
 
 
@@ -262,7 +262,7 @@ def _operator(value: Any, op: str, operand: Any) -> bool:
     if op == "$ne":
         return bool(value != operand)
     if op not in _OPERATORS:
-        raise InvalidArgument(f"unsupported filter operator {op!r}: use one of {', '.join(_OPERATORS)}")
+        raise InvalidArgument(f"unsupported filter operator {describe(op)}: use one of {', '.join(_OPERATORS)}")
     a, b = _number(value), _number(operand)
     if b is None:
         raise InvalidArgument(f"the filter operator {op} takes a number, not {typename(operand)}")
@@ -360,7 +360,7 @@ class BlobpadStore(BaseStore):
         sweep = ttl.get("sweep_interval_minutes")
         if sweep is not None and (isinstance(sweep, bool) or not isinstance(sweep, (int, float))
                                   or not 0 < sweep < math.inf):
-            raise InvalidArgument(f"TTLConfig's sweep_interval_minutes must be a positive number, not {sweep!r}")
+            raise InvalidArgument(f"TTLConfig's sweep_interval_minutes must be a positive number, not {describe(sweep)}")
         return TTLConfig(**ttl)  # type: ignore[typeddict-item]
 
     def _setup_index(self, index: object) -> None:
@@ -368,7 +368,7 @@ class BlobpadStore(BaseStore):
             raise InvalidArgument(f"index must be an IndexConfig dict, not {typename(index)}")
         dims = index.get("dims")
         if isinstance(dims, bool) or not isinstance(dims, int) or dims <= 0:
-            raise InvalidArgument(f"index['dims'] must be a positive integer, not {dims!r}")
+            raise InvalidArgument(f"index['dims'] must be a positive integer, not {describe(dims)}")
         if index.get("embed") is None:
             raise InvalidArgument("index['embed'] must be an embeddings object or function")
         fields = index.get("fields") or ["$"]
@@ -460,7 +460,7 @@ class BlobpadStore(BaseStore):
                 _check_page(op.limit, op.offset)
                 if op.max_depth is not None and (isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int)
                                                  or op.max_depth < 1):
-                    raise InvalidArgument(f"max_depth must be a positive integer or None, not {op.max_depth!r}")
+                    raise InvalidArgument(f"max_depth must be a positive integer or None, not {describe(op.max_depth)}")
         return ops
 
     @staticmethod
