@@ -69,6 +69,7 @@ from .search import (
     check_timeout,
     compile_pattern,
     deadline_for,
+    finder,
     line_runs,
     long_line,
     next_char,
@@ -895,7 +896,7 @@ class ReadsMixin:
         line_window = _position("line_window", line_window, minimum=1)
         if before > 1000 or after > 1000:
             raise InvalidArgument("before and after are limited to 1000 context lines")
-        find = regex._regexp.Match
+        find = finder(regex)
         matches: list[GrepMatch] = []
         truncated = False
         dl = deadline_for(timeout)
@@ -932,7 +933,7 @@ class ReadsMixin:
         """
         timeout = check_timeout(timeout)
         ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
-        find = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp.Match
+        find = finder(compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed))
         dl = deadline_for(timeout)
         found = MatchingLines([], [])
         searched: int | None = None
@@ -1040,7 +1041,7 @@ class ReadsMixin:
         digest = _search_digest(session, pattern, ignore_case, fixed, glob, ids, cap)
         pos = None if cursor is None else _decode_cursor(cursor, digest, ids is not None)
         targets = _session_targets(self._reader, session, glob, ids, pos)
-        find = regex._regexp.Match
+        find = finder(regex)
         query = _query(pattern, ignore_case, fixed)
         dl = deadline_for(timeout)
         matches: list[SessionMatch] = []
@@ -1652,9 +1653,12 @@ def _long_match(v: _View, find: _Find, k: int, bs: int, be: int, b0: int, b1: in
     # match cut by the window's end is found as it is on the whole line, its span cut there
     after = v.line_window(k, bs, be, hi, _SPAN_CONTEXT).text if hi < total else ""
     ext = raw + after.encode("utf-8", "surrogateescape")
-    # the other matches inside the window, their character offsets counted as they come
+    # the other matches inside the window, their character offsets counted as they come; after an
+    # empty first match the search resumes at the next character (else it found that match again)
     p = b = len(text[: col_end - lo].encode("utf-8", "surrogateescape"))
     c = col_end - lo
+    if col_end == col and p < len(ext):
+        p = next_char(ext, p, len(ext))
     while len(spans) < MAX_SPANS and p < edge:
         s, e = find(UNANCHORED, ext, p, len(ext))[0]
         if s < 0 or s >= edge:

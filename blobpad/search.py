@@ -24,7 +24,7 @@ from .errors import HINT_FIXED, InvalidArgument, describe
 
 __all__ = ["MAX_PATTERN", "SEARCH_TIMEOUT", "MAX_SPANS", "compile_pattern", "per_line", "check_timeout", "Deadline", "TimedOut",
            "cancel_on", "deadline_for",
-           "LineCounter", "line_runs", "long_line", "bounded_find", "char_start", "next_char", "UNANCHORED"]
+           "LineCounter", "line_runs", "long_line", "bounded_find", "char_start", "next_char", "UNANCHORED", "finder"]
 
 _Bytes = bytes | bytearray
 #: ``Match(anchor, text, pos, endpos)`` of a compiled RE2: the spans of the match and its groups
@@ -87,6 +87,9 @@ UNANCHORED = re2._Anchor.UNANCHORED  # the binding under re2's pure-Python wrapp
 
 
 ANCHOR_START = re2._Anchor.ANCHOR_START
+
+
+ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
 
 
 class TimedOut(Exception):
@@ -305,6 +308,45 @@ def _compiled(raw: bytes, options: Any) -> Any:
     return regex
 
 
+def finder(regex: Any) -> _Find:
+    """The match function of ``regex`` (:func:`compile_pattern`'s) whose matches all start and end
+    between characters.
+
+    RE2 searches bytes: a pattern that can match the empty string (``\\B``, ``x*``, ``^``) can
+    match it between two bytes of one character (``\\B``, ASCII-only, holds between the bytes of
+    ``é``), and a span there is no position in the text (decoding up to it raised
+    UnicodeDecodeError).  Such a match is skipped and the search goes on after that character,
+    as a search of the decoded text would.  A pattern that cannot match the empty string
+    consumes whole characters (in UTF-8 mode), and gets RE2's own function, at no cost."""
+    match = regex._regexp.Match
+    if match(ANCHOR_BOTH, b"", 0, 0)[0][0] < 0:
+        return match  # type: ignore[no-any-return]
+
+    def find(anchor: Any, buf: _Bytes, pos: int, end: int) -> list[tuple[int, int]]:
+        found = match(anchor, buf, pos, end)
+        s, e = found[0]
+        while s >= 0 and s == e and inside_char(buf, s):
+            if anchor != UNANCHORED:
+                return [(-1, -1)]
+            p = next_char(buf, char_start(buf, s, max(0, s - 3)), len(buf))
+            if p > end:
+                return [(-1, -1)]
+            found = match(anchor, buf, p, end)
+            s, e = found[0]
+        return found  # type: ignore[no-any-return]
+
+    return find
+
+
+def inside_char(buf: _Bytes, q: int) -> bool:
+    """Whether ``q`` falls between two bytes of one character of ``buf`` (a character as
+    ``decode("utf-8", "replace")`` reads it: an invalid byte is one)."""
+    if not 0 < q < len(buf) or (buf[q] & 0xC0) != 0x80:
+        return False
+    k = char_start(buf, q, max(0, q - 3))
+    return k < q and next_char(buf, k, len(buf)) > q
+
+
 def encode_pattern(pattern: object) -> bytes:
     if not isinstance(pattern, str):
         raise InvalidArgument(f"pattern must be a string, not {type(pattern).__name__}")
@@ -485,11 +527,14 @@ class LineCounter:
         if pair is not None:
             return pair
         pattern, ignore_case, fixed = self._args
-        single = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)._regexp
+        compiled = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
+        single = compiled._regexp
+        find = finder(compiled)
         raw = encode_pattern(pattern) if fixed else per_line(encode_pattern(pattern))
         batch_find: _Find | None = None
         too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
-        if not too_big and (fixed or b"\\Q" not in raw):  # compile_pattern above refused \C
+        # a pattern that can match empty goes line by line through finder's (a match inside a character is none)
+        if not too_big and find is single.Match and (fixed or b"\\Q" not in raw):  # compile_pattern refused \C
             body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
             line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
             try:
@@ -498,7 +543,7 @@ class LineCounter:
                 batch = None  # e.g. too large for RE2's memory budget: one line per call
             if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:
                 batch_find = batch._regexp.Match
-        pair = (single.Match, batch_find)
+        pair = (find, batch_find)
         self._mine.pair = pair
         return pair
 

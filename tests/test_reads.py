@@ -908,3 +908,50 @@ def test_a_cancelled_search_stops_as_if_its_budget_ran_out(store, timeout):
         assert whole[name].searched_lines is None and cut[name].searched_lines < lines, name
     assert int(cut["count"]) < int(whole["count"]) == sum("ERROR" in line for line in text.splitlines())
     assert not store.grep(e.id, r"[a-z]{60}", timeout=timeout).timed_out  # outside the block: not cancelled
+
+
+# -- matches that can be empty, in text of many-byte characters ----------------------------------
+
+_WIDE_LINES = ["aé", "é", "béb", "日本語", "aéb c", "x", "éx", "ÿÿ x", "é é", "ab", "😀a😀"]
+#: patterns that can match the empty string: RE2 searches bytes, so each could match between two
+#: bytes of one character (\B did: ASCII-only, it holds between the bytes of é)
+_EMPTY_CAPABLE = [r"\B", r"x*", r"^", r"$", r"\B$", r"^\B", "", r"é*", r"\Bx?", r"a*\B"]
+
+
+def _ascii_spans(pattern: str, line: str) -> list[tuple[int, int]]:
+    """Python's re.finditer spans with ASCII \\b, \\B (RE2's, as the README says)."""
+    return [m.span() for m in re.finditer(pattern, line, re.ASCII)]
+
+
+@pytest.mark.parametrize("pattern", _EMPTY_CAPABLE)
+def test_a_match_that_can_be_empty_never_falls_inside_a_character(store, pattern):
+    """grep, count, matching_lines and grep_session of a pattern that can match the empty
+    string agree with Python's re (ASCII \\b and \\B, as RE2's): spans between characters
+    only, the same lines everywhere (grep raised UnicodeDecodeError where \\B matched inside
+    é, and counted lines grep could not show); on a line longer than 1 MiB too, whose first
+    empty match was listed twice."""
+    text = "\n".join(_WIDE_LINES) + "\n"
+    e = store.put(text, session="s")
+    hits = [i + 1 for i, line in enumerate(_WIDE_LINES) if _ascii_spans(pattern, line)]
+    g = store.grep(e.id, pattern, max_matches=1000)
+    assert [m.line for m in g.matches] == hits
+    for m in g.matches:
+        assert m.spans == _ascii_spans(pattern, _WIDE_LINES[m.line - 1])
+    assert store.count(e.id, pattern) == len(hits)
+    assert store.matching_lines(e.id, pattern).lines == [(n, _WIDE_LINES[n - 1]) for n in hits]
+    assert [m.line for m in store.grep_session("s", pattern, max_matches=1000).matches] == hits
+    long_line = "aé" * 600_000  # over 1 MiB: its window is read through the view
+    big = store.put(long_line + "\n", session="t")
+    found = store.grep(big.id, pattern, line_window=40)
+    window = found.matches[0] if found.matches else None
+    spans = []
+    for m in re.finditer(pattern, long_line, re.ASCII):
+        edge = window.offset + 40 if window is not None else 0
+        if window is None or m.start() > edge or m.start() == edge < len(long_line):  # an empty match at the end shows
+            break
+        if m.start() >= window.offset:
+            spans.append((m.start() - window.offset, min(m.end(), window.offset + 40) - window.offset))
+    if window is None:
+        assert spans == [] and store.count(big.id, pattern) == 0
+    else:
+        assert window.spans == spans and store.count(big.id, pattern) == 1
