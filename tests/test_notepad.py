@@ -536,6 +536,12 @@ def test_custom_counter_and_token_budgets_for_any_space(store):
     bad = store.notepad("t", counter=lambda text: -1)
     with pytest.raises(InvalidArgument, match="the token counter returned -1"):
         bad.scratchpad("x")
+    # a counter whose count of the empty text is over the budget (a chat template's overhead): no text
+    # fits, and a write says so; it answered "truncated to 100 tokens", ok, having stored nothing
+    templated = store.notepad("u", counter=lambda text: 150 + len(text) // 4, budgets={"tk": Budget(100, "tokens")})
+    with pytest.raises(InvalidArgument, match="even empty text as 150 tokens.*no text fits"):
+        templated.write("hello world", space="tk")
+    assert templated.read("tk") == "" and templated.version("tk") == 0
 
 
 @pytest.mark.parametrize("options", [

@@ -681,6 +681,12 @@ class Notepad:
         assert budget.limit is not None
         if budget.unit == "chars":
             return text[:budget.limit]
+        empty = self._count(budget, "")
+        if empty > budget.limit:  # no prefix fits: "truncated" would store nothing and say it fit
+            raise InvalidArgument(
+                f"the counter counts even empty text as {describe(empty)} {budget.unit}, more than the budget of {budget.limit}: "
+                "no text fits; give a larger budget or a counter that counts only the text"
+            )
         lo, hi = 0, len(text)  # the longest prefix whose count fits (counts grow with length)
         while lo < hi:
             mid = (lo + hi + 1) // 2
