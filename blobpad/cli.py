@@ -49,7 +49,7 @@ from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound, 
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
-from .units import ascii_integer, human_size, non_negative
+from .units import ascii_integer, human_size, non_negative, seconds_or_zero
 
 __all__ = ["main", "build_parser"]
 
@@ -145,12 +145,12 @@ def parse_ttl(text: str) -> float | None:
     t = text.strip().lower()
     if t in ("never", "none"):
         return None
-    m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)", t)
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smhd]?)", t)  # ASCII digits: \d takes "３"
     if not m:
-        raise argparse.ArgumentTypeError(f"invalid TTL {text!r}: use seconds (3600), 90s, 30m, 2h, 7d or 'never'")
+        raise argparse.ArgumentTypeError(f"invalid TTL {text[:100]!r}: use seconds (3600), 90s, 30m, 2h, 7d or 'never'")
     seconds = float(m.group(1)) * _TTL_UNITS.get(m.group(2) or "s", 1)
     if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"invalid TTL {text!r}: it must be positive (use 'never' for no expiry)")
+        raise argparse.ArgumentTypeError(f"invalid TTL {text[:100]!r}: it must be positive (use 'never' for no expiry)")
     return seconds
 
 
@@ -158,16 +158,21 @@ def parse_meta(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` -> (key, value); the value stays a string."""
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"invalid --meta {text!r}: use KEY=VALUE")
+        raise argparse.ArgumentTypeError(f"invalid --meta {text[:100]!r}: use KEY=VALUE")
     return key, value
 
 
 def _turn(text: str) -> str | int:
     """``--turn``: a whole number written canonically ("3", "-1", not "03") is that integer,
     as a runtime calling the library with ``turn=3`` stores it; anything else is a string."""
-    if len(text) <= 18 and text.lstrip("-").isdigit() and text.isascii() and str(int(text)) == text:
-        return int(text)
+    n = ascii_integer(text) if len(text) <= 20 else None  # 2**62 has 19 digits
+    if n is not None and str(n) == text and -_TURN_LIMIT <= n <= _TURN_LIMIT:
+        return n
     return text
+
+
+#: the largest integer turn, as the library's (larger: the turn is that text)
+_TURN_LIMIT = 1 << 62
 
 
 def _add_match_options(p: argparse.ArgumentParser) -> None:
@@ -181,13 +186,7 @@ def _add_match_options(p: argparse.ArgumentParser) -> None:
 
 def _timeout(text: str) -> float | None:
     """``--timeout``: seconds, or 0 for no limit."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"invalid time {text!r}: use a number of seconds (0: no limit)")
-    return seconds or None
+    return seconds_or_zero(text) or None
 
 
 def _int_or_none(text: str, what: str, spec: str) -> int | None:
@@ -196,14 +195,16 @@ def _int_or_none(text: str, what: str, spec: str) -> int | None:
         return None
     n = ascii_integer(text)
     if n is None:
-        raise UsageError(f"invalid {what} {spec!r}: use A:B with integers, like 100:200")
+        raise UsageError(f"invalid {what} {spec[:100]!r}: use A:B with integers, like 100:200")
     return n
 
 
 def parse_slice(spec: str, what: str) -> tuple[int, int | None]:
     """``A:B``, ``A:`` or ``:B`` -> (start, end) with Python slice semantics (negatives count from the end)."""
     if ":" not in spec:
-        raise UsageError(f"invalid {what} {spec!r}: use A:B (A: to the end, :B from the start, negatives count from the end)")
+        raise UsageError(
+            f"invalid {what} {spec[:100]!r}: use A:B (A: to the end, :B from the start, negatives count from the end)"
+        )
     a, b = spec.split(":", 1)
     start = _int_or_none(a, what, spec)
     return (start or 0), _int_or_none(b, what, spec)
@@ -226,7 +227,7 @@ def parse_lines(spec: str) -> tuple[int, int | None]:
         first = 1 if start is None else start
         last = _int_or_none(b, "--lines", spec)
     if first == 0 or last == 0:
-        raise UsageError(f"invalid --lines {spec!r}: there is no line 0; lines are numbered from 1, like sed, "
+        raise UsageError(f"invalid --lines {spec[:100]!r}: there is no line 0; lines are numbered from 1, like sed, "
                          "and negative numbers count from the end (-1 is the last line)")
     return first, last
 
@@ -1117,7 +1118,44 @@ def _add_notes(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``blobpad`` command; return its exit code."""
+    """Run the ``blobpad`` command; return its exit code.
+
+    What it printed is flushed before it returns: a stdout that cannot take it (a full disk,
+    ``> /dev/full``) is one line on stderr and exit status 2, for ``--help`` too, never the
+    interpreter's own report of a failed final flush (status 120)."""
+    try:
+        rc = _main(argv)
+    except SystemExit as exc:  # argparse: --help, --version, a usage error
+        why = _flush_stdout()
+        if why:
+            _fail(why)
+            raise SystemExit(USAGE) from None
+        raise exc from None
+    why = _flush_stdout()
+    if why:
+        _fail(why)
+        return USAGE if rc == OK else rc
+    return rc
+
+
+def _flush_stdout() -> str | None:
+    """Flush stdout; when it cannot take what is buffered, point it at /dev/null (so that the
+    interpreter's final flush does not fail again) and return why, ("" for a reader gone)."""
+    stdout = sys.stdout
+    if stdout is None:
+        return None
+    try:
+        stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return None  # the reader went away (| head): quiet, like rg
+    except (OSError, ValueError) as exc:
+        _silence_stdout()
+        return _os_message(exc) if isinstance(exc, OSError) else None
+    return None
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
@@ -1143,6 +1181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fail(exc.render("cli"))
         return USAGE
     except OSError as exc:
+        _flush_stdout()  # the error may be stdout's own: what it holds would fail again at exit
         _fail(_os_message(exc))
         return USAGE
     except KeyboardInterrupt:

@@ -42,7 +42,7 @@ from .errors import BlobpadError, check_int, describe
 from .reads import SEARCH_TIMEOUT
 from .search import cancel_on
 from .tools import PROFILES, Toolbox, profile_records
-from .units import non_negative
+from .units import non_negative, seconds_or_zero
 
 __all__ = ["build_server", "call_cancellable", "serve", "serve_stdio", "decode_message", "main", "add_arguments", "run",
            "INSTRUCTIONS", "MAX_MESSAGE_BYTES", "MAX_DEPTH"]
@@ -620,7 +620,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-message-bytes", type=non_negative, default=MAX_MESSAGE_BYTES, metavar="N",
                    help="longest request line read, in bytes; a longer one is answered with an error "
                         f"(default {MAX_MESSAGE_BYTES >> 20} MiB)")
-    p.add_argument("--search-timeout", type=float, default=SEARCH_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--search-timeout", type=seconds_or_zero, default=SEARCH_TIMEOUT, metavar="SECONDS",
                    help=f"time budget of the searches (grep, count) of one tool call (default {SEARCH_TIMEOUT:g}; "
                         "0: no limit); a search that runs out answers what it found with timed_out: true")
 

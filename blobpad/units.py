@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["SIZE_UNITS", "human_size", "non_negative", "ascii_integer"]
+__all__ = ["SIZE_UNITS", "human_size", "non_negative", "ascii_integer", "ascii_number", "seconds_or_zero"]
 
 _ASCII_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
 
@@ -38,6 +38,17 @@ def ascii_integer(text: str) -> int | None:
     return int(text) if _ASCII_INTEGER.fullmatch(text) else None
 
 
+def ascii_number(text: str) -> float | None:
+    """The number ``text`` writes in ASCII (digits, one decimal point, a sign; blanks around
+    it), else None: ``float()`` also takes other scripts' digits, underscores, ``inf`` and
+    ``nan``, which a command line must not read as numbers."""
+    text = text.strip()
+    return float(text) if _ASCII_NUMBER.fullmatch(text) else None
+
+
+_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
 def non_negative(text: str) -> int:
     """A count on a command line (an ``argparse`` type): a non-negative integer, else
     the usage error of the ``blobpad`` command and of ``python -m blobpad.mcp_server``."""
@@ -45,3 +56,13 @@ def non_negative(text: str) -> int:
     if n is None or n < 0:
         raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer")
     return n
+
+
+def seconds_or_zero(text: str) -> float:
+    """A time budget on a command line (an ``argparse`` type): a non-negative number of
+    seconds in ASCII, 0 meaning no limit; else the usage error of the ``blobpad`` command and
+    of ``python -m blobpad.mcp_server``."""
+    seconds = ascii_number(text)
+    if seconds is None or seconds < 0:
+        raise argparse.ArgumentTypeError(f"invalid time {text[:100]!r}: use a number of seconds (0: no limit)")
+    return seconds

@@ -417,6 +417,69 @@ def test_put_with_nowhere_to_print_the_id_stores_nothing_or_names_what_it_stored
         assert f"stored as entry {e.id}".encode() in failed.stderr and b"No space left" in failed.stderr
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux): a stdout that fails on write")
+@pytest.mark.parametrize("argv", [["ls"], ["stats"], ["read", "ID", "--head", "5"], ["grep", "ID", "line"],
+                                  ["grep", "-c", "ID", "line"], ["verify"], ["gc"], ["--help"], ["--version"],
+                                  ["grep", "--help"]])
+def test_a_stdout_that_fails_on_write_is_one_line_and_exit_2(tmp_path, argv):
+    """Every command whose output cannot be written (a full disk: /dev/full) says so in one line
+    on stderr and exits 2, as the README's exit statuses say; it exited 120 with the
+    interpreter's "Exception ignored ... OSError" after its own line (--help: that alone)."""
+    db = tmp_path / "db"
+    with blobpad.open(db) as store:
+        eid = store.put("".join(f"line {i}\n" for i in range(2000)), session="default").id
+    env = _env()
+    env.pop("PYTHONUNBUFFERED", None)  # stdout buffered, as a shell starts it (unbuffered, argparse drops --help's error)
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([BLOBPAD, "--db", str(db), *[eid if a == "ID" else a for a in argv]], stdout=full,
+                              stderr=subprocess.PIPE, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode().splitlines() == ["blobpad: error: No space left on device"]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["put", "-", "--ttl", "３h"], "invalid TTL"), (["put", "-", "--ttl", "٣d"], "invalid TTL"),
+    (["put", "-", "--ttl", "1_0"], "invalid TTL"), (["grep", "ID", "x", "--timeout", "３"], "invalid time"),
+    (["grep", "ID", "x", "--timeout", " 1_0 "], "invalid time"), (["grep", "ID", "x", "--timeout", "inf"], "invalid time"),
+    (["grep", "ID", "x", "--timeout", "nan"], "invalid time"), (["mcp", "--search-timeout", "３"], "invalid time"),
+    (["mcp", "--search-timeout", "-1"], "invalid time"),
+    (["read", "ID", "--range", "1:" + "x" * 100_000], "invalid --range"),
+    (["read", "ID", "--bytes", "1:" + "x" * 100_000], "invalid --bytes"),
+    (["read", "ID", "--lines", "1:" + "x" * 100_000], "invalid --lines"),
+    (["grep", "ID", "x", "--timeout", "x" * 100_000], "invalid time"),
+    (["put", "-", "--ttl", "x" * 100_000], "invalid TTL"), (["put", "-", "--meta", "x" * 100_000], "invalid --meta"),
+])
+def test_numbers_on_the_command_line_are_ascii_and_bad_ones_are_quoted_short(tmp_path, argv, words):
+    """Every number an option takes is written in ASCII digits, as -m and --head already were
+    (--ttl took '３h' for three hours, --timeout ' 1_0 ' for ten seconds), and an option
+    refused is quoted in at most about a hundred characters (a 100,000-character one came back
+    whole on stderr)."""
+    db = tmp_path / "db"
+    with blobpad.open(db) as store:
+        eid = store.put("x\n", session="default").id
+    done = bp(*[eid if a == "ID" else a for a in argv], db=db, input=b"data\n")
+    assert done.returncode == 2 and words in done.stderr.decode(), done.stderr[:300]
+    assert len(done.stderr) < 600
+    with blobpad.open(db) as store:
+        assert len(store.entries(limit=None)) == 1  # nothing was put
+
+
+def test_a_turn_is_an_integer_as_far_as_the_library_takes_one(tmp_path):
+    """--turn 1000000000000000000 (19 digits) is the integer turn the library stores for
+    turn=10**18, so ls --turn finds the entries of both; past the library's limit (2**62) a
+    turn is its text, as are non-canonical spellings."""
+    db = tmp_path / "db"
+    with blobpad.open(db) as store:
+        lib = store.put("lib\n", session="s", turn=10**18).id
+    for turn in ("1000000000000000000", str(1 << 62), str(-(1 << 62)), str((1 << 62) + 1), "007", "1_0"):
+        assert bp("put", "-", "--session", "s", "--turn", turn, db=db, input=b"x\n").returncode == 0
+    with blobpad.open(db) as store:
+        turns = [e.turn for e in store.entries(session="s", limit=None)]
+    assert turns == [10**18, 10**18, 1 << 62, -(1 << 62), str((1 << 62) + 1), "007", "1_0"]
+    listed = bp("ls", "--session", "s", "--turn", "1000000000000000000", "--json", db=db)
+    assert lib in listed.stdout.decode() and len(json.loads(listed.stdout)) == 2
+
+
 def test_rough_edges_of_the_command_line(tmp_path):
     """A closed stdout, an empty file name and the default session's notepad: each a clear
     answer (they were an internal error, a directory, and a refusal)."""
