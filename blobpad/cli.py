@@ -49,7 +49,7 @@ from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound, 
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
-from .units import ascii_integer, human_size, non_negative, seconds_or_zero
+from .units import ascii_integer, human_size, non_negative, positive, seconds_or_zero
 
 __all__ = ["main", "build_parser"]
 
@@ -175,13 +175,21 @@ def _turn(text: str) -> str | int:
 _TURN_LIMIT = 1 << 62
 
 
+def _context(text: str) -> int:
+    """``-A``, ``-B``, ``-C``: a number of context lines, 0 to 1000 (the library's limit)."""
+    n = non_negative(text)
+    if n > 1000:
+        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: at most 1000 context lines")
+    return n
+
+
 def _add_match_options(p: argparse.ArgumentParser) -> None:
     """The options grep and grep-session share: how to match, and the context lines."""
     p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
     p.add_argument("-F", "--fixed-strings", dest="fixed", action="store_true", help="the pattern is a literal string")
-    p.add_argument("-A", "--after-context", dest="after", type=non_negative, metavar="N", help="N lines after each match")
-    p.add_argument("-B", "--before-context", dest="before", type=non_negative, metavar="N", help="N lines before each match")
-    p.add_argument("-C", "--context", type=non_negative, metavar="N", help="N lines before and after each match")
+    p.add_argument("-A", "--after-context", dest="after", type=_context, metavar="N", help="N lines after each match")
+    p.add_argument("-B", "--before-context", dest="before", type=_context, metavar="N", help="N lines before each match")
+    p.add_argument("-C", "--context", type=_context, metavar="N", help="N lines before and after each match (at most 1000)")
 
 
 def _timeout(text: str) -> float | None:
@@ -1006,7 +1014,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_match_options(p)
     p.add_argument("-m", "--max-count", type=non_negative, metavar="N",
                    help="stop after N matching lines in all (default: print them all)")
-    p.add_argument("--max-per-entry", type=non_negative, metavar="N", help="at most N matching lines of each entry")
+    p.add_argument("--max-per-entry", type=positive, metavar="N", help="at most N matching lines of each entry")
     p.add_argument("-M", "--max-columns", type=non_negative, metavar="N",
                    help="print a window of N characters around the first match of longer lines (default: whole lines)")
     p.add_argument("--cursor", metavar="CURSOR", help="continue an earlier search where it stopped (same arguments)")

@@ -199,6 +199,8 @@ HINT_NAME_TAKEN = Hint("choose another name, or put without exclusive=True to re
 
 HINT_EXCLUSIVE_NAME = Hint("pass a name with exclusive=True", "pass --name with --exclusive")
 
+HINT_CURSOR = Hint("or None to start over", "or leave --cursor out to start over", "or leave cursor out to start over")
+
 HINT_FIXED = Hint("pass fixed=True for a literal", "pass -F for a literal",
                   "pass fixed_strings=true to search for the literal text")
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from . import prefilter, rgscan
 from .engine import prefix_end
 from .errors import (
+    HINT_CURSOR,
     HINT_VERIFY,
     MAX_STR_BYTES,
     CorruptData,
@@ -1934,8 +1935,8 @@ def _decode_cursor(cursor: object, digest: bytes, listed: bool) -> _Target:
     if not isinstance(cursor, str):
         raise InvalidArgument(f"cursor must be a string that grep_session returned, or None, not {typename(cursor)}")
     bad = InvalidArgument(
-        "cursor is not one this search returned: pass back the cursor of a grep_session call made with the "
-        "same session, pattern, names, entries, ignore_case, fixed and max_per_entry (or None to start over)"
+        "the cursor is not one this search returned: pass back the cursor of the same search (the same "
+        "session, pattern, names or entries, and options)", hint=HINT_CURSOR,
     )
     if len(cursor) > _CURSOR_MAX or not _CURSOR_CHARS.fullmatch(cursor):
         raise bad

@@ -4,9 +4,10 @@ their command lines take."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
-__all__ = ["SIZE_UNITS", "human_size", "non_negative", "ascii_integer", "ascii_number", "seconds_or_zero"]
+__all__ = ["SIZE_UNITS", "human_size", "non_negative", "ascii_integer", "ascii_number", "seconds_or_zero", "positive"]
 
 _ASCII_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
 
@@ -40,13 +41,17 @@ def ascii_integer(text: str) -> int | None:
 
 def ascii_number(text: str) -> float | None:
     """The number ``text`` writes in ASCII (digits, one decimal point, a sign; blanks around
-    it), else None: ``float()`` also takes other scripts' digits, underscores, ``inf`` and
-    ``nan``, which a command line must not read as numbers."""
+    it; an exponent as in ``1e-3``), else None, as for a number too large to be finite:
+    ``float()`` also takes other scripts' digits, underscores, ``inf`` and ``nan``, which a
+    command line must not read as numbers."""
     text = text.strip()
-    return float(text) if _ASCII_NUMBER.fullmatch(text) else None
+    if not _ASCII_NUMBER.fullmatch(text):
+        return None
+    number = float(text)
+    return number if math.isfinite(number) else None
 
 
-_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 
 
 def non_negative(text: str) -> int:
@@ -55,6 +60,14 @@ def non_negative(text: str) -> int:
     n = ascii_integer(text)
     if n is None or n < 0:
         raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a non-negative integer")
+    return n
+
+
+def positive(text: str) -> int:
+    """A count of at least 1 on a command line (an ``argparse`` type), else its usage error."""
+    n = ascii_integer(text)
+    if n is None or n < 1:
+        raise argparse.ArgumentTypeError(f"invalid number {text[:100]!r}: use a positive integer")
     return n
 
 

@@ -586,11 +586,14 @@ def test_cli_exit_codes(cli_model, capsysbinary):
     rc, out, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error(")
     assert (rc, out) == (2, "") and "invalid pattern" in err and "Traceback" not in err
     rc, _, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--cursor", "garbage")
-    assert rc == 2 and "cursor is not one this search returned" in err
+    assert rc == 2 and "cursor is not one this search returned" in err and "leave --cursor out to start over" in err
+    assert "None" not in err and "max_per_entry" not in err  # the command line's words, not the library's
     rc, _, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--names", "")
     assert rc == 2 and "empty glob" in err
-    rc, _, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--max-per-entry", "0")
-    assert rc == 2 and "max_per_entry" in err
+    with pytest.raises(SystemExit) as refused:  # refused by the option parser, in the command line's words
+        cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--max-per-entry", "0")
+    assert refused.value.code == 2
+    assert "--max-per-entry: invalid number '0': use a positive integer" in capsysbinary.readouterr().err.decode()
     rc, out, err = cli(capsysbinary, "--db", db, "grep-session", "s1", "error", "--timeout", "1e-9")
     assert (rc, out) == (3, "") and "timed out" in err
 
