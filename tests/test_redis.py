@@ -1132,10 +1132,17 @@ def test_a_frozen_node_of_chunks_costs_a_read_about_retry_seconds_not_several_ti
             with pytest.raises(BlobpadError, match="did not answer"):
                 store.get(e.id)
             assert time.monotonic() - began < 20
+            # a put whose chunks go to the frozen node too: one retry_seconds, not a second one spent
+            # deleting the chunks it wrote elsewhere (they expire), nor slot refreshes past the deadline
+            began = time.monotonic()
+            with pytest.raises(blobpad.Unavailable, match="did not answer"):
+                store.put(_text(3, 60_000), session="s")
+            assert time.monotonic() - began < 20
         finally:
             os.kill(frozen.pid, signal.SIGCONT)
         cluster.wait_ok()  # the node was taken for failed meanwhile: the cluster is down until it is back
         assert store.get(e.id) == _text(2, 60_000)
+        assert [x.id for x in store.entries(session="s")] == [e.id]  # the failed put left no entry
 
 
 def _slots_of(node) -> list[tuple[int, int]]:

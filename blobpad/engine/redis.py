@@ -579,7 +579,11 @@ class RedisEngine:
                     ) from None
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
-                self._refresh()
+                # learning the slots again asks a node, which may wait a reply timeout: only while that
+                # still ends before the deadline, so no attempt starts after it (a frozen node cost a
+                # call several times retry_seconds)
+                if time.monotonic() + self._reply_seconds < deadline:
+                    self._refresh()
             except self._redis_error as exc:
                 raise BlobpadError(f"the Redis server {self._shown} refused {what}: {_reason(exc)}") from None
 
@@ -780,8 +784,9 @@ class RedisEngine:
                     if not self._make_room():
                         raise
                     self._on_nodes("a write of chunks", sets)
-            except BaseException:  # e.g. StoreFull on one node: no commit was sent, nothing names them
-                self._drop(staged)
+            except BaseException as exc:  # e.g. StoreFull on one node: no commit was sent, nothing names them
+                if not isinstance(exc, Unavailable):  # a node that did not answer would not take the drop either:
+                    self._drop(staged)                # the keys' leases end them (it doubled a failed put's time)
                 raise
         token = os.urandom(12).hex().encode()
         args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, self._identity,
