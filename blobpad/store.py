@@ -375,8 +375,13 @@ class Store(ReadsMixin):
         later call, raises BlobpadError ("the store is closed").  Should a transaction
         still be open after that wait, close raises BlobpadError and leaves the engine
         open (new transactions stay refused): call it again once that thread is done.
+        Inside a :meth:`snapshot` block of the calling thread (in its task, or in another task
+        or generator of the thread that holds one open), close raises BlobpadError and
+        leaves the store open: close it after the block ends.
         """
         backend = self._backend
+        if isinstance(backend, Checked):
+            backend.refuse_pinned_close()
         if isinstance(backend, Checked) and not backend.drain(CLOSE_WAIT):
             raise BlobpadError(
                 f"close() waited {CLOSE_WAIT:g} s for other threads' operations, which are still inside a store "

@@ -1410,6 +1410,48 @@ def test_snapshots_of_two_stores_nest_each_reading_its_own(store_factory):
     a.put("after\n", session="s")
 
 
+def test_close_inside_a_snapshot_is_refused_and_the_snapshot_reads_on(store_factory):
+    """close() while the calling thread holds a snapshot of the store, in its own block or in
+    another asyncio task's (awaiting inside its block), is refused: it ended the transaction
+    under the block, whose reads then found an emptied store (memory: NotFound, grep_session
+    no match) or the engine's own failure (LMDB).  Once the block ends, close() closes."""
+    import asyncio
+
+    store = store_factory("c")
+    e = store.put("hello ERROR\n", session="s")
+    with store.snapshot():
+        with pytest.raises(BlobpadError, match="close\\(\\) inside a snapshot"):
+            store.close()
+        assert store.head(e.id, 5) == "hello"
+    seen: list[object] = []
+
+    async def holder(entered: asyncio.Event, closed: asyncio.Event) -> None:
+        with store.snapshot():
+            seen.append(store.head(e.id, 5))
+            entered.set()
+            await closed.wait()
+            seen.append(store.head(e.id, 5))
+            seen.append(len(store.grep_session("s", "ERROR").matches))
+
+    async def closer(entered: asyncio.Event, closed: asyncio.Event) -> None:
+        await entered.wait()
+        try:
+            store.close()
+        except BlobpadError as exc:
+            seen.append(type(exc).__name__)
+        closed.set()
+
+    async def main() -> None:
+        entered, closed = asyncio.Event(), asyncio.Event()
+        await asyncio.wait_for(asyncio.gather(holder(entered, closed), closer(entered, closed)), 60)
+
+    asyncio.run(main())
+    assert seen == ["hello", "BlobpadError", "hello", 1]
+    store.close()
+    with pytest.raises(BlobpadError, match="closed"):
+        store.head(e.id)
+
+
 def test_a_write_inside_a_snapshot_is_refused_and_changes_nothing(store):
     entry = store.put("kept\n", session="s", name="n")
     with store.snapshot():

@@ -511,6 +511,15 @@ class Checked:
             # else: a forked child never closes its parent's transaction; another thread
             # leaves it to the thread that opened it (_settle_pins)
 
+    def refuse_pinned_close(self) -> None:
+        """BlobpadError if the calling thread holds a snapshot of this store (:meth:`pinned`), in its
+        own context or another task's or generator's: closing would end the transaction under it
+        (its reads met an emptied store, or the engine's own failure)."""
+        if self.pinned_here():
+            raise BlobpadError("close() inside a snapshot (Store.snapshot()) of the store: close it after the "
+                               "block ends")
+        _settle_pins(self.engine)
+
     def refuse_pinned(self, what: str) -> None:
         """BlobpadError if the caller is inside :meth:`pinned` (``what``: the refused call, as the error says it)."""
         if self.pinned_here():
