@@ -992,7 +992,10 @@ class Putter:
             except UnicodeEncodeError:
                 raise InvalidArgument("the text contains lone surrogates; pass valid Unicode or bytes") from None
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return Source(bytes(data))
+            try:
+                return Source(bytes(data))
+            except ValueError:  # a memoryview released before the put
+                raise InvalidArgument("the memoryview was released: pass one whose buffer is still held") from None
         if isinstance(data, os.PathLike):
             path = os.fspath(data)
             shown = describe(path, 300)

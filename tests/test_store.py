@@ -155,6 +155,12 @@ def test_put_bytes_kind_follows_utf8_validity(store):
     for like in (bytearray(text), memoryview(text)):
         e = store.put(like)
         assert e.kind == "text" and store.get(e.id) == text.decode()
+    released = memoryview(text)
+    released.release()
+    before = store.stats().entries
+    with pytest.raises(InvalidArgument, match="memoryview was released"):  # a ValueError escaped
+        store.put(released)
+    assert store.stats().entries == before
 
 
 def test_put_kind_overrides_detection(store):
