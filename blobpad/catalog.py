@@ -610,8 +610,9 @@ class Catalog:
                 previous = unnamed
             if editing and (old != replaces and unnamed is None or previous is None):
                 raise Conflict(
-                    f"the entry named {name[:200]!r} was replaced, deleted or expired while entry "
-                    f"{replaces.hex()} was being edited; nothing was changed: read it again and retry"  # type: ignore[union-attr]
+                    f"the entry named {name[:200]!r} is no longer entry {replaces.hex()} (replaced, deleted or "  # type: ignore[union-attr]
+                    "expired since it was read, for an edit or a put with replaces=); nothing was changed: read it "
+                    "again and retry"
                 )
             if previous is not None:
                 if replaces == NAME_FREE:
