@@ -910,7 +910,7 @@ def test_notes_set_append_plan_refs_and_show(tmp_path):
 
     # rejected changes leave everything as it was: one error line, exit 2
     assert_error(bp(*s1, "append", "x" * 4000, db=db), 2, "budget")
-    assert_error(bp(*s1, "refs", "remove", "not-there", db=db), 2, "not-there")
+    assert_error(bp(*s1, "refs", "remove", "not-there", db=db), 1, "not-there")  # not found: exit 1, as the README says
     assert_error(bp("notes", "show", db=db), 2, "--session")
     assert json.loads(ok(bp(*s1, "show", "--json", db=db))) == expected
     # a full replacement over budget is cut, with a warning on stderr
