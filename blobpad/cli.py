@@ -865,8 +865,9 @@ def _cmd_notes(args: argparse.Namespace) -> int:
             return OK
         if args.refs_action == "add":
             return _note_result(pad.refs_add(args.ref))
-        if isinstance(args.ref, str) and args.ref not in pad.refs():  # not found: exit 1, as for every lookup
-            shown = ", ".join(repr(r[:60]) for r in pad.refs()[-10:]) or "none"
+        held = pad.refs()
+        if args.ref not in held:  # not found: exit 1, as for every lookup
+            shown = ", ".join(repr(r[:60]) for r in held[-10:]) or "none"
             raise NotFound(f"refs remove: {args.ref[:100]!r} is not in the session's refs (exact match needed); "
                            f"current refs: {shown}")
         return _note_result(pad.refs_remove(args.ref))

@@ -319,7 +319,7 @@ def finder(regex: Any) -> _Find:
     as a search of the decoded text would.  A pattern that cannot match the empty string
     consumes whole characters (in UTF-8 mode), and gets RE2's own function, at no cost."""
     match = regex._regexp.Match
-    if match(ANCHOR_BOTH, b"", 0, 0)[0][0] < 0:
+    if not matches_empty(regex):
         return match  # type: ignore[no-any-return]
 
     def find(anchor: Any, buf: _Bytes, pos: int, end: int) -> list[tuple[int, int]]:
@@ -336,6 +336,11 @@ def finder(regex: Any) -> _Find:
         return found  # type: ignore[no-any-return]
 
     return find
+
+
+def matches_empty(regex: Any) -> bool:
+    """Whether ``regex`` (:func:`compile_pattern`'s) can match the empty string (``\\B``, ``x*``, ``^``)."""
+    return bool(regex._regexp.Match(ANCHOR_BOTH, b"", 0, 0)[0][0] >= 0)
 
 
 def inside_char(buf: _Bytes, q: int) -> bool:
@@ -529,12 +534,11 @@ class LineCounter:
         pattern, ignore_case, fixed = self._args
         compiled = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
         single = compiled._regexp
-        find = finder(compiled)
         raw = encode_pattern(pattern) if fixed else per_line(encode_pattern(pattern))
         batch_find: _Find | None = None
         too_big = single.ProgramSize() * (_BATCH - 1) > _MAX_BATCH_PROGRAM  # not worth compiling (up to a second)
         # a pattern that can match empty goes line by line through finder's (a match inside a character is none)
-        if not too_big and find is single.Match and (fixed or b"\\Q" not in raw):  # compile_pattern refused \C
+        if not too_big and not matches_empty(compiled) and (fixed or b"\\Q" not in raw):  # compile_pattern refused \C
             body = b"(?:" + (re2.escape(raw) if fixed else raw) + b")"
             line = b"[^\\n]*$\\C(?:[^\\n]*$\\C)*?[^\\n]*?" + body
             try:
@@ -543,7 +547,7 @@ class LineCounter:
                 batch = None  # e.g. too large for RE2's memory budget: one line per call
             if batch is not None and batch._regexp.ProgramSize() <= _MAX_BATCH_PROGRAM:
                 batch_find = batch._regexp.Match
-        pair = (find, batch_find)
+        pair = (finder(compiled), batch_find)
         self._mine.pair = pair
         return pair
 
