@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 from . import __version__
-from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound, one_line
+from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound, check_turn, one_line
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
 from .store import Store
@@ -165,14 +165,14 @@ def parse_meta(text: str) -> tuple[str, str]:
 def _turn(text: str) -> str | int:
     """``--turn``: a whole number written canonically ("3", "-1", not "03") is that integer,
     as a runtime calling the library with ``turn=3`` stores it; anything else is a string."""
-    n = ascii_integer(text) if len(text) <= 20 else None  # 2**62 has 19 digits
-    if n is not None and str(n) == text and -_TURN_LIMIT <= n <= _TURN_LIMIT:
-        return n
-    return text
-
-
-#: the largest integer turn, as the library's (larger: the turn is that text)
-_TURN_LIMIT = 1 << 62
+    n = ascii_integer(text)
+    if n is None or str(n) != text:
+        return text
+    try:
+        check_turn(n)  # the library's one check: an integer it takes (up to 2**62), else the text
+    except InvalidArgument:
+        return text
+    return n
 
 
 def _context(text: str) -> int:
@@ -1138,12 +1138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     interpreter's own report of a failed final flush (status 120)."""
     try:
         rc = _main(argv)
-    except SystemExit as exc:  # argparse: --help, --version, a usage error
+    except SystemExit:  # argparse: --help, --version, a usage error
         why = _flush_stdout()
         if why:
             _fail(why)
             raise SystemExit(USAGE) from None
-        raise exc from None
+        raise
     why = _flush_stdout()
     if why:
         _fail(why)
@@ -1153,7 +1153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _flush_stdout() -> str | None:
     """Flush stdout; when it cannot take what is buffered, point it at /dev/null (so that the
-    interpreter's final flush does not fail again) and return why, ("" for a reader gone)."""
+    interpreter's final flush does not fail again) and return why (None for a reader gone: quiet)."""
     stdout = sys.stdout
     if stdout is None:
         return None

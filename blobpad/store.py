@@ -382,11 +382,11 @@ class Store(ReadsMixin):
         backend = self._backend
         if isinstance(backend, Checked):
             backend.refuse_pinned_close()
-        if isinstance(backend, Checked) and not backend.drain(CLOSE_WAIT):
-            raise BlobpadError(
-                f"close() waited {CLOSE_WAIT:g} s for other threads' operations, which are still inside a store "
-                "transaction; new operations are refused, and close() closes the store once they are done"
-            )
+            if not backend.drain(CLOSE_WAIT):
+                raise BlobpadError(
+                    f"close() waited {CLOSE_WAIT:g} s for other threads' operations, which are still inside a store "
+                    "transaction; new operations are refused, and close() closes the store once they are done"
+                )
         self._backend = _ClosedBackend()
         if isinstance(backend, Checked):
             backend.engine.close()
