@@ -1176,10 +1176,7 @@ def _main(argv: Sequence[str] | None) -> int:
         _fail("no command given; try 'blobpad demo' or 'blobpad --help'")
         return USAGE
     try:
-        rc = func(args)
-        if sys.stdout is not None:
-            sys.stdout.flush()
-        return rc
+        return func(args)  # main() flushes what it printed
     except BrokenPipeError:
         # The reader went away (blobpad read ID --full | head): stop quietly, like rg.
         _silence_stdout()

@@ -285,8 +285,8 @@ def re2_options(ignore_case: bool, literal: bool) -> Any:
 #: calls ended.  A pattern whose program is larger than _KEEP_PROGRAM empties that cache at
 #: once (it lives as long as the search that holds it), and the cache is emptied whenever it
 #: would hold more than _KEEP_PATTERNS patterns; small patterns stay compiled, their automata
-#: warm, from one call to the next (compiled cold, the first window of a long line measured
-#: the search as slow, and a budget stopped it at once).
+#: warm, from one call to the next (a search repeated by a model, or paged, does not build
+#: its automata again).
 _KEEP_PROGRAM = 2000
 _KEEP_PATTERNS = 8
 _kept: set[tuple[bytes, tuple[Any, ...]]] = set()
