@@ -463,12 +463,21 @@ def _holds_line_break(raw: bytes, fixed: bool) -> bool:
     return False
 
 
+#: The size of RE2's program of a pattern that can match nothing: its one instruction fails.
+#: With ``never_nl`` (a match never spans lines), a pattern that needs a line break, or a
+#: character class left with no character once the newline is taken out of it, compiles to
+#: that program, whatever the syntax that named the break (``[\\n]``, ``\\x{A}``, a negated
+#: class of everything else).
+_NEVER_MATCHES = 1
+
+
 def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool = False) -> Any:
     """Compile an untrusted pattern with RE2; raise InvalidArgument with RE2's reason.
 
     The pattern is checked as written first, so an error quotes the caller's pattern
     and not the ``(?m)`` put in front of it.  A pattern naming a line break is refused:
-    matches never span lines, so it would silently match nothing.
+    matches never span lines, so it would silently match nothing; so is any other pattern
+    that RE2 finds can never match (:data:`_NEVER_MATCHES`).
     """
     raw = encode_pattern(pattern)
     if _holds_line_break(raw, bool(fixed)):
@@ -480,9 +489,10 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
     options = re2_options(ignore_case, bool(fixed))
     try:
         if fixed:
-            return _compiled(raw, options)
-        _compiled(raw, options)
-        return _compiled(b"(?m)" + per_line(raw), options)
+            regex = _compiled(raw, options)
+        else:
+            _compiled(raw, options)
+            regex = _compiled(b"(?m)" + per_line(raw), options)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
@@ -491,6 +501,13 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
             f"invalid pattern: {str(reason)[:300]}; patterns use RE2 syntax "
             "(no backreferences or look-around)", hint=HINT_FIXED,
         ) from None
+    if regex._regexp.ProgramSize() <= _NEVER_MATCHES:
+        raise InvalidArgument(
+            "the pattern can never match: a part of it matches only a line break, or a character class in "
+            "it holds no character (as [^\\x00-\\x09\\x0b-\\x{10ffff}], whose one character is the newline); a "
+            "match never spans lines (as with rg)", hint=HINT_FIXED,
+        )
+    return regex
 
 
 class LineCounter:

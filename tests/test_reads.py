@@ -674,6 +674,25 @@ def test_a_pattern_naming_a_line_break_is_refused_not_matched_silently(store, pa
             call()
 
 
+@pytest.mark.parametrize("pattern", [
+    r"[^\x00-\x09\x0b-\x{10ffff}]", r"ERROR[^\x00-\x09\x0b-\x{10ffff}]at", r"(?i)x(?:[^\x00-\x09\x0b-\x{10ffff}])+",
+    r"[^\x00-\x{10ffff}]", r"a[^\x00-\x09\x0b-\x{10ffff}]{2}|[^\x00-\x09\x0b-\x{10ffff}]",
+])
+def test_a_pattern_that_can_match_nothing_in_a_line_is_refused(store, pattern):
+    """Whatever syntax names it: a class whose one character is the newline (no escape of it in the
+    text of the pattern), or one holding no character at all.  Python's re, run on each line, is the
+    oracle that these match nothing; grep said "no match" where it now says why."""
+    text = "ERROR\nat main.py:3\nxx\n"
+    e = store.put(text, session="s")
+    oracle = re.compile(pattern.replace(r"\x{10ffff}", "\U0010ffff").replace("(?i)", ""), re.I if "(?i)" in pattern else 0)
+    assert not any(oracle.search(line) for line in text.split("\n"))
+    calls = [lambda: store.grep(e.id, pattern), lambda: store.count(e.id, pattern),
+             lambda: store.matching_lines(e.id, pattern), lambda: store.grep_session("s", pattern)]
+    for call in calls:
+        with pytest.raises(InvalidArgument, match="can never match.*never spans lines"):
+            call()
+    assert store.count(e.id, r"a|[^\x00-\x09\x0b-\x{10ffff}]") == sum("a" in line for line in text.split("\n"))
+
 @pytest.mark.parametrize(("pattern", "fixed"), [
     (r"back\\nslash", False), (r"back\nslash", True), (r"\Q\n\E", False), (r"\123", False), (r"\x{1a}", False),
 ])
