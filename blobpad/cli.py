@@ -850,7 +850,7 @@ def _cmd_notes(args: argparse.Namespace) -> int:
         if action == "set":
             return _note_result(pad.set_notes(_text_arg(args.text)))
         if action == "append":
-            return _note_result(pad.append_notes(_text_arg(args.text)))
+            return _note_result(pad.append_notes(_text_arg(args.text), join=True))  # a line of its own
         if action == "plan":
             if args.text is None:
                 plan = pad.read("plan")
@@ -1113,7 +1113,7 @@ def _add_notes(sub: Any, common: argparse.ArgumentParser) -> None:
     a.add_argument("--json", action="store_true", help='print {"notes": ..., "plan": ..., "refs": [...]}')
     a = action("set", "replace the notes", "blobpad notes --session s1 set 'Root cause: stale cache'")
     a.add_argument("text", metavar="TEXT", help="the new notes, or - for stdin")
-    a = action("append", "append to the notes (rejected if over budget)",
+    a = action("append", "append TEXT to the notes on a line of its own (rejected if over budget)",
                "blobpad notes --session s1 append 'Found: retry loop in worker.py:88'")
     a.add_argument("text", metavar="TEXT", help="text to append, or - for stdin")
     a = action("plan", "show the plan, or replace it with TEXT", "blobpad notes --session s1 plan - < plan.md")

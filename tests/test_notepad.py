@@ -134,12 +134,14 @@ def test_set_notes_truncates_to_4000_and_warns(store):
 
 
 def test_append_notes_rejected_over_4000_leaves_notes_unchanged(store):
+    """Seed 001: "rejected if combined would exceed 4,000 chars": the two texts end to end (no
+    separator is added), so 3,000 + 1,000 fits exactly, and a rejection names the append's own size."""
     pad = store.notepad("s")
     pad.set_notes("a" * 3000)
-    r = pad.append_notes("b" * 999)  # 3000 + newline + 999 = 4000: fits exactly
+    r = pad.append_notes("b" * 1000)
     assert r.ok and r.used == 4000 and r.version == 2
-    assert pad.read("notes") == "a" * 3000 + "\n" + "b" * 999
-    r = pad.append_notes("c")
+    assert pad.read("notes") == "a" * 3000 + "b" * 1000
+    r = pad.append_notes("cd")
     error = ("append_notes rejected: notes would be 4002 characters, over its 4000-character budget "
              "(current: 4000, append: 2); notes unchanged. Use set_notes to overwrite it with a summary, or add less.")
     assert not r.ok and not r.changed and r.error == error and r.message == error and r.warning is None
@@ -149,8 +151,36 @@ def test_append_notes_rejected_over_4000_leaves_notes_unchanged(store):
         "budget": 4000, "unit": "chars", "message": error, "error": error, "current": 4000, "added": 2,
         "combined": 4002,
     }
-    assert pad.read("notes") == "a" * 3000 + "\n" + "b" * 999
+    assert pad.read("notes") == "a" * 3000 + "b" * 1000
     assert pad.version("notes") == 2 and len(pad.history("notes")) == 2
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("a" * 3999, "b"), ("line\n", "x" * 3995), ("", "z" * 4000), ("a" * 3000, "é" * 1000),
+])
+def test_seed001_append_is_end_to_end_against_the_budget(store, first, second):
+    """The class: whatever the two texts, append_notes stores exactly ``first + second`` when their
+    characters together are at most 4,000, and is rejected otherwise, naming ``len(second)`` as the append."""
+    pad = store.notepad("s")
+    pad.set_notes(first)
+    r = pad.append_notes(second)
+    assert r.ok and pad.read("notes") == first + second and r.used == len(first + second)
+    r = pad.append_notes("!" * 7)
+    assert not r.ok and (r.details["current"], r.details["added"]) == (len(first + second), 7)
+    assert pad.read("notes") == first + second
+
+
+def test_the_library_append_joins_on_a_new_line_unless_told_not_to(store):
+    pad = store.notepad("s")
+    pad.write("one")
+    pad.append("two")
+    assert pad.read() == "one\ntwo"
+    pad.append("three", join=False)
+    assert pad.read() == "one\ntwothree"
+    r = pad.append("x" * 10, space="plan", join=False)
+    assert r.ok and pad.read("plan") == "x" * 10
+    with pytest.raises(InvalidArgument, match="join"):
+        pad.append("y", join="no")
 
 
 def test_load_legacy_notes_moves_the_single_key_scratchpad_into_notes_once(store):
@@ -483,6 +513,12 @@ def test_scratchpad_replace_and_append_with_the_seed_messages(store):
     assert pad.read("scratchpad") == "c" * 7199 + "\n" and r.version == 3
     r = pad.scratchpad("d" * 800, mode="append")  # 1800 + 200 = 2000: fits
     assert r.ok and r.message == "Scratchpad updated (2000 tokens / 2000 budget)"
+    pad.scratchpad("e" * 7200)  # 1800 tokens, no line break at its end: the append is still end to end
+    r = pad.scratchpad("f" * 800, mode="append")
+    assert r.ok and pad.read("scratchpad") == "e" * 7200 + "f" * 800 and r.used == 2000
+    pad.scratchpad("e" * 7200)
+    r = pad.scratchpad("f" * 804, mode="append")  # 201 tokens: the message names them, not 202 with a separator
+    assert not r.ok and (r.details["current"], r.details["added"]) == (1800, 201)
     with pytest.raises(InvalidArgument, match='mode must be "replace" or "append"'):
         pad.scratchpad("x", mode="insert")
 
@@ -928,16 +964,15 @@ class Model:
     def append(self, space: str, content: str) -> tuple:
         limit = 10 if space == "scratchpad" else 40
         cur = self.text[space]
-        sep = "\n" if cur and content and not cur.endswith("\n") and not content.startswith("\n") else ""
-        new = cur + sep + content
-        combined, current = self.count(space, new), self.count(space, cur)
+        new = cur + content  # seeds 001 and 004: end to end
+        combined, current, added = self.count(space, new), self.count(space, cur), self.count(space, content)
         if combined > limit:
             if space == "scratchpad":
-                msg = (f"Append would exceed {limit} token budget (current: {current}, append: {combined - current}). "
+                msg = (f"Append would exceed {limit} token budget (current: {current}, append: {added}). "
                        "Use mode 'replace' to rewrite, or reduce content.")
             else:
                 msg = (f"append_notes rejected: notes would be {combined} characters, over its {limit}-character "
-                       f"budget (current: {current}, append: {combined - current}); notes unchanged. "
+                       f"budget (current: {current}, append: {added}); notes unchanged. "
                        "Use set_notes to overwrite it with a summary, or add less.")
             return False, False, msg
         changed = self.bump(space, new)

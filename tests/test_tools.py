@@ -1574,11 +1574,11 @@ def test_a_combined_profile_shows_one_notepad_per_session(store, profile):
             space = rnd.choice(["notes", "plan"])
             action = "append_notes" if op == "own_append" and space == "notes" else f"set_{space}"
             tb.call("session_scratchpad", {"action": action, "content": w})
-            model[space] = _join(model[space], w) if action == "append_notes" else w
+            model[space] = model[space] + w if action == "append_notes" else w  # seed 001: end to end
         elif op in ("own_set", "own_append"):
             mode = "append" if op == "own_append" else "replace"
             tb.call("session_scratchpad", {"content": w, "mode": mode})
-            model["scratchpad"] = _join(model["scratchpad"], w) if mode == "append" else w
+            model["scratchpad"] = model["scratchpad"] + w if mode == "append" else w  # seed 004: end to end
         elif op == "refs" and "seed001" in parts:
             ref = rnd.choice(["src/a.py", "https://e.x/1", "PR-42"])
             if ref in model["refs"]:

@@ -391,20 +391,24 @@ class Notepad:
         _check_action(action)
         return self._replace(space, budget, action, content)
 
-    def append(self, content: str, *, space: str = "notepad", action: str = "append") -> NoteResult:
+    def append(self, content: str, *, space: str = "notepad", action: str = "append", join: bool = True) -> NoteResult:
         """Add ``content`` at the end; rejected (``ok`` False, nothing changed) if over budget.
 
-        The two are joined with a newline when neither side has one; the budget is
-        checked on the joined text, so a rejection's counts include that newline.
-        ``action``: as in :meth:`write`.
+        With ``join`` (the default) the two are joined with a newline when neither side
+        has one, and the budget is checked on the joined text; ``join=False`` appends
+        ``content`` exactly as it is (seeds 001 and 004: "combined" is the two texts end to
+        end).  A rejection's ``added`` is the count of ``content`` itself.  ``action``: as in
+        :meth:`write`.
         """
         budget = self._budget(space, list_space=False)
         _check_text("content", content)
         _check_action(action)
+        check_bool("join", join)
 
         def decide(current: str | list[str], _txn: ReadTxn) -> _Outcome:
             assert isinstance(current, str)
-            return self._grow(space, budget, action, current, _join(current, content), {})
+            new = _join(current, content) if join else current + content
+            return self._grow(space, budget, action, current, new, {}, added=content)
 
         return self._mutate(space, budget, action, decide)
 
@@ -811,13 +815,16 @@ class Notepad:
             details=dict(outcome.details),
         )
 
-    def _grow(self, space: str, budget: Budget, action: str, current: str, new: str, extra: dict[str, Any]) -> _Outcome:
-        """The outcome of an incremental edit: rejected when ``new`` is over budget."""
+    def _grow(self, space: str, budget: Budget, action: str, current: str, new: str, extra: dict[str, Any],
+              *, added: str | None = None) -> _Outcome:
+        """The outcome of an incremental edit: rejected when ``new`` is over budget.  A rejection's
+        ``added`` counts the text ``added`` (what an append adds), else the growth."""
         if budget.limit is not None:
             combined = self._count(budget, new)
             if combined > budget.limit:
                 cur = self._count(budget, current)
-                return _Outcome(None, "rejected", dict(current=cur, added=max(0, combined - cur), combined=combined))
+                grew = max(0, combined - cur) if added is None else self._count(budget, added)
+                return _Outcome(None, "rejected", dict(current=cur, added=grew, combined=combined))
         return _Outcome(new, details=extra)
 
     def _replace(self, space: str, budget: Budget, action: str, content: str) -> NoteResult:
@@ -919,10 +926,12 @@ class Notepad:
         self.load_legacy_notes()
         return self.write(content, space="notes", action="set_notes")
 
-    def append_notes(self, content: str) -> NoteResult:
-        """Seed 001's ``append_notes``: :meth:`append` to notes."""
+    def append_notes(self, content: str, *, join: bool = False) -> NoteResult:
+        """Seed 001's ``append_notes``: :meth:`append` to notes, end to end as the seed says (``join``
+        puts ``content`` on a line of its own, as ``blobpad notes append`` does): rejected,
+        unchanged, if the two together would exceed the budget (4,000 characters by default)."""
         self.load_legacy_notes()
-        return self.append(content, space="notes", action="append_notes")
+        return self.append(content, space="notes", action="append_notes", join=join)
 
     def set_plan(self, content: str) -> NoteResult:
         """Seed 001's ``set_plan``: :meth:`write` on plan (2,000 characters by default)."""
@@ -931,11 +940,11 @@ class Notepad:
 
     def scratchpad(self, content: str, mode: str = "replace") -> NoteResult:
         """Seed 004's ``session.scratchpad``: :meth:`write` (mode "replace") or :meth:`append`
-        (mode "append") on the scratchpad (2,000 tokens by default)."""
+        (mode "append", end to end: ``join=False``) on the scratchpad (2,000 tokens by default)."""
         if mode not in ("replace", "append"):
             raise InvalidArgument(f'mode must be "replace" or "append", not {describe(mode)}')
         if mode == "append":
-            return self.append(content, space="scratchpad")
+            return self.append(content, space="scratchpad", join=False)
         return self.write(content, space="scratchpad", action="replace")
 
     def scratchpad_content(self) -> str | None:
