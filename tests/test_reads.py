@@ -707,6 +707,32 @@ def test_a_backslash_before_an_n_that_is_no_line_break_is_searched(store, patter
     assert store.count(e.id, pattern, fixed=fixed) == len(want)
 
 
+@pytest.mark.parametrize("pattern", [
+    r"[\pL\pN]{1000}[\pL\pN]{1000}", r"\pL{1000}", r"(?i)\p{Greek}{999}\p{Greek}{999}", r"a|[\pL\pN]{1000}",
+    r"(?:\pL{100}){10}", r"\pL{56}",
+])
+def test_a_pattern_too_large_to_compile_is_refused_before_it_is_built(store, pattern, monkeypatch):
+    """A short pattern can make RE2 build millions of instructions (seconds holding the GIL, every thread
+    of the process waiting): such a pattern is refused by a compile capped small, and is never compiled
+    with the full memory (the spy sees no such compile), on every search path and in the tools."""
+    e = store.put("alpha\n" + "b" * 40 + "\n", session="s")
+    built = []
+    compile_ = re2.compile
+    monkeypatch.setattr(re2, "compile", lambda raw, options=None: built.append(raw) or compile_(raw, options))
+    calls = [lambda: store.grep(e.id, pattern), lambda: store.count(e.id, pattern),
+             lambda: store.matching_lines(e.id, pattern), lambda: store.grep_session("s", pattern)]
+    for call in calls:
+        with pytest.raises(InvalidArgument, match="too large to compile"):
+            call()
+    tb = blobpad.Toolbox(store, session="s", scope="session")
+    r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": pattern})
+    assert not r["ok"] and "too large to compile" in r["error"]
+    assert built == []
+    # a large class repeated a few times is fine, and matches as Python's re does (ASCII letters here)
+    assert [m.line for m in store.grep(e.id, r"\pL{30}")] == [
+        n for n, line in enumerate(["alpha", "b" * 40], 1) if re.search("[A-Za-z]{30}", line)] == [2]
+
+
 @pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)*b", "(a*)*b", "^(a|a?)+$", "(x+x+)+y"])
 def test_catastrophic_patterns_finish(store, pattern):
     text = "a" * (1 << 20)
