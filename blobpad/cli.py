@@ -48,6 +48,7 @@ from . import __version__
 from .errors import HINT_NOTEPAD_SIZE, BlobpadError, InvalidArgument, NotFound, check_turn, one_line
 from .index import Entry, parse_id
 from .reads import SEARCH_TIMEOUT, compile_pattern, line_span
+from .search import strict_utf8
 from .store import Store
 from .units import ascii_integer, human_size, non_negative, positive, seconds_or_zero
 
@@ -533,7 +534,7 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: 
         # prints those as matches (N:), so mark them by testing the pattern.
         regex = compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
         for number, text in result.matches[-1].after:
-            if not rows[number][0] and regex.search(text.encode("utf-8", "surrogateescape")) is not None:
+            if not rows[number][0] and regex.search(strict_utf8(text.encode("utf-8", "surrogateescape"))) is not None:
                 rows[number] = (True, text)
     out: list[str] = []
     previous = None

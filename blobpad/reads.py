@@ -74,6 +74,7 @@ from .search import (
     line_runs,
     long_line,
     next_char,
+    strict_utf8,
 )
 
 _Bytes = bytes | bytearray
@@ -1226,6 +1227,8 @@ def _map_chunks(
     so it never waits behind a map growth, which waits for this reader (see "Locking
     rules" in :mod:`blobpad.engine.lmdb`).
     """
+    if not v.text:  # binary: searched with no character RE2 reads where UTF-8 has none (strict_utf8)
+        fn = _after_strict(fn)
     reader = v.reader
     m = v.m
     n = len(m)
@@ -1322,6 +1325,14 @@ def _chunks_ahead(v: _View, depth: int, first: int = 0) -> Iterator[bytes | None
 
 def _identity(raw: bytes) -> bytes:
     return raw
+
+
+def _after_strict(fn: Callable[[bytes], _T]) -> Callable[[bytes], _T]:
+    """``fn`` of the chunk :func:`blobpad.search.strict_utf8` makes of its argument."""
+    def strict(raw: bytes) -> _T:
+        return fn(strict_utf8(raw))  # type: ignore[arg-type]
+
+    return strict
 
 
 def _rg_scan(

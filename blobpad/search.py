@@ -23,7 +23,7 @@ import re2
 from .errors import HINT_FIXED, InvalidArgument, describe
 
 __all__ = ["MAX_PATTERN", "SEARCH_TIMEOUT", "MAX_SPANS", "compile_pattern", "per_line", "check_timeout", "Deadline", "TimedOut",
-           "cancel_on", "deadline_for",
+           "cancel_on", "deadline_for", "strict_utf8",
            "LineCounter", "line_runs", "long_line", "bounded_find", "char_start", "next_char", "UNANCHORED", "finder"]
 
 _Bytes = bytes | bytearray
@@ -332,6 +332,31 @@ def _compiled(raw: bytes, options: Any) -> Any:
             if regex._regexp.ProgramSize() <= _KEEP_PROGRAM:
                 _kept.add(key)
     return regex
+
+
+#: The byte sequences RE2's UTF-8 mode reads as one character though UTF-8 forbids them: an
+#: encoded surrogate (ED A0-BF xx), an overlong three- or four-byte form (E0 80-9F xx, F0
+#: 80-8F xx xx) and a code point past U+10FFFF (F4 90-BF xx xx).  rg matches no character
+#: there, and decoding with "replace" shows one U+FFFD per byte.  (RE2 refuses the other
+#: invalid forms itself.)  Text entries are strict UTF-8 and hold none.
+_LAX_UTF8 = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]|\xe0[\x80-\x9f][\x80-\xbf]|\xf0[\x80-\x8f][\x80-\xbf]{2}"
+                       rb"|\xf4[\x90-\xbf][\x80-\xbf]{2}")
+
+
+def _invalid(m: re.Match[bytes]) -> bytes:
+    return b"\xff" * (m.end() - m.start())
+
+
+def strict_utf8(buf: _Bytes) -> _Bytes:
+    """``buf`` as RE2 must search binary content: each byte of a sequence of
+    :data:`_LAX_UTF8` replaced by 0xFF, a byte that is never part of a character, so that
+    no pattern matches there (as with rg); the same length, so every offset holds, and
+    the same text decoded with "replace".  ``buf`` itself when it holds none.  Applied to
+    each chunk: none of these sequences spans two, as the chunker never cuts before a
+    continuation byte (:func:`blobpad.chunking.cut_chunks`), so pieces joined stay strict."""
+    if _LAX_UTF8.search(buf) is None:
+        return buf
+    return _LAX_UTF8.sub(_invalid, buf)
 
 
 def finder(regex: Any) -> _Find:

@@ -733,6 +733,41 @@ def test_a_pattern_too_large_to_compile_is_refused_before_it_is_built(store, pat
         n for n, line in enumerate(["alpha", "b" * 40], 1) if re.search("[A-Za-z]{30}", line)] == [2]
 
 
+#: byte sequences UTF-8 forbids that RE2 alone reads as one character (search._LAX_UTF8), and others it refuses
+_LAX = [b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xe0\x80\xaf", b"\xe0\x9f\xbf", b"\xf0\x80\x80\xaf", b"\xf0\x8f\xbf\xbf",
+        b"\xf4\x90\x80\x80", b"\xf4\xbf\xbf\xbf", b"\xc0\xaf", b"\xf5\x80\x80\x80", b"\xff"]
+
+
+@pytest.mark.parametrize("pattern", [
+    ".", "^.$", "^.X", "[^a]", r"\W", ".{3}", "X.*X", r"[\x{D7FF}-\x{E000}]", r"\pL", "^y*.y*$", "^y+[^y]",
+])
+def test_binary_content_never_matches_a_character_where_utf8_has_none(store_factory, rg, tmp_path, pattern):
+    """RE2 reads an encoded surrogate, an overlong three- or four-byte form and a code point past
+    U+10FFFF as one character each; rg, and the text decoded with "replace", see invalid bytes. grep,
+    count and matching_lines of a binary entry agree with ``rg -n -a`` (line numbers and counts), with
+    each sequence alone on a line, between letters, and in long lines of many chunks (the chunker never
+    cuts inside one: it moves a cut off continuation bytes)."""
+    params = blobpad.ChunkParams(min_size=64, avg_extra=32, max_size=256)
+    longs = []
+    for i in range(12):
+        line = bytearray(b"y" * 700)
+        seq = _LAX[i % 8]
+        line[250 + 7 * i:250 + 7 * i + len(seq)] = seq
+        longs.append(bytes(line))
+    head = [*_LAX, *(b"X" + seq + b"X" for seq in _LAX), b"ok", b"a" + b"".join(_LAX) + b"b"]
+    content = b"\n".join([*head, *longs]) + b"\n"
+    path = tmp_path / "binary.log"
+    path.write_bytes(content)
+    s = store_factory(chunk_params=params)
+    e = s.put(content, session="s")
+    assert e.kind == "binary" and e.chunks > 10
+    want, _ = _rg(rg, str(path), Pat(pattern))
+    assert [m.line for m in s.grep(e.id, pattern, max_matches=10**6)] == sorted(want)
+    assert s.count(e.id, pattern) == len(want)
+    assert s.matching_lines(e.id, pattern).numbers == sorted(want)
+    assert [m.line for m in s.grep_session("s", pattern).matches] == sorted(want)
+
+
 @pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)*b", "(a*)*b", "^(a|a?)+$", "(x+x+)+y"])
 def test_catastrophic_patterns_finish(store, pattern):
     text = "a" * (1 << 20)
