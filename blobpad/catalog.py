@@ -41,9 +41,9 @@ from .index import (
     inline_chunk_list,
     name_key,
     scope_key,
+    scope_prefix,
     scope_value,
     seq_key,
-    session_of_scope_key,
 )
 from .view import Reader, ahead
 
@@ -130,8 +130,9 @@ _SKIP_AFTER = 15  # under a networked engine's first page (redis._FIRST_PAGE, 16
 def walk_sessions(txn: ReadTxn) -> Iterator[tuple[bytes, list[tuple[bytes, bytes]] | None]]:
     """``(prefix, rows)`` for each session of the session index, in key order: ``rows`` its
     ``(key, value)`` records when the walk read all of them (a small session), None when it
-    sought past the session after :data:`_SKIP_AFTER` of them.  A damaged record names its
-    session by its key and is left out of ``rows`` (verify() names it)."""
+    sought past the session after :data:`_SKIP_AFTER` of them.  A damaged record is left out
+    of ``rows`` and starts no session (its key may be damaged too); verify() names it.  A
+    session's prefix is read from its key's length field, never decoded."""
     start: bytes | None = scope_key("")[:1]
     while start is not None:
         here: bytes | None = None
@@ -144,10 +145,12 @@ def walk_sessions(txn: ReadTxn) -> Iterator[tuple[bytes, list[tuple[bytes, bytes
                 if value:
                     rows.append((key, value))
                 continue
+            if not value:
+                continue  # damaged, its key too perhaps: it starts no session (a short one would take the next)
             if here is not None:
                 yield here, rows
-            here = scope_key(session_of_scope_key(key))
-            rows = [(key, value)] if value else []
+            here = scope_prefix(key)
+            rows = [(key, value)]
         else:
             if here is not None:
                 yield here, rows

@@ -34,7 +34,8 @@ from .errors import InvalidArgument
 from .forks import reset_in_child
 
 __all__ = [
-    "Entry", "new_id", "is_id", "parse_id", "scope_key", "session_of_scope_key", "name_of_key", "name_key", "expiry_key",
+    "Entry", "new_id", "is_id", "parse_id", "scope_key", "scope_prefix", "session_of_scope_key", "name_of_key", "name_key",
+    "expiry_key",
     "expiry_id", "NEVER", "decode_entry", "INLINE_MARK", "inline_chunk_list", "seq_key", "Sequencer", "NO_TURN",
     "turn_tag", "scope_value",
 ]
@@ -146,10 +147,25 @@ def name_of_key(key: bytes, start: int) -> str:
     return key[start + 4 : start + 4 + length].decode("utf-8", "surrogatepass")
 
 
-def session_of_scope_key(key: bytes) -> str:
-    """The session a ``by_scope`` key of a session (``scope_key(session) + ...``) belongs to."""
+def session_of_scope_key(key: bytes) -> str | None:
+    """The session a ``by_scope`` key of a session (``scope_key(session) + ...``) belongs to;
+    None for a key no session's could be (a damaged one: its length field or its text)."""
+    prefix = scope_prefix(key)
+    if len(prefix) < 5 or len(prefix) - 5 != struct.unpack_from(">I", prefix, 1)[0]:
+        return None
+    try:
+        return prefix[5:].decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+
+
+def scope_prefix(key: bytes) -> bytes:
+    """The session part of a ``by_scope`` key (its :func:`scope_key`), read from its length
+    field without decoding it; the whole key when that field is damaged (longer than the key)."""
+    if len(key) < 5:
+        return key
     (length,) = struct.unpack_from(">I", key, 1)
-    return key[5 : 5 + length].decode("utf-8", "surrogatepass")
+    return key[: 5 + length] if 5 + length <= len(key) else key
 
 
 def name_key(session: str, name: str) -> bytes:

@@ -745,15 +745,16 @@ class Store(ReadsMixin):
         now = self.now()
         found = []
         with self._backend.read() as txn:
-            walked = [(prefix_of, rows) for prefix_of, rows in walk_sessions(txn)
-                      if prefix is None or session_of_scope_key(prefix_of).startswith(prefix)]
-            firsts = [rows[0][1][:8] for _, rows in walked if rows]
+            walked = [(name, prefix_of, rows) for prefix_of, rows in walk_sessions(txn)
+                      if (name := session_of_scope_key(prefix_of)) is not None  # None: a damaged key
+                      and (prefix is None or name.startswith(prefix))]
+            firsts = [rows[0][1][:8] for _, _, rows in walked if rows]
             collections.deque(ahead(txn, firsts, bytes, first=len(firsts)), maxlen=0)  # asked for, a batch a request
-            for here, rows in walked:
+            for name, here, rows in walked:
                 ids: Iterator[bytes] = (value[:8] for _, value in (
                     rows if rows is not None else txn.scan("by_scope", here, _prefix_end(here), on_damage=skip_damaged)))
                 if next(self._reader.live(txn, ids, now, first=1), None) is not None:
-                    found.append(session_of_scope_key(here))
+                    found.append(name)
         return sorted(found)
 
     # -- delete, gc, eviction -----------------------------------------------------------

@@ -301,6 +301,39 @@ def test_a_damaged_entry_record_raises_corrupt_data_and_can_be_deleted(damaged_s
         assert _as_bytes(s.get(ids["b"])) == data["b"]
 
 
+@pytest.mark.parametrize("damage", ["invalid utf-8", "length past the key", "length short", "length cut"])
+def test_a_damaged_session_index_key_is_left_out_never_a_raw_error(tmp_path, damage):
+    """A session-index key with a flipped byte (its session's text no longer UTF-8, or its length field
+    wrong): listing entries and sessions leave that record out, with no exception of another kind, and
+    verify() names it."""
+    path = tmp_path / "store"
+    with blobpad.open(path) as s:
+        gone = s.put("hello\n", session="alpha", ttl=None)
+        kept = s.put("world\n", session="beta", ttl=None)
+    with Raw(path) as raw:
+        db = raw.env.open_db(b"by_scope", create=False)
+        with raw.env.begin() as txn:
+            key, stored = next((k, v) for k, v in txn.cursor(db=db) if k[5:10] == b"alpha")
+        bad = bytearray(key)
+        if damage == "invalid utf-8":
+            bad[5] = 0xBE
+        elif damage == "length past the key":
+            bad[1:5] = (len(key) + 50).to_bytes(4, "big")
+        elif damage == "length short":
+            bad[1:5] = (2).to_bytes(4, "big")
+        else:
+            bad = bad[:3]
+        raw.delete("by_scope", key)
+        raw.put_raw("by_scope", bytes(bad), stored)  # the value sealed under the old key: damaged
+    with blobpad.open(path, cache_bytes=0) as s:
+        assert [e.id for e in s.entries()] == [kept.id]
+        assert s.sessions() == ["beta"] and s.sessions("a") == []
+        assert [e.id for e in s.entries(session="beta")] == [kept.id]
+        problems = s.verify().problems
+        assert any("by_scope record" in p and "damaged" in p for p in problems)
+        assert any(gone.id in p for p in problems)
+
+
 @pytest.mark.parametrize("damage", [lambda v: b'{"id": "trunc', None], ids=["undecodable", "checksum"])
 def test_counters_recounted_while_an_entry_record_is_damaged_stay_right_once_it_is_deleted(damaged_setup, damage):
     """verify() flags wrong counters, gc() recounts them while the damaged record is still
