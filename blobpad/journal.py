@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from .catalog import release
+from .catalog import REPAIR, get_or_damaged, release
 from .chunking import KEY_SIZE
 from .engine import Checked, WriteTxn
 from .engine import prefix_end as _prefix_end
@@ -117,28 +117,50 @@ def token_alive(record: str, now: float | None = None) -> bool:
 
 
 def rollback_pending(txn: WriteTxn, raw_id: bytes) -> None:
-    """Undo a pending put in ``txn``: release the chunks its batches placed (unless it completed) and drop its records."""
+    """Undo a pending put in ``txn``: release the chunks its batches placed (unless it completed) and drop its records.
+
+    A damaged record is dropped too: a batch's chunks it listed cannot be released, so the
+    references are left for the next gc() to recount (:data:`blobpad.catalog.REPAIR`)."""
     keys: list[bytes] = []
-    doomed = []
-    for key, value in txn.scan("pending", raw_id, _prefix_end(raw_id)):
+    doomed: list[bytes] = []
+    damaged: list[bytes] = []
+    for key, value in txn.scan("pending", raw_id, _prefix_end(raw_id), on_damage=damaged.append):
         doomed.append(key)
         if key[8:9] == b"B":
             keys.extend(value[i : i + KEY_SIZE] for i in range(0, len(value), KEY_SIZE))
-    if txn.get("entries", raw_id) is not None:
+    if get_or_damaged(txn, "entries", raw_id)[0]:
         keys = []  # the put completed; only the bookkeeping is stale
+    elif damaged:
+        txn.put("meta", REPAIR, b"1")
     release(txn, keys)
-    for key in doomed:
+    for key in doomed + damaged:
         txn.delete("pending", key)
 
 
 def recover(engine: Checked, clock: Callable[[], float] | None = None) -> int:
     """Roll back the pending puts of processes that died; return how many.  ``clock`` is
     the store's (on a shared server, the server's: the one puts stamp their head records
-    with), read once if there is a pending put; None: this host's."""
+    with), read once if there is a pending put; None: this host's.
+
+    A damaged record never stops it (the store must open, and gc() run): a put whose head
+    record is damaged is rolled back as a dead one's (if its process still runs, its last
+    commit finds its journal gone and fails with Conflict, leaving nothing), and a damaged
+    record of no put (its key damaged too) is dropped, its references left to gc()."""
+    damaged: list[bytes] = []
     with engine.read() as txn:
-        heads = [(key[:8], value.decode("utf-8", "replace")) for key, value in txn.scan("pending") if key[8:9] == b"H"]
+        heads = [(key[:8], value.decode("utf-8", "replace"))
+                 for key, value in txn.scan("pending", on_damage=damaged.append) if key[8:9] == b"H"]
     now = clock() if heads and clock is not None else None
-    dead = [raw_id for raw_id, record in heads if not token_alive(record, now)]
-    for raw_id in dead:
+    dead = {raw_id for raw_id, record in heads if not token_alive(record, now)}
+    dead.update(key[:8] for key in damaged if len(key) > 8)
+    for raw_id in sorted(dead):
         engine.write(lambda txn, r=raw_id: rollback_pending(txn, r), frees=True)
+    for key in damaged:
+        if len(key) <= 8:  # no put's: a prefix this short would take others' records
+            engine.write(lambda txn, k=key: _drop_damaged(txn, k), frees=True)
     return len(dead)
+
+
+def _drop_damaged(txn: WriteTxn, key: bytes) -> None:
+    txn.delete("pending", key)
+    txn.put("meta", REPAIR, b"1")

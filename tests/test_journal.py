@@ -183,3 +183,76 @@ def test_a_put_of_another_pid_namespace_or_machine_of_the_same_host_name_is_not_
     for other in (f"{name}#{boot}.{namespace}1", f"{name}#{'0' * len(boot)}.{namespace}"):  # namespace, machine
         assert journal.token_alive(f"{other}:{gone}:{start} {int(now)}", now), other
         assert not journal.token_alive(f"{other}:{gone}:{start} {int(now - journal.STALE_SECONDS - 1)}", now)
+
+
+def _damage_pending(store: blobpad.Store, which: bytes) -> None:
+    """Flip a byte in the stored value of the put's first journal record of kind ``which`` (H head,
+    B batch), through the engine under the integrity checks (its raw records)."""
+    raw = store.engine.engine
+    with raw.read() as txn:
+        key, stored = next((k, v) for k, v in txn.scan("pending", b"", None, False) if k[8:9] == which)
+    flipped = bytearray(stored)
+    flipped[len(flipped) // 2] ^= 0x20
+    raw.write(lambda txn: txn.put("pending", key, bytes(flipped)))
+
+
+@pytest.mark.parametrize("which", [b"H", b"B"], ids=["head", "batch"])
+def test_a_damaged_journal_record_never_keeps_the_store_from_opening_or_gc(store, monkeypatch, which):
+    """One flipped byte in the journal of a put in progress (its head record, or a batch's list of
+    chunks): recovery (at open and in gc()) still runs. A damaged head is rolled back as a dead put's
+    (the put, still running, then fails with Conflict and leaves nothing); a damaged batch record is
+    dropped and its chunks' references left for gc() to recount. It said the store could not be opened,
+    on every engine, and verify() and gc() could not run either."""
+    kept = store.put("an earlier entry", session="s", ttl=None)
+    before = store.stats()
+    rolled: list[int] = []
+
+    def hook(produced: int) -> None:
+        if not rolled and produced > 2 * BATCH_BYTES + (BATCH_BYTES >> 1):
+            _damage_pending(store, which)
+            # another host, its clock past the staleness limit: a batch record's damage is met in the rollback
+            rolled.append(_other_host_recovers(store, lambda: time.time() + journal.STALE_SECONDS + 60, monkeypatch))
+
+    with pytest.raises(Conflict, match="rolled back"):
+        store.put(io.BufferedReader(_Source(3 * BATCH_BYTES, hook)), session="s", name="big", ttl=None)
+    assert rolled == [1]
+    with store.engine.read() as txn:
+        assert list(txn.scan("pending")) == []  # the damaged record went too
+    assert [e.id for e in store.entries(session="s")] == [kept.id]
+    report = store.gc()
+    after = store.stats()
+    assert (after.entries, after.chunks, after.logical_bytes, after.stored_bytes) == (
+        before.entries, before.chunks, before.logical_bytes, before.stored_bytes), report
+    assert store.verify().ok
+    assert store.get(kept.id) == "an earlier entry"
+
+
+def test_a_store_whose_journal_head_is_damaged_opens(target):
+    """The same at open, from another handle that finds the record: the store opens and the put is
+    gone (the put then fails with Conflict).  Where no second handle can open the store (memory), the
+    put meets its own damaged record at its end: CorruptData, and it leaves nothing either."""
+    url = target("j")
+    first = blobpad.open(url)
+    try:
+        shared = first.engine.capabilities.persistent
+        hook_ran: list[bool] = []
+
+        def hook(produced: int) -> None:
+            if not hook_ran and produced > 2 * BATCH_BYTES + (BATCH_BYTES >> 1):
+                hook_ran.append(True)
+                _damage_pending(first, b"H")
+                if shared:
+                    with blobpad.open(url) as second:  # opening recovers: the damaged head is taken for dead
+                        assert second.stats().entries == 0
+
+        with pytest.raises(Conflict if shared else blobpad.CorruptData, match="rolled back" if shared else "pending"):
+            first.put(io.BufferedReader(_Source(3 * BATCH_BYTES, hook)), session="s", ttl=None)
+        assert hook_ran
+        with first.engine.read() as txn:
+            assert list(txn.scan("pending")) == []
+        first.gc()
+        st = first.stats()
+        assert (st.entries, st.chunks, st.stored_bytes) == (0, 0, 0)
+        assert first.verify().ok
+    finally:
+        first.close()
