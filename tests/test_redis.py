@@ -651,7 +651,8 @@ def test_a_password_holding_an_at_sign_is_never_shown(server_factory):
 
 
 @pytest.mark.parametrize("password", ["p@ss:w0rd#x y", "Secr3t@myhunter2#x", "pa ss@wxyz", "pa/ss?w@rd",
-                                      "tab\there@x", "new\nline@x"])
+                                      "tab\there@x", "new\nline@x", "Pw?TopSecret42", "Pw?namespace=Secret42",
+                                      "Pw?timeout=7&Secret42", "Pw/TopSecret42", "Pw/7?Secret42"])
 @pytest.mark.parametrize("user", ["", "bob"])
 def test_a_password_not_percent_encoded_never_shows_in_an_error(password, user):
     """Whatever a password holds that its writer forgot to percent-encode (@, #, /, ?, white

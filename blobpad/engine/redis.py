@@ -1402,6 +1402,11 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
         parts = urlsplit(target)
     except ValueError as exc:  # a malformed IPv6 host, mostly
         raise InvalidArgument(f"{said} is not a valid Redis URL: {exc}") from None
+    if "@" in parts.path or "@" in parts.query:  # a user name or password holding '/' or '?' cut the URL there
+        raise InvalidArgument(  # not quoted either: the query or path would be the password's end
+            f"the {target.partition('://')[0][:20]!r} URL given is not a valid Redis URL: an '@' follows a '/' or "
+            "'?'; in a password or user name write them percent-encoded ('/' is %2F, '?' %3F, '@' %40)"
+        )
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidArgument(f"{said} is not a Redis URL (redis://host:port/db or redis+cluster://host:port)")
