@@ -97,6 +97,9 @@ class Verifier:
         #: keyspaces whose scan stopped at damage: a record not seen in one may lie past
         #: that point, so it is looked up on its own before it is called missing
         self.cut: set[str] = set()
+        #: the keys of each keyspace's damaged records, reported once (by _read_space): the
+        #: checks after it neither call them missing nor count on what they held
+        self.bad: dict[str, set[bytes]] = {}
 
     def run(self) -> bool:
         # Every keyspace but the chunks, whose frames are checked one at a time (_chunks).
@@ -139,6 +142,7 @@ class Verifier:
         except BlobpadError as exc:
             self.problems.append(f"the {space} keyspace cannot be read to its end: {exc}")
             self.cut.add(space)
+        self.bad[space] = set(bad)
         for key in bad:
             if lost is not None and self.txn.get_unchecked(space, key) is None:
                 lost.add(key)
@@ -368,7 +372,7 @@ class Verifier:
                     f"has {stored_len.get(key, ref[1])} and its chunk lists {raw_len.get(key, ref[2])}; gc() rebuilds it"
                 )
                 self.recount = True
-        for key in expected.keys() - refs.keys():
+        for key in expected.keys() - refs.keys() - self.bad.get("refs", set()):  # a damaged one: reported
             self.problems.append(f"chunk {key.hex()}: referenced but has no reference record; gc() rebuilds it")
             self.recount = True
         for key in chunks.keys() - expected.keys():
@@ -376,9 +380,11 @@ class Verifier:
             self.recount = True
         for key in lost - chunk_owner.keys():  # the owners' lost chunks are reported below, with them
             self.problems.append(f"chunk {key.hex()}: missing (its bytes are gone from the server)")
+        reported = self.bad.get("chunks", set()) - lost  # damaged, and said so by _read_space
         for key, owners in chunk_owner.items():
             if key not in chunks or key in failed:
-                self.problems.append(failed.get(key, f"chunk {key.hex()}: missing"))
+                if key not in reported or key in failed:
+                    self.problems.append(failed.get(key, f"chunk {key.hex()}: missing"))
                 self.damaged.update(owners)
 
     def _counters(self, records: dict[str, dict[bytes, bytes]]) -> None:
@@ -389,10 +395,16 @@ class Verifier:
             return
         stored = stored_counters(self.txn)
         actual = recount(self.txn)
-        if stored is None or any(stored.get(k, 0) != actual[k] for k in (*COUNTERS, "filter_bytes")):
+        # a counter made from damaged records cannot be recounted: those records are reported already
+        unknown = {name for space, names in _COUNTED_FROM.items() if self.bad.get(space) for name in names}
+        if stored is None or any(stored.get(k, 0) != actual[k] for k in (*COUNTERS, "filter_bytes") if k not in unknown):
             shown = "damaged" if stored is None else json.dumps({k: stored.get(k, 0) for k in actual})[:200]
             self.problems.append(f"the counters are wrong ({shown}); gc() recounts them")
             self.recount = True
+
+
+#: the keyspaces each counter is recounted from (catalog.recount)
+_COUNTED_FROM = {"entries": ("entries", "logical_bytes"), "refs": ("chunks", "stored_bytes"), "filters": ("filter_bytes",)}
 
 
 def census(txn: ReadTxn) -> tuple[dict[bytes, int], dict[bytes, int], dict[bytes, int], list[bytes]] | None:

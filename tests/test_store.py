@@ -30,6 +30,8 @@ import blobpad.catalog as catalog_module
 import blobpad.codec as codec_module
 import blobpad.put as put_module
 from blobpad import BlobpadError, CorruptData, InvalidArgument, NotFound, StoreFull, sample
+from blobpad.chunking import Manifest
+from blobpad.view import chunk_list_blob
 
 #: tiny chunks, so that even a few KB of content spans many chunk boundaries
 SMALL = blobpad.ChunkParams(min_size=64, avg_extra=64, max_size=256)
@@ -132,6 +134,29 @@ def test_verify_names_a_reference_record_whose_lengths_are_wrong_and_gc_rebuilds
     after = s.stats()
     assert (after.stored_bytes, after.unique_bytes, after.chunks) == (truth.stored_bytes, truth.unique_bytes, truth.chunks)
     assert s.verify().ok and [s.get(e.id) for e in entries] == [_log(3000, k) for k in range(3)]
+
+
+@pytest.mark.parametrize("space", ["chunks", "refs"])
+def test_verify_names_one_damaged_record_once(store_factory, space):
+    """One record damaged (a byte of its stored value flipped under the integrity checks): verify()
+    reports it once, as damaged, and not again as a chunk missing, a reference record missing or
+    counters gone wrong (the counters are sound); the entry whose chunk it is is named damaged."""
+    s = store_factory(chunk_params=SMALL)
+    victim = s.put(_log(3000, 1), session="s", ttl=None)
+    s.put(_log(3000, 2), session="s", ttl=None)
+    raw = s.engine.engine
+    with s.engine.read() as txn:
+        key = Manifest.unpack(chunk_list_blob(txn, bytes.fromhex(victim.id))).keys[0]
+    with raw.read() as txn:
+        stored = txn.get(space, key)
+    assert stored is not None
+    flipped = bytearray(stored)
+    flipped[len(flipped) // 2] ^= 0x01
+    raw.write(lambda txn: txn.put(space, key, bytes(flipped)))
+    report = s.verify()
+    mentioned = [p for p in report.problems if key.hex() in p or "counters" in p]
+    assert len(mentioned) == 1 and "damaged" in mentioned[0], report.problems
+    assert victim.id in report.damaged_entries if space == "chunks" else True
 
 
 # -- put: what it accepts -----------------------------------------------------------------
