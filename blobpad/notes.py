@@ -292,6 +292,11 @@ def verify_notepads(txn: ReadTxn, records: dict[bytes, bytes]) -> list[str]:
         head = heads.get((session, space))
         if head is None or max(versions) > head[0]:
             problems.append(f"notepad of session {session!r}: space {space!r} has versions but no current head")
+        gaps = [v for v in range(min(versions), max(versions)) if v not in versions]  # pruning keeps a run
+        if gaps:
+            problems.append(f"notepad of session {session!r}: space {space!r} lacks version"
+                            f"{'s' if len(gaps) > 1 else ''} {', '.join(map(str, gaps[:10]))}"
+                            f"{' ...' if len(gaps) > 10 else ''} between {min(versions)} and {max(versions)}")
     for digest, count in uses.items():
         if digest not in blobs:
             problems.append(f"notepad text {digest.hex()[:16]}: missing, but {count} versions use it")

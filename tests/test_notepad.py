@@ -1164,3 +1164,21 @@ def test_bad_nudge_options_are_invalid_arguments(store, options):
 def test_nudges_reject_a_non_string_reply(store):
     with pytest.raises(InvalidArgument):
         blobpad.Nudges(store.notepad("n7"), on_plan_detected=1).turn(None)
+
+
+def test_a_version_record_gone_from_the_middle_of_a_history_is_said_never_skipped(store):
+    """Versions are pruned oldest first, so those kept are a run: one whose record is gone (a key a
+    server lost, or deleted by hand) makes history() raise CorruptData naming the gap, where it listed
+    the others as if nothing were missing; verify() names the gap too."""
+    from blobpad.notes import SPACE, log_key
+
+    pad = store.notepad("s")
+    for text in ("one", "two", "three", "four"):
+        pad.write(text)
+    assert [v.version for v in pad.history()] == [4, 3, 2, 1]
+    store.engine.engine.write(lambda txn: txn.delete(SPACE, log_key("s", "notepad", 2)))
+    with pytest.raises(blobpad.CorruptData, match="lacks versions 2 to 2"):
+        pad.history()
+    assert [v.version for v in pad.history(limit=2)] == [4, 3]  # what lies before the gap still reads
+    problems = store.verify().problems
+    assert any("lacks version 2 between 1 and 4" in p for p in problems), problems

@@ -372,7 +372,13 @@ class Notepad:
                 return out
             for key, value in txn.scan(SPACE, prefix, prefix_end(prefix), reverse=True):
                 rec = json.loads(value)
-                out.append(Version(int.from_bytes(key[-VER.size:], "big"), rec["h"], rec["c"], rec["t"], rec["a"]))
+                version = int.from_bytes(key[-VER.size:], "big")
+                if out and out[-1].version != version + 1:  # versions are pruned oldest first: a run, never a gap
+                    raise CorruptData(
+                        f"the history of {space!r} in session {describe(self.session)} lacks versions "
+                        f"{version + 1} to {out[-1].version - 1} (their records are gone)", hint=HINT_VERIFY,
+                    )
+                out.append(Version(version, rec["h"], rec["c"], rec["t"], rec["a"]))
                 if len(out) >= limit:
                     break
         return out
