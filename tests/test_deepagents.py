@@ -316,6 +316,16 @@ def test_grep_empty_pattern_matches_every_line(pair):
     assert _grep(ours) == _grep(theirs)
 
 
+@pytest.mark.parametrize("pattern", ["\r\n", "TODO\nTODO", "\n"])
+def test_grep_of_a_pattern_holding_a_line_break_says_why_it_cannot_match(tree, pattern):
+    """Lines are split on \\n, so such a literal matches nothing (StoreBackend finds no match either):
+    the model is told why, and not the store's advice to pass fixed=True, which this grep always does."""
+    ours, theirs = both(tree, "grep", pattern, "/")
+    assert _grep(theirs)[:2] == (True, [])
+    assert ours.error is not None and "line break" in ours.error and "fixed" not in ours.error
+    assert not ours.matches
+
+
 def test_grep_is_bounded(store):
     backend = BlobpadBackend(store, session="s", max_grep_matches=50)
     backend.write("/many.txt", "hit\n" * 500)
