@@ -467,6 +467,38 @@ def test_reads_are_offered_and_never_offloaded_whatever_the_conversation_mode(st
     assert store.get(entry.id) == log
 
 
+def test_a_call_id_the_toolbox_answered_before_does_not_spare_another_tools_output(store):
+    """Where the conversation is kept on the server (the input holds the new outputs only), the filter
+    knows the toolbox's own answers by their call ids: a call id is no proof on its own (another run, a
+    provider numbering calls per response, gives it to another tool), so only the very answer the toolbox
+    gave under it is spared. A large output of another tool under a call id a toolbox tool used before is
+    offloaded; it reached the model whole."""
+    toolbox = Toolbox(store, session="s", scope="session")
+    flt = OffloadFilter(toolbox)
+    log = "".join(f"step {i}: ok\n" for i in range(50_000))
+    seen: dict[str, int] = {}
+
+    @function_tool
+    def fetch_log() -> str:
+        """The log."""
+        return log
+
+    def record(run):
+        def respond(call):
+            seen[run] = len(_output_of(call, "1"))
+            return [assistant_message("ok")]
+        return respond
+
+    for run, first in (("a", function_call("scratchpad_list", {"skip": None}, call_id="1")),
+                       ("b", function_call("fetch_log", {}, call_id="1"))):
+        model = ScriptedModel([[first], ModelStep.respond(record(run))])
+        Runner.run_sync(Agent(name=run, model=model, tools=[fetch_log, *function_tools(toolbox)]), "go",
+                        run_config=RunConfig(call_model_input_filter=flt), auto_previous_response_id=True)
+    assert seen["b"] < 4096 < len(log)  # offloaded: the model saw the observation
+    (entry,) = store.entries(session="s")
+    assert store.get(entry.id) == log
+
+
 def test_the_readme_snippet_runs_as_written():
     code = readme_snippet("## OpenAI Agents SDK")
     namespace: dict = {}

@@ -59,9 +59,11 @@ __all__ = ["OffloadFilter", "function_tools"]
 
 log = logging.getLogger("blobpad.integrations.openai_agents")
 
-#: per Toolbox, the call ids its function tools answered (the newest ``_ANSWERED_MAX``),
-#: and the Toolboxes an OffloadFilter offloads into; see :meth:`OffloadFilter._tool_of`
-_ANSWERED: weakref.WeakKeyDictionary[Toolbox, OrderedDict[str, str]] = weakref.WeakKeyDictionary()
+#: per Toolbox, the call ids its function tools answered (the newest ``_ANSWERED_MAX``), each
+#: with the digest of every answer given under it and the tool that gave it (a call id alone
+#: is no proof: another run, another provider's numbering, may use it for another tool's
+#: output), and the Toolboxes an OffloadFilter offloads into
+_ANSWERED: weakref.WeakKeyDictionary[Toolbox, OrderedDict[str, dict[bytes, str]]] = weakref.WeakKeyDictionary()
 _ANSWERED_MAX = 4096
 _FILTERED: weakref.WeakSet[Toolbox] = weakref.WeakSet()
 _REGISTRY_LOCK = threading.Lock()
@@ -76,18 +78,30 @@ _OUTPUTS: dict[str, str | None] = {
 }
 
 
-def _answered(toolbox: Toolbox, call_id: str, name: str) -> None:
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _answered(toolbox: Toolbox, call_id: str, name: str, answer: str) -> None:
     with _REGISTRY_LOCK:
         calls = _ANSWERED.setdefault(toolbox, OrderedDict())
-        calls[call_id] = name
+        answers = calls.pop(call_id, {})
+        answers[_digest(answer)] = name
+        while len(answers) > 16:  # one call id reused again and again: its oldest answers go
+            del answers[next(iter(answers))]
+        calls[call_id] = answers
         while len(calls) > _ANSWERED_MAX:
             calls.popitem(last=False)
 
 
-def _answered_by(toolbox: Toolbox, call_id: str) -> str | None:
+def _answered_by(toolbox: Toolbox, call_id: str, output: object) -> str | None:
+    """The toolbox's tool that gave ``output`` under ``call_id``, or None (another tool's output)."""
+    if not isinstance(output, str):
+        return None  # the toolbox's tools answer with text
     with _REGISTRY_LOCK:
         calls = _ANSWERED.get(toolbox)
-        return None if calls is None else calls.get(call_id)
+        answers = None if calls is None else calls.get(call_id)
+        return None if answers is None else answers.get(_digest(output))
 
 
 def function_tools(toolbox: Toolbox, *, strict: bool = True) -> list[FunctionTool]:
@@ -116,10 +130,11 @@ def _function_tool(toolbox: Toolbox, name: str, strict: bool) -> FunctionTool:
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         result = await asyncio.to_thread(toolbox.call, name, arguments)
+        answer = json.dumps(result, ensure_ascii=False)
         call_id = getattr(ctx, "tool_call_id", None)
         if isinstance(call_id, str):  # an OffloadFilter knows this answer for the toolbox's own
-            _answered(toolbox, call_id, name)  # even when the model's input lacks the call item
-        return json.dumps(result, ensure_ascii=False)
+            _answered(toolbox, call_id, name, answer)  # even when the model's input lacks the call item
+        return answer
 
     def listed(ctx: RunContextWrapper[Any], agent: Agent[Any]) -> bool:
         # the SDK picks the tools before the filter offloads: with a filter on this toolbox,
@@ -231,7 +246,7 @@ class OffloadFilter:
             if kind in _OUTPUTS:
                 call_id = item.get("call_id")
                 if isinstance(call_id, str):
-                    tool = _OUTPUTS[kind] or names.get(call_id) or _answered_by(self.toolbox, call_id)
+                    tool = _OUTPUTS[kind] or names.get(call_id) or _answered_by(self.toolbox, call_id, item.get("output"))
                     item = self._output_item(item, call_id, tool)
             out.append(item)
         return ModelInputData(input=out, instructions=model_data.instructions)
@@ -279,7 +294,7 @@ class OffloadFilter:
             return None
         # the output itself is in the key: two outputs under one call id (a filter shared by
         # two runs, a provider numbering calls per response) each keep their own entry
-        key = (call_id, part, len(text), hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        key = (call_id, part, len(text), _digest(text))
         with self._lock:
             gate = self._gates.setdefault(key, threading.Lock())
         try:
