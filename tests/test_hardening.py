@@ -474,21 +474,25 @@ tb = blobpad.Toolbox(store, session="s", turn=1)
 trim = ctypes.CDLL("libc.so.6").malloc_trim
 trim(0)
 base = rss_mb()
-for k in range(6):  # distinct patterns whose automata take tens of MB each on this text
-    pattern = r"\pL{%d}\pN{300}\pL{300}" % (300 + k)
+import re2
+for k in range(6):  # distinct patterns of large programs (each just under the size refused, search._PROBE_MEM)
+    pattern = r"\pL{%d}\pN{3}\pL{3}" % (44 + k)
     store.count(e.id, pattern)
     out = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": pattern})
     assert out["ok"], out
 trim(0)  # what the allocator keeps for reuse is not held by anything
-print(rss_mb() - base)
+print(re2._Regexp._make.cache_info().currsize, rss_mb() - base)
 """
 
 
 def test_the_patterns_a_model_sends_hold_no_memory_after_their_calls():
     """A regex's automata can take tens of MB (RE2's max_mem per pattern); google-re2 kept the
     last 128 patterns compiled in the process, so a model sending distinct hostile patterns grew
-    the process by that much per pattern, for good (6 patterns here: about 80 MB).  Compiled patterns
-    now live as long as their call: what is left after them is a few MB."""
+    the process by that much per pattern, for good (6 patterns of programs of millions of instructions:
+    about 80 MB; such programs are refused now, search._PROBE_MEM).  Compiled patterns of large programs
+    now live as long as their call: google-re2's cache holds none of them afterwards, and what is left
+    is a few MB."""
     out = subprocess.run([sys.executable, "-c", _PATTERN_MEMORY], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout.split()[-1]) < 40, out.stdout
+    cached, grown = map(int, out.stdout.split()[-2:])
+    assert cached == 0 and grown < 40, out.stdout
