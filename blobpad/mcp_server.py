@@ -147,7 +147,10 @@ MAX_ID_CHARS = 1000
 
 _READ_SIZE = 1 << 20
 _RECOVER_TOKENS = 1_000_000  # tokens scanned to find the id of a line json cannot parse
-_PREFIX_BYTES = 1 << 20  # bytes of an over-long line kept to find its id
+_PREFIX_BYTES = 1 << 20  # bytes of an over-long line's start (and of its end) kept to find its id
+_BOM = b"\xef\xbb\xbf"
+#: the ``id`` member that ends an object: a line's last member, when the id comes after its params
+_TRAILING_ID = re.compile(r'[,{]\s*"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?[0-9]+)\s*}\s*$')
 _MISSING: Any = object()
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]|[^\s{}\[\],:"]+|"', re.S)
@@ -202,6 +205,17 @@ def _recover_id(text: str) -> Any:
             key, after_colon = None, False
         else:
             key = _string_token(tok)
+    return found
+
+
+def _oversized_id(head: bytes, tail: bytes) -> Any:
+    """The id of a line too long to read whole, from its first and last :data:`_PREFIX_BYTES`:
+    a top-level ``id`` member before the cut (:func:`_recover_id`), or the member that ends
+    the line's object (one closing brace after it: the object the line is)."""
+    found = _recover_id(head.removeprefix(_BOM).decode("utf-8", "replace"))
+    if found is None:
+        last = _TRAILING_ID.search(tail.decode("utf-8", "replace"))
+        found = None if last is None else _scalar_id(last.group(1))
     return found
 
 
@@ -282,7 +296,7 @@ def decode_message(raw: bytes) -> tuple[Any, list[Any]]:
     import mcp_types as types
     from pydantic import ValidationError
 
-    raw = raw.strip(b" \t\r\n")
+    raw = raw.strip(b" \t\r\n").removeprefix(_BOM).lstrip(b" \t\r\n")  # RFC 8259 lets a parser ignore a BOM
     if not raw:
         return None, []
     try:
@@ -449,11 +463,11 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed)
     import anyio.to_thread
     from mcp.shared.message import SessionMessage
 
-    async def handle(line: bytes, oversized: bool) -> None:
+    async def handle(line: bytes, oversized: bool, tail: bytes = b"") -> None:
         if oversized:
             import mcp_types as types
 
-            reply_id = _recover_id(line.decode("utf-8", "replace"))
+            reply_id = _oversized_id(line, tail)
             message, replies = None, [_error(
                 types.INVALID_REQUEST,
                 f"the message is longer than {limit} bytes; send smaller messages", reply_id)]
@@ -467,13 +481,14 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed)
             await inbox.send(SessionMessage(message))
 
     buf = bytearray()
+    tail = bytearray()  # inside a line longer than limit: its last _PREFIX_BYTES so far
     skipping = False  # inside a line longer than limit: buf keeps only its start
     async with inbox, outbox:
         while True:
             chunk = await anyio.to_thread.run_sync(os.read, fd, _READ_SIZE, abandon_on_cancel=True)
             if not chunk:
                 if buf or skipping:
-                    await handle(bytes(buf), skipping)
+                    await handle(bytes(buf), skipping, bytes(tail))
                 await owed.drained()
                 return
             start = 0
@@ -485,16 +500,20 @@ async def _read_lines(fd: int, inbox: Any, outbox: Any, limit: int, owed: _Owed)
                     room = _PREFIX_BYTES - len(buf)
                     if room > 0:
                         buf += piece[:room]
+                    tail += piece[-_PREFIX_BYTES:]
+                    del tail[:-_PREFIX_BYTES]
                 else:
                     buf += piece
                     if len(buf) > limit:
                         skipping = True
+                        tail[:] = buf[-_PREFIX_BYTES:]
                         del buf[_PREFIX_BYTES:]
                 if end >= 0:
-                    line, oversized = bytes(buf), skipping
+                    line, oversized, last = bytes(buf), skipping, bytes(tail)
                     buf.clear()
+                    tail.clear()
                     skipping = False
-                    await handle(line, oversized)
+                    await handle(line, oversized, last)
 
 
 async def _write_lines(fd: int, outbox: Any, owed: _Owed) -> None:

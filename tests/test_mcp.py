@@ -430,7 +430,8 @@ def test_mcp_oversized_lines_are_answered_and_skipped(target):
     try:
         client.initialize()
         # Just under the limit: a valid request; over it: skipped and answered with its id (the id comes
-        # first here, as most clients write it), or with id null when the id comes after the cut.
+        # first here, as most clients write it, or last: the member that ends the line's object), or with
+        # id null when the id lies between the two (or is not the top-level object's).
         pad = "x" * (100_000 - 200)
         client.send(_fill('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"p":"@@"}}}', pad))
         assert "tools" in client.recv()["result"]
@@ -439,7 +440,21 @@ def test_mcp_oversized_lines_are_answered_and_skipped(target):
         assert reply["id"] == 2 and reply["error"]["code"] == -32600 and "100000 bytes" in reply["error"]["message"]
         client.send(_fill('{"jsonrpc":"2.0","method":"tools/list","params":{"_meta":{"p":"@@"}},"id":3}', pad * 30))
         reply = client.recv()
-        assert reply["id"] is None and reply["error"]["code"] == -32600
+        assert reply["id"] == 3 and reply["error"]["code"] == -32600
+        client.send(_fill('{"jsonrpc":"2.0","method":"tools/list","params":{"_meta":{"p":"@@"}},"id":"t\\"3"}',
+                          pad * 30))
+        assert client.recv()["id"] == 't"3'
+        for line in ('{"jsonrpc":"2.0","method":"tools/list","params":{"_meta":{"p":"@@"}},"id":3,"x":1}',
+                     '{"jsonrpc":"2.0","method":"tools/list","params":{"_meta":{"p":"@@","id":3}}}',
+                     '{"jsonrpc":"2.0","method":"tools/list","params":{"_meta":{"p":"@@"},"l":[{"id":3}]}}'):
+            client.send(_fill(line, pad * 30))
+            reply = client.recv()
+            assert reply["id"] is None and reply["error"]["code"] == -32600, line
+        # RFC 8259 lets a parser ignore a byte order mark: a line that starts with one is read as the message
+        assert client.proc.stdin is not None
+        client.proc.stdin.write(b'\xef\xbb\xbf{"jsonrpc":"2.0","id":"bom","method":"ping"}\n')
+        client.proc.stdin.flush()
+        assert client.recv() == {"jsonrpc": "2.0", "id": "bom", "result": {}}
         assert "tools" in client.request(4, "tools/list")["result"]
         # A last line without a newline is read at end of input and answered before the server exits.
         assert client.proc.stdin is not None
