@@ -242,6 +242,24 @@ def test_each_output_keeps_its_entry_when_two_share_a_call_id(store):
     assert len(set(ids)) == 2 and [store.get(i) for i in ids] == [a, b] and len(store.entries()) == 2
 
 
+@pytest.mark.parametrize("text", ["x" * 100_000, "\u4e2d" * 100_000, "\x01" * 100_000, "é\x1f" * 50_000],
+                         ids=["ascii", "cjk", "control", "mixed"])
+def test_the_filter_leaves_its_own_observations_as_they_are(store, text):
+    """Filtering the filtered input (filters chained, or the filter run on its own result) changes
+    nothing and puts nothing more, also where the observation is over the threshold itself (a summary of
+    CJK or control characters counts more once escaped): it was offloaded again, nested."""
+    toolbox = Toolbox(store, session="s", scope="session")
+    flt = OffloadFilter(toolbox)
+    items = [{"type": "function_call", "call_id": "c", "name": "shell", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c", "output": text}]
+    once = flt.apply(ModelInputData(input=items, instructions=None))
+    assert len(store.entries(session="s")) == 1 and once.input[1]["output"] != text
+    twice = flt.apply(ModelInputData(input=once.input, instructions=None))
+    assert twice.input == once.input and len(store.entries(session="s")) == 1
+    (entry,) = store.entries(session="s")
+    assert store.get(entry.id) == text
+
+
 def test_an_output_is_put_again_where_the_toolbox_can_no_longer_read_it(store):
     """A turn-scoped toolbox (seed 000) reads only the current turn's entries: an output offloaded
     in turn 1 and still in the history at turn 2 is put again in turn 2, so the id the model

@@ -217,6 +217,10 @@ class OffloadFilter:
         # (call id, part, the output's length and hash) -> (entry id, what the model sees); the newest self._limit
         self._done: OrderedDict[tuple[str, str, int, bytes], tuple[str, str]] = OrderedDict()
         self._limit = _DONE_MAX  # outputs remembered: at least _DONE_MAX, and every one of the last input
+        # the digests of the observations this filter gave the model: one fed back in (filters chained, the
+        # filter run on its own result) stays as it is, though it may be over the threshold (a summary of
+        # CJK or control characters, escaped), and is never offloaded in turn
+        self._mine: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()
         self._gates: dict[tuple[str, str, int, bytes], threading.Lock] = {}  # one put of an output at a time
         with _REGISTRY_LOCK:
@@ -292,6 +296,9 @@ class OffloadFilter:
         off = self.offloader
         if off.size_of(observation) <= off.threshold:
             return None
+        with self._lock:
+            if _digest(text) in self._mine:
+                return None  # an observation this filter made
         # the output itself is in the key: two outputs under one call id (a filter shared by
         # two runs, a provider numbering calls per response) each keep their own entry
         key = (call_id, part, len(text), _digest(text))
@@ -328,8 +335,11 @@ class OffloadFilter:
         shown = json.dumps(synthetic, ensure_ascii=False)
         if valid_text(shown) is not shown:  # a lone surrogate of the output's other fields: escaped, as it came
             shown = json.dumps(synthetic)
-        if entry_id is not None:  # a failure is not remembered: the next model call tries again
-            with self._lock:
+        with self._lock:
+            self._mine[_digest(shown)] = None
+            while len(self._mine) > self._limit:
+                self._mine.popitem(last=False)
+            if entry_id is not None:  # a failure is not remembered: the next model call tries again
                 self._done[key] = (entry_id, shown)
                 while len(self._done) > self._limit:
                     self._done.popitem(last=False)
