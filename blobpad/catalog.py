@@ -52,7 +52,8 @@ __all__ = [
     "get_or_damaged", "digest_key", "expiry_us", "INLINE_CHUNKS", "FORMAT", "READS_FORMATS", "FORMAT_GUARD",
     "mark_format",
     "purge_index", "expiry_keys", "recount", "due", "counters", "stored_counters", "bump", "fold", "release", "filter_bytes",
-    "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_FIELDS", "shard_key", "counter_keys", "seq_index_keys",
+    "BASE_KEY", "SHARD_PREFIX", "SHARDS", "SHARD", "SHARD_WITH_SEQ", "SHARD_FIELDS", "highest_sequence", "shard_key",
+    "counter_keys", "seq_index_keys",
     "prefetch_deletes", "prefetch_due", "walk_sessions", "creation_order", "session_last_sequence",
 ]
 
@@ -445,17 +446,55 @@ def stored_counters(txn: ReadTxn) -> dict[str, int] | None:
         return None
     damaged: list[bytes] = []
     for _, raw in txn.scan("meta", SHARD_PREFIX, prefix_end(SHARD_PREFIX), on_damage=damaged.append):
-        if len(raw) != SHARD.size:
+        shard = _unpack_shard(raw)
+        if shard is None:
             return None
-        for k, v in zip(SHARD_FIELDS, SHARD.unpack(raw), strict=True):
+        for k, v in zip(SHARD_FIELDS, shard[0], strict=True):
             total[k] = total.get(k, 0) + v
     return None if damaged else total
 
 
-#: a shard record: these counters' changes, as signed 64-bit integers in this order
+#: a shard record: these counters' changes, as signed 64-bit integers in this order, then (since
+#: 2026-11-28; a shard written before ends before it) the highest creation sequence a put that
+#: updated the shard committed: with the base's, the store's highest, which a process's
+#: sequencer starts above (see highest_sequence), read from the records puts write anyway
 SHARD = struct.Struct("<6q")
+SHARD_WITH_SEQ = struct.Struct("<7q")
 SHARD_FIELDS = ("entries", "chunks", "logical_bytes", "stored_bytes", "unique_bytes", "filter_bytes")
 _FIELD = {k: i for i, k in enumerate(SHARD_FIELDS)}
+#: the base record's key for the highest creation sequence of the shards it folded
+_BASE_SEQ = "last_seq"
+
+
+def _unpack_shard(raw: bytes) -> tuple[list[int], int] | None:
+    """(the counters' changes, the highest sequence) of a shard record; None when damaged."""
+    if len(raw) == SHARD_WITH_SEQ.size:
+        *values, seq = SHARD_WITH_SEQ.unpack(raw)
+        return values, seq
+    if len(raw) == SHARD.size:
+        return list(SHARD.unpack(raw)), 0
+    return None
+
+
+def highest_sequence(txn: ReadTxn) -> int:
+    """The highest creation sequence the counters records hold (0 when none does): the floor of
+    a process's first sequence, so that a clock set back, or standing still, between two runs
+    never puts a new entry of any session before the older ones (in the listing of every
+    entry, and among the entries eviction takes in creation order).  Damaged records count
+    nothing."""
+    high = 0
+    try:
+        raw = txn.get("meta", BASE_KEY)
+        value = json.loads(raw) if raw is not None else {}
+        if isinstance(value, dict) and type(value.get(_BASE_SEQ)) is int:
+            high = value[_BASE_SEQ]
+    except (CorruptData, ValueError):
+        pass
+    for _, raw in txn.scan("meta", SHARD_PREFIX, prefix_end(SHARD_PREFIX), on_damage=skip_damaged):
+        shard = _unpack_shard(raw)
+        if shard is not None:
+            high = max(high, shard[1])
+    return high
 
 
 def _read_base(txn: ReadTxn) -> dict[str, int] | None:
@@ -477,6 +516,7 @@ def _read_base(txn: ReadTxn) -> dict[str, int] | None:
             k not in value for k in COUNTERS):
         return None
     value.pop("seq", None)  # stores written before the sequence came from the clock counted it here
+    value.pop(_BASE_SEQ, None)  # a sequence, no counter (highest_sequence)
     _remember_base(raw, value)
     return value
 
@@ -491,17 +531,21 @@ def _remember_base(raw: bytes, value: dict[str, int]) -> None:
     _LAST_BASE = (raw, dict(value))
 
 
-def fold(txn: WriteTxn, totals: dict[str, int]) -> None:
-    """Write ``totals`` as the counters: the base, every shard removed (gc(), and a write that met damage)."""
+def fold(txn: WriteTxn, totals: dict[str, int], seq: int = 0) -> None:
+    """Write ``totals`` as the counters: the base, every shard removed (gc(), and a write that met
+    damage); the base keeps the highest sequence of the records it replaces, or ``seq``."""
+    high = max(seq, highest_sequence(txn))
     for key in counter_keys(txn):
         txn.delete("meta", key)
-    raw = json.dumps(totals).encode()
+    record = {k: v for k, v in totals.items() if k != _BASE_SEQ}
+    raw = json.dumps({**record, _BASE_SEQ: high} if high else record).encode()
     txn.put("meta", BASE_KEY, raw)
-    _remember_base(raw, totals)
+    _remember_base(raw, record)
 
 
-def bump(txn: WriteTxn, /, **deltas: int) -> None:
-    """Add ``deltas`` (counters named in :data:`SHARD_FIELDS`) to the calling thread's shard.
+def bump(txn: WriteTxn, /, seq: int = 0, **deltas: int) -> None:
+    """Add ``deltas`` (counters named in :data:`SHARD_FIELDS`) to the calling thread's shard, and
+    raise its highest creation sequence to ``seq`` (a put's).
 
     When the base or that shard is damaged, the counters are recounted from the records
     (which already hold this transaction's changes) and folded into the base.  Only
@@ -512,13 +556,14 @@ def bump(txn: WriteTxn, /, **deltas: int) -> None:
         raw = txn.get("meta", key)
     except CorruptData:
         raw = b""
-    if (raw is not None and len(raw) != SHARD.size) or _read_base(txn) is None:
-        fold(txn, recount(txn))
+    shard = None if raw is None else _unpack_shard(raw)
+    if (raw is not None and shard is None) or _read_base(txn) is None:
+        fold(txn, recount(txn), seq)
         return
-    values = [0] * len(SHARD_FIELDS) if raw is None else list(SHARD.unpack(raw))
+    values, high = ([0] * len(SHARD_FIELDS), 0) if shard is None else shard
     for k, v in deltas.items():
         values[_FIELD[k]] += v
-    txn.put("meta", key, SHARD.pack(*values))
+    txn.put("meta", key, SHARD_WITH_SEQ.pack(*values, max(high, seq)))
 
 
 def release(txn: WriteTxn, keys: Iterable[bytes]) -> tuple[int, int]:
@@ -631,7 +676,8 @@ class Catalog:
             if unnamed is not None:
                 self.delete_in(txn, replaces)  # type: ignore[arg-type]
         sequencer = self._sequencer
-        seq = sequencer.next(created, session, None if sequencer.primed(session) else session_last_sequence(txn, session))
+        seq = sequencer.next(created, session, None if sequencer.primed(session) else session_last_sequence(txn, session),
+                             store_floor=None if sequencer.store_primed else highest_sequence(txn))
         entry = Entry(
             id=raw_id.hex(), session=session, turn=turn, step=step, tool=tool, name=name, kind=kind,
             size_bytes=size, chars=chars, lines=lines, created_at=first_created, expires_at=expires,
@@ -651,7 +697,7 @@ class Catalog:
             txn.put("digests", digest_key(size, sha256, raw_id), b"")
         if name is not None:
             txn.put("names", name_key(session, name), raw_id)
-        bump(txn, **(counts or {}), entries=1, logical_bytes=size,
+        bump(txn, seq, **(counts or {}), entries=1, logical_bytes=size,
              filter_bytes=0 if filters is None else len(filters))
         return entry
 

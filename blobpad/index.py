@@ -198,10 +198,11 @@ class Sequencer:
     """The creation sequences of one store's entries in this process: each entry's creation
     time in microseconds, above every sequence handed out before (a clock that stands still
     or steps back still gives increasing ones).  Every handle of a store in a process shares
-    one (``catalog._sequencer_of``), and the first sequence it hands out in a session is above
-    the highest that session holds (``floor``, read once per session, see :meth:`primed`), so
-    that neither a second handle nor a clock set back between two runs puts a new entry of a
-    session before its older ones.  (Writers in other processes at the same time follow their
+    one (``catalog._sequencer_of``), and the first sequence it hands out is above the highest
+    the store's counters records hold (``store_floor``, read once, ``catalog.highest_sequence``)
+    and, in a session, above the highest that session holds (``floor``, read once per session,
+    see :meth:`primed`), so that neither a second handle nor a clock set back between two runs
+    puts a new entry before older ones.  (Writers in other processes at the same time follow their
     own clocks.)  Two writers can hand out the same one: the id after it in the index keys
     keeps them apart, so no record every writer updates is needed.  Each store has its own,
     so that a store with another clock (a test's, a server's) never shifts the order of
@@ -214,6 +215,12 @@ class Sequencer:
         self._lock = threading.Lock()
         self._last = 0
         self._primed: OrderedDict[str, None] = OrderedDict()
+        self._store_primed = False
+
+    @property
+    def store_primed(self) -> bool:
+        """Whether the store's highest sequence was taken into account (:meth:`next` with ``store_floor``)."""
+        return self._store_primed
 
     def primed(self, session: str) -> bool:
         """Whether ``session``'s highest sequence was taken into account (:meth:`next` with ``floor``)."""
@@ -223,11 +230,16 @@ class Sequencer:
                 return True
             return False
 
-    def next(self, now: float, session: str, floor: int | None = None) -> int:
+    def next(self, now: float, session: str, floor: int | None = None, store_floor: int | None = None) -> int:
         """The sequence of an entry of ``session`` created at ``now`` (Unix time); ``floor``: the
-        highest sequence the session holds, given until :meth:`primed` says it was."""
+        highest sequence the session holds, given until :meth:`primed` says it was;
+        ``store_floor``: the highest the store's records hold (``catalog.highest_sequence``),
+        given until :attr:`store_primed` says it was."""
         clock = int(now * 1_000_000) if math.isfinite(now) else 0
         with self._lock:
+            if store_floor is not None:
+                self._last = max(self._last, min(store_floor, (1 << 63) - 2))
+                self._store_primed = True
             if floor is not None:
                 self._last = max(self._last, min(floor, (1 << 63) - 2))
                 self._primed[session] = None

@@ -32,8 +32,9 @@ def saved_counters(txn: Any) -> dict[str, int]:
     """The counters a store keeps, read through ``store.engine.read()``: its base record
     (JSON) plus every writer's shard record (signed 64-bit integers)."""
     saved = json.loads(txn.get("meta", BASE_KEY) or b"{}")
-    for _, raw in txn.scan("meta", SHARD_PREFIX, SHARD_PREFIX[:-1] + b";"):
-        for k, v in zip(SHARD_FIELDS, SHARD.unpack(raw), strict=True):
+    saved.pop("last_seq", None)  # the highest creation sequence, no counter
+    for _, raw in txn.scan("meta", SHARD_PREFIX, SHARD_PREFIX[:-1] + b";"):  # the counters, then (8 bytes) a sequence
+        for k, v in zip(SHARD_FIELDS, SHARD.unpack(raw[: SHARD.size]), strict=True):
             saved[k] = saved.get(k, 0) + v
     return saved
 

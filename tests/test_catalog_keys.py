@@ -322,7 +322,7 @@ def test_a_store_sweeps_at_most_once_per_interval(store_factory, monkeypatch):
     assert s.gc().entries == 5
 
 
-@pytest.mark.parametrize("value", [b"", b"\x01" * 47, b"{\"entries\": 1}" * 4])
+@pytest.mark.parametrize("value", [b"", b"\x01" * 47, b"{\"entries\": 1}" * 3, b"\x01" * 57])  # 48 and 56 bytes are shapes
 def test_a_damaged_counters_shard_is_recounted(store, value):
     """A shard record of the wrong shape: stats() recounts from the records, verify() names
     it, and gc() folds sound counters back; no entry is touched."""
@@ -521,3 +521,28 @@ def test_an_entry_committed_after_a_listing_is_never_listed_ahead_of_what_it_sho
     seen = out["seen"]
     assert out["named"].id in seen and sorted(final) == sorted({*seen, out["unnamed"].id})
     assert final[:len(seen)] == seen, (seen, final)  # whatever came later is listed after all of it
+
+
+@pytest.mark.parametrize("step", [0.0, -10.0], ids=["clock-stands", "clock-back"])
+def test_entries_put_after_a_reopen_follow_every_older_one_whatever_the_clock(target, step):
+    """A process's first sequence starts above the highest the store holds (kept in the counters shards
+    puts write anyway), not only above its session's: with a clock standing still or set back between two
+    runs, a new entry of another session was listed before older ones, and could be evicted before them."""
+    url = target("order")
+    t = 1_800_000_000.0
+    with blobpad.open(url, clock=lambda: t) as s:
+        if not s.engine.capabilities.persistent:
+            pytest.skip("a store gone at close cannot be opened again")
+        older = [s.put(f"old {i}\n" * 50, session=f"x{i}", ttl=None).id for i in range(3)]
+    with blobpad.open(url, clock=lambda: t + step) as s:
+        newer = s.put("new\n" * 50, session="y", ttl=None).id
+        assert [e.id for e in s.entries()] == [*older, newer]
+        cap = s.stats().stored_bytes
+    with blobpad.open(url, clock=lambda: t + step, max_bytes=cap) as s:
+        another = s.put("another\n" * 50, session="z", ttl=None).id  # no room: the oldest go first
+        left = [e.id for e in s.entries()]
+        assert newer in left and left == [*older, newer, another][-len(left):]
+        s.gc()  # folding the counters keeps the highest sequence
+    with blobpad.open(url, clock=lambda: t + 2 * step) as s:
+        last = s.put("last\n" * 50, session="w", ttl=None).id
+        assert [e.id for e in s.entries()][-1] == last
