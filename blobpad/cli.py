@@ -347,9 +347,9 @@ def _cmd_put(args: argparse.Namespace) -> int:
         try:
             st = os.stat(source)
         except FileNotFoundError:
-            raise UsageError(f"no file at {args.file!r}") from None
+            raise UsageError(f"no file at {args.file[:100]!r}") from None
         if stat_module.S_ISDIR(st.st_mode):
-            raise UsageError(f"{args.file!r} is a directory; pass a file, or - for stdin")
+            raise UsageError(f"{args.file[:100]!r} is a directory; pass a file, or - for stdin")
         size = st.st_size if stat_module.S_ISREG(st.st_mode) else None
     with contextlib.ExitStack() as stack:
         bar = None
@@ -391,17 +391,47 @@ def _cmd_read(args: argparse.Namespace) -> int:
                 while block := fh.read(_STREAM_BLOCK):
                     _write(block)
         elif args.head is not None:
-            _write(store.head(eid, args.head))
+            _write_range(store, eid, 0, args.head)
         elif args.tail is not None:
-            _write(store.tail(eid, args.tail))
+            if args.tail:
+                _write_range(store, eid, -args.tail, None)
+            else:
+                store.stat(eid)  # an unknown id is an error still
         elif span is not None:
-            _write(store.range(eid, *span))
+            _write_range(store, eid, *span)
         elif byte_span is not None:
-            _write(store.byte_range(eid, *byte_span))
+            _write_bytes(store, eid, *byte_span)
         else:
             assert window is not None
             _read_lines(store, eid, *window)
     return OK
+
+
+def _write_range(store: Store, eid: str, start: int, end: int | None) -> None:
+    """Write ``store.range(eid, start, end)`` (characters of text, bytes of binary, as Python
+    slices) in pieces of :data:`_STREAM_BLOCK`, so that ``read --head`` of a 1 GB entry
+    holds one piece at a time, not the whole answer twice over."""
+    entry = store.stat(eid)
+    length = entry.chars if entry.chars is not None else entry.size_bytes
+    a, b, _ = slice(start, end).indices(length)
+    while a < b:
+        stop = min(b, a + _STREAM_BLOCK)
+        _write(store.range(eid, a, stop))
+        a = stop
+
+
+def _write_bytes(store: Store, eid: str, start: int, end: int | None) -> None:
+    """Write ``store.byte_range(eid, start, end)``, copied from the entry in blocks."""
+    entry = store.stat(eid)
+    a, b, _ = slice(start, end).indices(entry.size_bytes)
+    with store.stream(eid) as fh:
+        fh.seek(a)
+        while a < b:
+            block = fh.read(min(_STREAM_BLOCK, b - a))
+            if not block:
+                return
+            _write(block)
+            a += len(block)
 
 
 def _read_lines(store: Store, eid: str, first: int, last: int | None) -> None:
@@ -520,6 +550,13 @@ class _Exact:
         return self._store.byte_range(entry_id, start, end).removesuffix(b"\n").decode("utf-8", "surrogateescape")
 
 
+def _holds_match(regex: Any, exact: _Exact, entry_id: str, number: int, text: str) -> bool:
+    """Whether context line ``number`` holds a match (one past a limit on matches), tested on
+    its own bytes as the search reads them (a binary entry's, not the U+FFFD shown for them)."""
+    line = exact.line(entry_id, number, text).encode("utf-8", "surrogateescape")
+    return regex.search(strict_utf8(line)) is not None
+
+
 def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: _Exact) -> None:
     """Print like ``rg -n``: each line once, ``N:`` for matches, ``N-`` for context, ``--`` between groups."""
     rows: dict[int, tuple[bool, str]] = {}
@@ -534,7 +571,7 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: 
         # prints those as matches (N:), so mark them by testing the pattern.
         regex = compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
         for number, text in result.matches[-1].after:
-            if not rows[number][0] and regex.search(strict_utf8(text.encode("utf-8", "surrogateescape"))) is not None:
+            if not rows[number][0] and _holds_match(regex, exact, args.id, number, text):
                 rows[number] = (True, text)
     out: list[str] = []
     previous = None
@@ -581,7 +618,8 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
             if args.json:
                 found.extend(m.to_dict() for m in page.matches)
             else:
-                _print_session_grep(page.matches, context=bool(before or after), exact=_Exact(store, args))
+                _print_session_grep(page.matches, context=bool(before or after), exact=_Exact(store, args),
+                                    regex=compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed))
             shown += len(page.matches)
             searched += page.searched_entries
             cursor, truncated, timed_out = page.cursor, page.truncated, page.timed_out
@@ -602,9 +640,11 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
     return OK if shown else NOT_FOUND
 
 
-def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact) -> None:
+def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact, regex: Any) -> None:
     """Print like ``rg -n`` over several files: ``NAME:N:TEXT`` for matches, ``NAME-N-TEXT``
-    for context (NAME is the entry's name, or its id when it has none), ``--`` between groups."""
+    for context (NAME is the entry's name, or its id when it has none), ``--`` between groups.
+    A context line that holds a match (past ``-m`` or ``--max-per-entry``) is a match line,
+    as ``rg`` prints it (``regex``: the pattern, to test them)."""
     out: list[str] = []
     previous: tuple[str, int] | None = None
     k = 0
@@ -626,6 +666,8 @@ def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact)
                 rows.setdefault(number, (False, text))
         for number in sorted(rows):
             is_match, text = rows[number]
+            if not is_match and _holds_match(regex, exact, entry_id, number, text):
+                is_match = True
             text = exact.line(entry_id, number, text)
             if context and previous is not None and (previous[0] != entry_id or number > previous[1] + 1):
                 out.append("--\n")
@@ -733,6 +775,7 @@ def _cmd_rm(args: argparse.Namespace) -> int:
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
+    _out()  # a closed stdout is refused before anything changes: the report could not be printed
     with _open(args) as store:
         report = store.gc()
     _print_json(report.to_dict())
@@ -751,6 +794,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
+    _out()  # a closed stdout is refused before anything changes
     with _open(args) as store:
         before, after = store.compact()
     _print_json({"bytes_before": before, "bytes_after": after, "freed": before - after})
@@ -838,6 +882,7 @@ def _cmd_notes(args: argparse.Namespace) -> int:
     if args.session is None:  # "" is the default session, as everywhere: it has a notepad too
         raise UsageError("notes needs --session SESSION: a notepad belongs to one session")
     action = args.notes_command or "show"
+    _out()  # a closed stdout is refused before anything changes: the result could not be printed
     with _open(args) as store:
         pad = store.notepad(args.session)
         if action == "show":
@@ -1207,7 +1252,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _os_message(exc: OSError) -> str:
     reason = exc.strerror or str(exc)
-    return f"{reason}: {exc.filename!r}" if exc.filename else reason
+    return f"{reason}: {str(exc.filename)[:100]!r}" if exc.filename else reason  # quoted in 100 characters
 
 
 def _silence_stdout() -> None:

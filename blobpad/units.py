@@ -9,7 +9,7 @@ import re
 
 __all__ = ["SIZE_UNITS", "human_size", "non_negative", "ascii_integer", "ascii_number", "seconds_or_zero", "positive"]
 
-_ASCII_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
+_ASCII_INTEGER = re.compile(r"[+-]?[0-9]{1,4000}")  # int() converts up to 4,300 digits
 
 #: The units of human_size, each 1024 times the one before (IEC binary prefixes).
 SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

@@ -8,10 +8,12 @@ a temporary directory.  The oracles are the original bytes sliced by Python,
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
 import hashlib
+import io
 import json
 import math
 import os
@@ -380,6 +382,22 @@ def test_grep_session_prints_the_bytes_of_lines_that_are_not_utf8_as_rg_does(tmp
         assert b"\xe9" in mine.stdout
 
 
+def test_grep_session_prints_a_match_past_its_limit_in_the_context_as_a_match(tmp_path, rg):
+    """With --max-per-entry (rg's -m over files), a later match inside the last match's trailing
+    context is printed NAME:N:, as rg prints it; it was printed as a context line."""
+    (tmp_path / "a.txt").write_bytes(b"a ERROR\nb ok\nc ERROR\nd ok\ne ERROR\n")
+    (tmp_path / "b.txt").write_bytes(b"x\nERROR one\nERROR two\ny\n")
+    db = tmp_path / "db"
+    for name in ("a.txt", "b.txt"):
+        ok(bp("put", str(tmp_path / name), "--session", "q", "--name", name, db=db))
+    for cap in ("1", "2"):
+        mine = bp("grep-session", "q", "ERROR", "--max-per-entry", cap, "-A", "3", db=db)
+        ref = subprocess.run([rg, "-n", "--sort", "path", "-m", cap, "-A", "3", "ERROR", "a.txt", "b.txt"],
+                             capture_output=True, cwd=tmp_path)
+        assert mine.stdout == ref.stdout, (cap, mine.stdout, ref.stdout)
+    assert b"a.txt:3:c ERROR" in mine.stdout
+
+
 def test_grep_session_shows_a_name_that_holds_a_line_break_or_an_escape_escaped(tmp_path):
     """Entry names are caller-chosen (a model's): grep-session printed them raw, so a name holding a
     line break forged a match line and a terminal escape reached the terminal; each is now shown
@@ -415,6 +433,26 @@ def test_put_with_nowhere_to_print_the_id_stores_nothing_or_names_what_it_stored
             [e] = store.entries(limit=None)
             assert store.get(e.id) == "kept\n"
         assert f"stored as entry {e.id}".encode() in failed.stderr and b"No space left" in failed.stderr
+
+
+@pytest.mark.parametrize("argv", [["notes", "--session", "s", "set", "after"], ["notes", "--session", "s", "append", "x"],
+                                  ["notes", "--session", "s", "plan", "p"], ["notes", "--session", "s", "refs", "add", "r"],
+                                  ["gc"], ["compact"]])
+def test_a_command_that_changes_the_store_with_nowhere_to_print_changes_nothing(tmp_path, argv):
+    """notes, gc and compact made their change, then failed on the closed stdout with exit 2 (which says
+    nothing changed); like put, they now refuse before they change anything."""
+    db = tmp_path / "db"
+    with blobpad.open(db, clock=lambda: 1_700_000_000.0) as store:  # 2023: expired by the real clock
+        store.notepad("s").write("before", space="notes")
+        gone = store.put("short-lived\n", ttl=1).id
+    with blobpad.open(db) as store:  # the real clock: the entry expired long ago, gc() would remove it
+        before = (store.notepad("s").spaces(), store.stats().expired_entries)
+    closed = subprocess.run([BLOBPAD, "--db", str(db), *argv], stderr=subprocess.PIPE, env=_env(), timeout=120,
+                            preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2 and b"standard output is closed" in closed.stderr
+    with blobpad.open(db) as store:
+        assert (store.notepad("s").spaces(), store.stats().expired_entries) == before
+        assert before[1] == 1 and gone
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux): a stdout that fails on write")
@@ -1159,3 +1197,57 @@ def test_numbers_on_the_command_line_are_ascii_digits(tmp_path, args):
     out = bp(*[a.format(id=eid) for a in args], db=db)
     assert out.returncode == 2 and out.stdout == b"" and b"Traceback" not in out.stderr, out.stderr
     assert ok(bp("read", eid, "--lines", " 2:+3 ", db=db)) == b"line two\nline three\n"  # ASCII, signed, padded
+
+
+_PEAK_OF_CHILD = """
+import resource, subprocess, sys
+with open(sys.argv[1], "wb") as out:
+    rc = subprocess.run(sys.argv[2:], stdout=out).returncode
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+"""
+
+
+@pytest.mark.parametrize("how", [["--head", str(10**12)], ["--tail", "40000000"], ["--range", "5:"], ["--bytes", "3:"]])
+def test_read_of_a_large_span_writes_it_in_pieces(tmp_path, how):
+    """read --head, --tail, --range and --bytes of 48 MB held the whole answer (and its encoded copy):
+    several times the entry's size. They now write it a piece at a time, as --full does; the output is
+    Python's slice of the content, and the command's peak memory stays well under the entry's size."""
+    db = tmp_path / "db"
+    text = "".join(f"{i:08d} é line of a large log, some words to compress less {i * 7919 % 100003}\n" for i in range(720_000))
+    with blobpad.open(db) as store:
+        eid = store.put(text).id
+    size = len(text.encode())
+    assert size > 45 << 20
+    out = tmp_path / "out"
+
+    def peak(*argv: str) -> int:
+        proc = subprocess.run([sys.executable, "-c", _PEAK_OF_CHILD, str(out), BLOBPAD, "--db", str(db), "read", eid,
+                               *argv], capture_output=True, text=True, env=_env(), timeout=300)
+        rc, peak_mb = map(int, proc.stdout.split())
+        assert rc == 0, proc.stderr
+        return peak_mb
+
+    streamed = peak("--full")  # the process, its chunk cache (64 MiB at most) and a block
+    mine = peak(*how)
+    want = {"--head": text, "--tail": text[-40000000:], "--range": text[5:], "--bytes": text.encode()[3:]}[how[0]]
+    assert out.read_bytes() == (want if isinstance(want, bytes) else want.encode())
+    assert mine < streamed + 16, (mine, streamed, size >> 20)
+
+
+def test_long_numbers_and_long_names_in_arguments(tmp_path):
+    """A count of 31 digits is a non-negative integer (it was "invalid number ... use a non-negative
+    integer"); a file name of 100,000 characters is quoted in at most 100 (the whole name was echoed)."""
+    db = tmp_path / "db"
+    eid = json.loads(ok(bp("put", "-", db=db, input=b"hello\n")))["id"]
+    assert ok(bp("read", eid, "--head", "9" * 31, db=db)) == b"hello\n"
+    assert ok(bp("read", eid, "--tail", "9" * 400, db=db)) == b"hello\n"
+    too_long = bp("read", eid, "--head", "9" * 4001, db=db)
+    assert too_long.returncode == 2 and len(too_long.stderr) < 400
+    from blobpad import cli
+
+    name = str(tmp_path / ("n" * 100_000))
+    for argv in (["--db", str(db), "put", name], ["--db", str(db), "put", str(tmp_path / ("d" * 300)) + "/x"]):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert cli.main(argv) == 2
+        assert 0 < len(err.getvalue()) < 400, err.getvalue()[:300]
