@@ -422,16 +422,19 @@ def _write_range(store: Store, eid: str, start: int, end: int | None) -> None:
 
 def _write_bytes(store: Store, eid: str, start: int, end: int | None) -> None:
     """Write ``store.byte_range(eid, start, end)``, copied from the entry in blocks."""
-    entry = store.stat(eid)
-    a, b, _ = slice(start, end).indices(entry.size_bytes)
+    _copy_bytes(store, eid, *slice(start, end).indices(store.stat(eid).size_bytes)[:2])
+
+
+def _copy_bytes(store: Store, eid: str, begin: int, end: int) -> None:
+    """Write bytes ``begin`` to ``end`` of the entry, in blocks of :data:`_STREAM_BLOCK`."""
     with store.stream(eid) as fh:
-        fh.seek(a)
-        while a < b:
-            block = fh.read(min(_STREAM_BLOCK, b - a))
+        fh.seek(begin)
+        while begin < end:
+            block = fh.read(min(_STREAM_BLOCK, end - begin))
             if not block:
                 return
             _write(block)
-            a += len(block)
+            begin += len(block)
 
 
 def _read_lines(store: Store, eid: str, first: int, last: int | None) -> None:
@@ -443,15 +446,7 @@ def _read_lines(store: Store, eid: str, first: int, last: int | None) -> None:
         return
     # The bytes of those lines are what sed prints (text or binary, a last line without
     # its newline stays so): copied in blocks, so a 1 GB line never sits in memory.
-    begin, end = store.line_offsets(entry.id, start, stop)
-    with store.stream(entry.id) as fh:
-        fh.seek(begin)
-        while begin < end:
-            block = fh.read(min(_STREAM_BLOCK, end - begin))
-            if not block:
-                return
-            _write(block)
-            begin += len(block)
+    _copy_bytes(store, entry.id, *store.line_offsets(entry.id, start, stop))
 
 
 # -- grep ---------------------------------------------------------------------------------

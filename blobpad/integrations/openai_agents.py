@@ -296,12 +296,13 @@ class OffloadFilter:
         off = self.offloader
         if off.size_of(observation) <= off.threshold:
             return None
+        digest = _digest(text)
         with self._lock:
-            if _digest(text) in self._mine:
+            if digest in self._mine:
                 return None  # an observation this filter made
         # the output itself is in the key: two outputs under one call id (a filter shared by
         # two runs, a provider numbering calls per response) each keep their own entry
-        key = (call_id, part, len(text), _digest(text))
+        key = (call_id, part, len(text), digest)
         with self._lock:
             gate = self._gates.setdefault(key, threading.Lock())
         try:
