@@ -530,9 +530,17 @@ def test_entries_put_after_a_reopen_follow_every_older_one_whatever_the_clock(ta
     runs, a new entry of another session was listed before older ones, and could be evicted before them."""
     url = target("order")
     t = 1_800_000_000.0
+    keeper = blobpad.open(url)  # a memory store lives while a handle is open: the others come and go as with a file
+    if keeper.engine.capabilities.persistent:
+        keeper.close()  # the others: every handle below opens the store afresh
+    try:
+        _reopened_in_order(url, t, step)
+    finally:
+        keeper.close()
+
+
+def _reopened_in_order(url: str, t: float, step: float) -> None:
     with blobpad.open(url, clock=lambda: t) as s:
-        if not s.engine.capabilities.persistent:
-            pytest.skip("a store gone at close cannot be opened again")
         older = [s.put(f"old {i}\n" * 50, session=f"x{i}", ttl=None).id for i in range(3)]
     with blobpad.open(url, clock=lambda: t + step) as s:
         newer = s.put("new\n" * 50, session="y", ttl=None).id
