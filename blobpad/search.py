@@ -535,7 +535,7 @@ def compile_pattern(pattern: object, *, ignore_case: bool = False, fixed: bool =
         raise InvalidArgument(
             "the pattern holds a line break (a newline or \\n): a match never spans lines (as with rg), so it "
             "could match nothing; search for the part of one line (e.g. the text before the break), then read "
-            "the lines around the matches", hint=HINT_FIXED,
+            "the lines around the matches", hint=None if fixed else HINT_FIXED,  # a literal already: no advice to pass one
         )
     options = re2_options(ignore_case, bool(fixed))
     try:

@@ -1035,3 +1035,15 @@ def test_a_match_that_can_be_empty_never_falls_inside_a_character(store, pattern
         assert spans == [] and store.count(big.id, pattern) == 0
     else:
         assert window.spans == spans and store.count(big.id, pattern) == 1
+
+
+def test_a_literal_holding_a_line_break_is_not_told_to_pass_fixed(store):
+    """The refusal of a pattern naming a line break advises fixed=True for a regex (a literal
+    backslash-n), never for a pattern that was a literal already."""
+    e = store.put("a\nb\n", session="s")
+    with pytest.raises(InvalidArgument) as literal:
+        store.grep(e.id, "a\nb", fixed=True)
+    assert "line break" in str(literal.value) and "fixed" not in str(literal.value)
+    with pytest.raises(InvalidArgument) as regex:
+        store.grep(e.id, r"a\nb")
+    assert "fixed=True" in str(regex.value)

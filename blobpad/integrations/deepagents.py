@@ -615,10 +615,6 @@ class BlobpadBackend(BackendProtocol):
             return GrepResult(error=f"pattern must be a string, not {describe(pattern)}")
         if max_count is not None and (isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 0):
             return GrepResult(error=f"max_count must be a non-negative integer, not {describe(max_count)}")
-        if "\n" in pattern:  # the store's refusal would advise fixed=True, which this grep passes already
-            return GrepResult(error="the pattern holds a line break: grep matches within one line (lines are split on "
-                                    "\\n), so it could match nothing; search for the text of one line, then read the "
-                                    "lines around the matches")
         try:
             root = _normalize_path(path)
         except (ValueError, TypeError):
