@@ -17,6 +17,7 @@ Records (keys start with one kind byte; strings are length-prefixed):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import struct
 from collections.abc import Callable
@@ -292,11 +293,13 @@ def verify_notepads(txn: ReadTxn, records: dict[bytes, bytes]) -> list[str]:
         head = heads.get((session, space))
         if head is None or max(versions) > head[0]:
             problems.append(f"notepad of session {session!r}: space {space!r} has versions but no current head")
-        gaps = [v for v in range(min(versions), max(versions)) if v not in versions]  # pruning keeps a run
+        kept = sorted(versions)  # pruning keeps a run: a gap between two kept versions is records gone
+        gaps = [v for a, b in itertools.pairwise(kept) if b > a + 1 for v in range(a + 1, min(b, a + 11))][:10]
         if gaps:
+            missing = kept[-1] - kept[0] + 1 - len(kept)
             problems.append(f"notepad of session {session!r}: space {space!r} lacks version"
-                            f"{'s' if len(gaps) > 1 else ''} {', '.join(map(str, gaps[:10]))}"
-                            f"{' ...' if len(gaps) > 10 else ''} between {min(versions)} and {max(versions)}")
+                            f"{'s' if missing > 1 else ''} {', '.join(map(str, gaps))}"
+                            f"{' ...' if missing > len(gaps) else ''} between {kept[0]} and {kept[-1]}")
     for digest, count in uses.items():
         if digest not in blobs:
             problems.append(f"notepad text {digest.hex()[:16]}: missing, but {count} versions use it")
