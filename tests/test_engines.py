@@ -425,6 +425,18 @@ def test_a_memory_store_is_shared_by_name_and_gone_at_close():
         private.get(e.id)
 
 
+def test_a_stores_path_is_a_target_that_opens_a_store_like_it(tmp_path):
+    """``Store.path`` (also in the CLI's stats and notes) is what the caller would pass to open it:
+    a private memory store's is ``memory://``, which opens another private one, never a form
+    blobpad.open refuses."""
+    for target in ("memory://", "memory://path-test", str(tmp_path / "s")):
+        with blobpad.open(target) as s:
+            e = s.put("x\n", session="s")
+            assert s.path == target and target in repr(s)
+            with blobpad.open(s.path) as again:
+                assert again.exists(e.id) == (target != "memory://")  # a private store is shared with none
+
+
 def test_a_memory_store_says_what_it_cannot_do():
     s = blobpad.open("memory://")
     try:

@@ -321,7 +321,6 @@ _REGISTRY: dict[str, MemoryEngine] = {}
 _NAME_MAX = 200
 _REGISTRY_LOCK = threading.RLock()  # re-entrant: a close run by the GC inside an open must not deadlock
 _ENGINES: weakref.WeakSet[MemoryEngine] = weakref.WeakSet()
-_COUNTER = [0]
 
 
 def acquire_memory(target: str, **options: Any) -> MemoryEngine:
@@ -341,8 +340,8 @@ def acquire_memory(target: str, **options: Any) -> MemoryEngine:
         )
     with _REGISTRY_LOCK:
         if not name:
-            _COUNTER[0] += 1
-            engine = MemoryEngine(f"memory://#{_COUNTER[0]}")
+            # its target is what opens another one like it: ``memory://`` names no store to share
+            engine = MemoryEngine("memory://")
             engine._holders = 1
             return engine
         engine = _REGISTRY.get(target)
