@@ -377,11 +377,32 @@ def test_the_capabilities_say_what_the_server_offers(server, cluster):
     with blobpad.open(_url(server)) as s:
         caps = s.engine.capabilities
         assert (caps.name, caps.persistent, caps.processes, caps.compaction) == ("redis", True, True, False)
-        assert "appendfsync always" in caps.durability
+        # the session's servers write no AOF: the durability says what that loses, not what AOF would keep
+        assert "writes no AOF (appendonly no)" in caps.durability and "appendfsync always" not in caps.durability
         with pytest.raises(BlobpadError, match="nothing to compact"):
             s.compact()
     with blobpad.open(_url(cluster)) as s:
         assert s.engine.capabilities.name == "redis-cluster"
+        assert "every primary of this cluster writes no AOF" in s.engine.capabilities.durability
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_the_durability_states_the_servers_own_setting(program, server_factory):
+    """``capabilities.durability`` says what this server's AOF setting keeps (README, Durability)."""
+    always = server_factory(program, appendonly=True)
+    everysec = server_factory(program, extra=["--appendonly", "yes", "--appendfsync", "everysec"])
+    flushed_by_os = server_factory(program, extra=["--appendonly", "yes", "--appendfsync", "no"])
+    said = {}
+    for name, srv in (("always", always), ("everysec", everysec), ("no", flushed_by_os)):
+        with blobpad.open(_url(srv)) as s:
+            said[name] = s.engine.capabilities.durability
+    assert "appendfsync always" in said["always"] and "survives a killed server and a power loss" in said["always"]
+    assert "appendfsync everysec" in said["everysec"] and "about the last second" in said["everysec"]
+    assert "appendfsync no" in said["no"] and "last seconds" in said["no"]
+    assert all("appendonly no" not in text for text in said.values())
+    disabled = server_factory(program, appendonly=True, extra=["--rename-command", "CONFIG", ""])
+    with blobpad.open(_url(disabled)) as s:  # CONFIG disabled, as on managed servers: the AOF is still seen
+        assert "its appendfsync cannot be read" in s.engine.capabilities.durability
 
 
 @pytest.mark.parametrize("program", PROGRAMS)

@@ -65,7 +65,8 @@ How the contract is kept on a server that has no transactions of its own:
   reader whose snapshot needed a dropped value is told to read again).  An eviction policy
   other than ``noeviction`` is refused at open: the server would drop parts of entries.
 
-Durability is the server's: with ``appendonly yes`` and ``appendfsync always`` an
+Durability is the server's (``capabilities.durability`` states its setting found at
+open): with ``appendonly yes`` and ``appendfsync always`` an
 acknowledged put survives a killed server and a power loss; with ``appendfsync
 everysec`` up to about a second of puts can be lost on a power loss (a killed server
 process loses none: the server writes its AOF before it replies); without AOF, whatever
@@ -541,12 +542,7 @@ class RedisEngine:
         self.capabilities = Capabilities(
             name="redis-cluster" if cluster else "redis", persistent=True, processes=True, compaction=False,
             size_ceiling=self._maxmemory > 0,
-            durability=(
-                "the server's: with appendonly yes and appendfsync always an acknowledged write survives a killed "
-                "server and a power loss; with appendfsync everysec a power loss can lose about the last second; "
-                "without AOF, what was written since the last RDB save; a failover to an asynchronous replica can "
-                "lose acknowledged writes"
-            ),
+            durability=self._durability(),
         )
 
     # -- talking to the server ------------------------------------------------------------
@@ -652,6 +648,59 @@ class RedisEngine:
                     "a full server refuses puts with StoreFull instead"
                 )
             self._maxmemory = max(self._maxmemory, int(c.get("maxmemory", 0) or 0))
+
+    def _durability(self) -> str:
+        """What an acknowledged write survives on this server (every primary of a cluster: the
+        weakest), as it is configured at open, in words.  ``INFO persistence`` says whether it
+        writes an AOF; ``CONFIG GET appendfsync`` how often it flushes it, when CONFIG is allowed
+        (managed servers often disable it: then the sentence says what each setting gives)."""
+        def sections(answer: Any) -> list[dict[str, Any]]:
+            if self._cluster and answer and all(isinstance(v, dict) for v in answer.values()):
+                return list(answer.values())
+            return [answer]
+
+        if self._cluster:
+            from redis.cluster import RedisCluster
+
+            persistence = self._at_open(lambda: self._client.info("persistence", target_nodes=RedisCluster.PRIMARIES))
+        else:
+            persistence = self._at_open(lambda: self._client.info("persistence"))
+        aof = {str(c.get("aof_enabled", 0)) == "1" for c in sections(persistence)}
+        fsync: set[str] = set()
+        if True in aof:
+            try:
+                if self._cluster:
+                    asked = self._client.config_get("appendfsync", target_nodes=RedisCluster.PRIMARIES)
+                else:
+                    asked = self._client.config_get("appendfsync")
+                fsync = {str(c.get("appendfsync", "?")) for c in sections(asked)}
+            except Exception:  # noqa: BLE001 - CONFIG disabled or renamed: say what each setting gives
+                fsync = {"?"}
+        where = "every primary of this cluster" if self._cluster else "this server"
+        some = "some primaries of this cluster" if self._cluster else "this server"
+        if False in aof:
+            said = (f"{some if True in aof else where} writes no AOF (appendonly no): a killed server or a "
+                    "power loss loses every write since its last RDB save, all of them if it saves none")
+        elif fsync == {"always"}:
+            said = (f"{where} writes an AOF fsynced before every reply (appendonly yes, appendfsync always): an "
+                    "acknowledged write survives a killed server and a power loss")
+        elif "no" in fsync:
+            said = (f"{some} writes an AOF that the operating system flushes when it will (appendfsync no): an "
+                    "acknowledged write survives a killed server; a power loss can lose the writes of the last "
+                    "seconds")
+        elif fsync <= {"always", "everysec"}:
+            said = (f"{some} writes an AOF fsynced every second (appendfsync everysec): an acknowledged write "
+                    "survives a killed server; a power loss can lose about the last second")
+        else:
+            said = (f"{where} writes an AOF (appendonly yes; its appendfsync cannot be read, CONFIG is not "
+                    "allowed): an acknowledged write survives a killed server; a power loss loses none with "
+                    "appendfsync always, about the last second with everysec")
+        if self._wait_replicas:
+            said += (f"; each commit waits until {self._wait_replicas} replica(s) confirm it (WAIT, wait_replicas), "
+                     "so a failover to one of those keeps it; one to a replica that had not confirmed it can lose it")
+        else:
+            said += "; a failover to a replica can lose acknowledged writes (replication is asynchronous)"
+        return said + " (as configured when the store was opened)"
 
     def _claim_identity(self) -> bytes:
         """The store's identity on the server, made by the first open (``SET NX``): every commit
