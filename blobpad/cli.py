@@ -516,9 +516,10 @@ def _print_every_line(store: Any, args: argparse.Namespace) -> int:
 def _timed_out(args: argparse.Namespace, searched: int | None, total: int, what: str) -> int:
     """Say on stderr that the search ran out of time, and return TIMED_OUT."""
     done = searched or 0
-    _note(f"timed out after {args.timeout:g} s at line {done + 1} of {total}: the {what} lines 1-{done} only, "
-          "the later lines were not searched (this pattern is slow to match: simplify it, or raise --timeout; "
-          "--timeout 0 means no limit)")
+    covered = (f"the {what} lines 1-{done} only, the later lines were not searched" if done else
+               "no line was searched")
+    _note(f"timed out after {args.timeout:g} s at line {done + 1} of {total}: {covered} (this pattern is slow to "
+          "match: simplify it, or raise --timeout; --timeout 0 means no limit)")
     return TIMED_OUT
 
 

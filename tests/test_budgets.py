@@ -335,7 +335,9 @@ def test_the_cli_prints_what_it_found_and_exits_3_when_it_runs_out(slow_entry, c
     out, err = capfd.readouterr()
     assert rc == TIMED_OUT == 3
     assert "blobpad: timed out after 0.2 s at line" in err
-    searched = int(re.search(r"lines 1-(\d+) only", err).group(1))
+    said = re.search(r"lines 1-(\d+) only", err)
+    searched = int(said.group(1)) if said else 0
+    assert said or "no line was searched" in err
     lines = _lines(text)
     assert out == "".join(f"{n}:{lines[n - 1]}\n" for n in _hits(text, SLOW) if n <= searched)
 
@@ -348,6 +350,32 @@ def test_the_cli_prints_what_it_found_and_exits_3_when_it_runs_out(slow_entry, c
     rc = cli_main(["--db", db, "grep", e.id, "ERROR", "-c"])
     out, err = capfd.readouterr()
     assert rc == 0 and out == f"{len(_hits(text, 'ERROR'))}\n" and err == ""
+
+
+def test_a_search_stopped_before_its_first_line_says_no_line_was_searched(slow_entry, capfd):
+    """Never "lines 1-0": a budget spent before the first line is said in words, by the CLI and the tools."""
+    from blobpad.cli import _timed_out, build_parser
+    from blobpad.tools.reading import timed_out_notice
+
+    store, e, _ = slow_entry
+    args = build_parser().parse_args(["--db", store.path, "grep", e.id, SLOW, "--timeout", "1"])
+    assert _timed_out(args, 0, e.lines, "count is that of") == TIMED_OUT
+    err = capfd.readouterr().err
+    assert "at line 1 of" in err and "no line was searched" in err and "1-0" not in err, err
+    tb = Toolbox(store, session="s", turn=1, search_timeout=1e-9)
+    for searched in (0, None):
+        said = timed_out_notice(tb, e, searched, "the count covers")
+        assert "at line 1 of" in said and "no line was searched" in said and "1-0" not in said, said
+    assert "lines 1-7 (the later lines" in timed_out_notice(tb, e, 7, "the count covers")
+    # end to end, with a budget so short that the search stops at once (at its first line, or just after)
+    for argv in (["grep", e.id, SLOW], ["grep", e.id, SLOW, "-c"], ["grep", e.id, SLOW, "-C", "1"]):
+        assert cli_main(["--db", store.path, *argv, "--timeout", "1e-9"]) == TIMED_OUT
+        err = capfd.readouterr().err
+        assert "1-0" not in err and ("no line was searched" in err) == ("at line 1 of" in err), err
+    for mode in ("grep", "count"):
+        r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": mode, "pattern": SLOW})
+        assert r["timed_out"] is True and "1-0" not in r["notice"], r
+        assert ("no line was searched" in r["notice"]) == (r["searched_lines"] == 0), r
 
 
 def test_the_mcp_server_passes_its_search_budget_to_the_toolbox():

@@ -80,11 +80,11 @@ def timed_out_notice(tb: ToolContext, entry: Entry, searched: int | None, what: 
     """The notice of a search that ran out of time after line ``searched`` (or was cancelled:
     without a time budget, only a cancelled search stops early)."""
     done = searched or 0
+    covered = f"{what} lines 1-{done} (the later lines were not searched)" if done else "no line was searched"
     if tb.search_timeout is None:
-        return (f"Stopped: the search was cancelled at line {done + 1} of {entry.lines}; {what} lines 1-{done} "
-                "(the later lines were not searched).")
+        return f"Stopped: the search was cancelled at line {done + 1} of {entry.lines}; {covered}."
     return (f"Timed out: the search stopped after {tb.search_timeout:g} s at line {done + 1} of {entry.lines}; "
-            f"{what} lines 1-{done} (the later lines were not searched). This pattern is slow to match here: "
+            f"{covered}. This pattern is slow to match here: "
             f"simplify it (a .* before a class and a long repetition such as .{{30}} make RE2 slow), {advice}.")
 
 
