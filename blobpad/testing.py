@@ -20,7 +20,11 @@ is correct when a subclass that says how to open it passes every test here::
 
 ``open_engine()`` returns a fresh engine the first time; calling it again in the same
 test returns another holder of the same store (so that two holders can be tested
-together); the fixture closes them.  The tests check the engine against an in-memory
+together); the fixture closes them.  An engine is what
+:func:`blobpad.engine.open_engine` returns for a target (``open_engine(tmp_path / "db")``,
+``open_engine("memory://name")``, ``open_engine("redis://host:port/0?namespace=t")``), never
+a store's ``store.engine``: that is the checked layer of an open store, which already
+holds the store's settings.  The tests check the engine against an in-memory
 model (a dict), through the checked layer the store uses (:class:`blobpad.engine.Checked`):
 ordered scans and their bounds, read-your-writes, atomic commits, snapshot reads that
 neither see later commits nor block them, serializable writers, one transaction per
@@ -57,6 +61,18 @@ def _scan(txn: ReadTxn, space: str, start: bytes = b"", stop: bytes | None = Non
 def _model_scan(model: dict[bytes, bytes], start: bytes, stop: bytes | None, reverse: bool) -> list[tuple[bytes, bytes]]:
     items = sorted((k, v) for k, v in model.items() if k >= start and (stop is None or k < stop))
     return items[::-1] if reverse else items
+
+
+def _engine(made: Any) -> Engine:
+    """What ``open_engine()`` returned, refused with the reason unless it is a raw engine."""
+    if isinstance(made, Checked):
+        raise TypeError(
+            "open_engine() returned a store's store.engine, the checked layer of an open store (which holds "
+            "the store's settings already): return blobpad.engine.open_engine(target) instead"
+        )
+    if not all(hasattr(made, name) for name in ("read", "write", "close", "capabilities", "target")):
+        raise TypeError(f"open_engine() returned {type(made).__name__}, not an engine (blobpad.engine.Engine)")
+    return made
 
 
 class _Thread(threading.Thread):
@@ -106,7 +122,7 @@ class EngineTests:
 
     @pytest.fixture
     def db(self, open_engine: Callable[[], Engine]) -> Checked:
-        return Checked(open_engine())
+        return Checked(_engine(open_engine()))
 
     # -- basics ---------------------------------------------------------------------
 
@@ -554,7 +570,7 @@ class EngineTests:
             assert _scan(txn, "chunks") == []
 
     def test_two_holders_share_one_store(self, open_engine: Callable[[], Engine]) -> None:
-        a, b = Checked(open_engine()), Checked(open_engine())
+        a, b = Checked(_engine(open_engine())), Checked(_engine(open_engine()))
         a.write(lambda txn: txn.put("names", b"n", b"1"))
         with b.read() as txn:
             assert txn.get("names", b"n") == b"1"
@@ -566,7 +582,7 @@ class EngineTests:
         """Two handles of one store are one store to the nesting rule: a transaction opened through
         one inside a transaction of the other, in the same thread, is refused at once on every engine
         (on LMDB it would hang at the next map growth), and nothing stays held."""
-        a, b = Checked(open_engine()), Checked(open_engine())
+        a, b = Checked(_engine(open_engine())), Checked(_engine(open_engine()))
         try:
             with a.read():
                 with pytest.raises(BlobpadError, match="inside another"), b.read():
@@ -588,7 +604,7 @@ class EngineTests:
             a.engine.close()
 
     def test_closed_engine_refuses_use(self, open_engine: Callable[[], Engine]) -> None:
-        engine = open_engine()
+        engine = _engine(open_engine())
         engine.close()
         engine.close()  # idempotent
         with pytest.raises(BlobpadError), engine.read():

@@ -57,6 +57,23 @@ class TestMemoryEngine(EngineTests):
             engine.close()
 
 
+def test_the_contract_suite_refuses_a_stores_checked_layer_with_the_reason(tmp_path):
+    """A subclass whose open_engine returns ``store.engine`` (the checked layer of an open store,
+    settings written) is told what to return, instead of failing tests over records it did not put."""
+    from blobpad.testing import _engine
+
+    with blobpad.open("memory://") as store:
+        with pytest.raises(TypeError, match=r"store\.engine.*blobpad\.engine\.open_engine\(target\)"):
+            _engine(store.engine)
+        with pytest.raises(TypeError, match="not an engine"):
+            _engine(store)
+    raw = blobpad.engine.open_engine(tmp_path / "db")
+    try:
+        assert _engine(raw) is raw
+    finally:
+        raw.close()
+
+
 class _RedisContract(EngineTests):
     """The contract on a real server: each test's store is a namespace of its own on the session's server."""
 
