@@ -1167,6 +1167,82 @@ def test_a_frozen_node_of_chunks_costs_a_read_about_retry_seconds_not_several_ti
         assert [x.id for x in store.entries(session="s")] == [e.id]  # the failed put left no entry
 
 
+def _move_slot(cluster, key: bytes, share: float) -> tuple[Any, Any, int, str, bytes]:
+    """Start moving the slot of ``key`` to another primary as a resharding does (IMPORTING on the
+    target, MIGRATING on the source) and move ``share`` of its keys; return (source client, target
+    client, slot, the target's id, the target's port)."""
+    slot = key_slot(key)
+    clients = [node.client() for node in cluster.nodes[: cluster.primaries_count]]
+    source = next(c for c in clients if c.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) > 0)
+    target = next(c for c in clients if c is not source)
+    sid, tid = (c.execute_command("CLUSTER", "MYID") for c in (source, target))
+    target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", sid)
+    source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", tid)
+    keys = source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100_000)
+    moved = keys[: int(len(keys) * share)]
+    if moved:
+        source.execute_command("MIGRATE", servers.HOST, target.connection_pool.connection_kwargs["port"], "", 0, 5000,
+                               "KEYS", *moved)
+    return source, target, slot, tid, clients
+
+
+def _finish_move(cluster, source, slot: int, tid, clients) -> None:
+    rest = source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100_000)
+    port = next(c for c in clients if c.execute_command("CLUSTER", "MYID") == tid).connection_pool.connection_kwargs["port"]
+    if rest:
+        source.execute_command("MIGRATE", servers.HOST, port, "", 0, 5000, "KEYS", *rest)
+    for c in clients:
+        c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", tid)
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_a_store_whose_slot_is_being_moved_waits_for_the_move_then_goes_on(program, share, cluster_factory):
+    """A resharding moves the slot of the store's catalog to another node (ASK and TRYAGAIN, which a
+    script meets as "a non local key"): reads and writes wait for it within retry_seconds, never
+    fail at once, never act on half the keys (a script stops at its first command, before any
+    write), and go on once the slot is moved.  A move that does not end in time is Unavailable."""
+    cluster = cluster_factory(program, replicas=0)
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    text = _text(5, 20_000)
+    with blobpad.open(_url(cluster, namespace=ns, retry_seconds="30")) as store:
+        e = store.put(text, session="s", name="log")
+        store.notepad("s").write("step 1", space="plan")
+        moving = _move_slot(cluster, b"bp:{" + ns.encode() + b"}:v", share)
+        done: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                done["get"] = store.get(e.id)
+                done["put"] = store.put("after\n", session="s").id
+                store.notepad("s").write("step 2", space="plan")
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                done["error"] = exc
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        worker.join(1.5)
+        assert worker.is_alive() and not done, done  # waiting for the move: neither failed nor answered
+        _finish_move(cluster, moving[0], moving[2], moving[3], moving[4])
+        worker.join(60)
+        assert not worker.is_alive() and "error" not in done, done
+        assert done["get"] == text and store.get(done["put"]) == "after\n"
+        assert store.find("log", session="s").id == e.id
+        assert store.notepad("s").read("plan") == "step 2" and len(store.notepad("s").history("plan")) == 2
+        assert store.verify().ok
+    with blobpad.open(_url(cluster, namespace=ns, retry_seconds="1")) as store:
+        moving = _move_slot(cluster, b"bp:{" + ns.encode() + b"}:v", share)
+        try:
+            with pytest.raises(blobpad.Unavailable, match="slot moved between nodes"):
+                store.put("never\n", session="s")
+            with pytest.raises(blobpad.Unavailable, match="slot moved between nodes"):
+                store.get(e.id)
+        finally:
+            _finish_move(cluster, moving[0], moving[2], moving[3], moving[4])
+        assert sorted(x.id for x in store.entries(session="s")) == sorted([e.id, done["put"]])
+        assert store.verify().ok
+
+
 def _slots_of(node) -> list[tuple[int, int]]:
     client = node.client()
     try:

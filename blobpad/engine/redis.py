@@ -269,6 +269,11 @@ end
 
 _RESOLVE = _LEX_FN + _VERSIONS_FN + _STAMP_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
+-- a slot being moved (a resharding) is refused before anything is read or written: on the node it
+-- leaves, a key it no longer holds answers ASK; on the node it goes to, two keys of which it lacks
+-- one answer TRYAGAIN; inside a script both fail the script at once (its writes are not undone, so
+-- they must not have begun), and the client retries (RedisEngine._call, _send)
+redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
 local V = tonumber(redis.call('GET', KEYS[1]) or '0')
 local function at(s, k, S)
   local cur = redis.call('HGET', P .. 'h:' .. s, k)
@@ -346,6 +351,11 @@ end
 
 _WRITE_BODY = _TRIM_FN + _LEX_FN + _STAMP_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
+-- a slot being moved (a resharding) is refused before anything is read or written: on the node it
+-- leaves, a key it no longer holds answers ASK; on the node it goes to, two keys of which it lacks
+-- one answer TRYAGAIN; inside a script both fail the script at once (its writes are not undone, so
+-- they must not have begun), and the client retries (RedisEngine._call, _send)
+redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
 local token = P .. 'tok:' .. ARGV[3]
 local done = redis.call('GET', token)
 if done then return {tonumber(done)} end
@@ -443,6 +453,11 @@ _FREEING_LUA = "#!lua flags=allow-oom\n" + _WRITE_BODY
 # old values point to: nothing current names them, so the client deletes them at once.
 _ROOM_LUA = "#!lua flags=allow-oom\n" + _TRIM_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
+-- a slot being moved (a resharding) is refused before anything is read or written: on the node it
+-- leaves, a key it no longer holds answers ASK; on the node it goes to, two keys of which it lacks
+-- one answer TRYAGAIN; inside a script both fail the script at once (its writes are not undone, so
+-- they must not have begun), and the client retries (RedisEngine._call, _send)
+redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
 local out = {0}
 for _, mem in ipairs(redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '+inf', 'LIMIT', 0, %(trim)d)) do
   local rest = string.sub(mem, 13)
@@ -548,7 +563,8 @@ class RedisEngine:
     # -- talking to the server ------------------------------------------------------------
 
     def _call(self, what: str, fn: Callable[[], T], seconds: float | None = None) -> T:
-        """Run ``fn``, retrying transient errors with backoff for up to ``seconds`` (``retry_seconds``)."""
+        """Run ``fn``, retrying transient errors with backoff for up to ``seconds`` (``retry_seconds``):
+        the last attempt starts at the deadline, so a server back just before it is reached."""
         seconds = self._retry_seconds if seconds is None else seconds
         began = time.monotonic()
         deadline = began + seconds
@@ -568,20 +584,30 @@ class RedisEngine:
                         f"the Redis server {self._shown} refused the credentials {what}: {_reason(exc)}; check the "
                         "user and password in the URL"
                     ) from None
-                if time.monotonic() + delay > deadline:
+                if time.monotonic() >= deadline:
                     raise Unavailable(
                         f"the Redis server {self._shown} did not answer {what}: {_tried(began, seconds, self._reply_seconds)} "
                         f"({type(exc).__name__}: {_reason(exc)})"
                     ) from None
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 1.0)
-                # learning the slots again asks a node, which may wait a reply timeout: only while that
-                # still ends before the deadline, so no attempt starts after it (a frozen node cost a
-                # call several times retry_seconds)
-                if time.monotonic() + self._reply_seconds < deadline:
-                    self._refresh()
             except self._redis_error as exc:
-                raise BlobpadError(f"the Redis server {self._shown} refused {what}: {_reason(exc)}") from None
+                if not _slot_moving(exc):
+                    raise BlobpadError(f"the Redis server {self._shown} refused {what}: {_reason(exc)}") from None
+                if time.monotonic() >= deadline:  # the store's slot is being moved to another node (resharding)
+                    raise Unavailable(
+                        f"the Redis server {self._shown} kept refusing {what} while the store's slot moved between "
+                        f"nodes: {_tried(began, seconds, self._reply_seconds)} ({_reason(exc)})"
+                    ) from None
+            delay = self._back_off(delay, deadline)
+
+    def _back_off(self, delay: float, deadline: float) -> float:
+        """Wait before the next attempt of :meth:`_call` (never past ``deadline``); return the next delay."""
+        time.sleep(max(0.0, min(delay * (0.5 + random.random()), deadline - time.monotonic())))
+        # learning the slots again asks a node, which may wait a reply timeout: only while that
+        # still ends before the deadline, so no attempt starts long after it (a frozen node cost a
+        # call several times retry_seconds)
+        if time.monotonic() + self._reply_seconds < deadline:
+            self._refresh()
+        return min(delay * 2, 1.0)
 
     def _at_open(self, fn: Callable[[], T]) -> T:
         """:meth:`_call` at open: a server that refuses connections then is more likely a wrong
@@ -1050,6 +1076,8 @@ class RedisEngine:
                 self._check_replicas(self._call("WAIT", confirm))
             return "ok", [0]
         except self._redis_error as exc:
+            if _slot_moving(exc):  # refused before it wrote anything (the script's first command): run it again
+                return "lost", [f"the store's slot is being moved to another node: {_reason(exc)}"]
             raise BlobpadError(f"the Redis server {self._shown} refused a commit: {_reason(exc)}") from None
         if res[0] > 0:
             return "ok", list(res)
@@ -1342,6 +1370,19 @@ class _Txn:
 # -- opening --------------------------------------------------------------------------------
 
 _LOCK = threading.Lock()
+
+
+#: what a script's command answers, inside the script, where a command outside one would be
+#: redirected or told to try again (ASK, TRYAGAIN: a slot being moved; CLUSTERDOWN)
+_SCRIPT_REDIRECTS = ("ttempted to access a non local key", "while the cluster is down")  # Redis: "Script a...", Valkey: "A..."
+
+
+def _slot_moving(exc: BaseException) -> bool:
+    """Whether ``exc`` is a script refused because the store's slot is moving between nodes, or the
+    cluster is down: the script stopped at its first command (see the probe in ``_RESOLVE``), so
+    running it again once the slot has settled is safe."""
+    text = str(exc)
+    return any(said in text for said in _SCRIPT_REDIRECTS)
 
 
 def _reason(exc: BaseException) -> str:
