@@ -649,8 +649,10 @@ class ReplyDropper:
 
     ``arm(n)``: the ``n``-th ``EVALSHA`` a client sends from now on reaches the server, which
     runs it, but its reply never comes back: the proxy drops it and closes that connection.
-    Everything else passes through.  Used as a context manager; its threads are daemons,
-    each loop bounded by socket timeouts, and ``close()`` waits a bounded time for them.
+    Everything else passes through.  ``refuse()``: every connection is closed, and each new one
+    at once, as a server that went away; ``accept()`` ends that.  Used as a context manager; its
+    threads are daemons, each loop bounded by socket timeouts, and ``close()`` waits a bounded
+    time for them.
     """
 
     def __init__(self, port: int) -> None:
@@ -662,8 +664,22 @@ class ReplyDropper:
         self._left: int | None = None  # EVALSHAs to let through before the one whose reply is lost
         self.dropped = 0
         self._closed = False
+        self._refusing = False
+        self._open: list[socket.socket] = []  # every socket of a connection passed through
         self._threads: list[threading.Thread] = []
         self._spawn(self._accept)
+
+    def refuse(self) -> None:
+        with self._lock:
+            self._refusing = True
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            self._open.clear()
+
+    def accept(self) -> None:
+        with self._lock:
+            self._refusing = False
 
     def arm(self, nth: int) -> None:
         with self._lock:
@@ -686,9 +702,16 @@ class ReplyDropper:
                 continue
             except OSError:
                 return
+            with self._lock:
+                refusing = self._refusing
+            if refusing:
+                client.close()
+                continue
             upstream = socket.create_connection(self._target, timeout=5)
             for sock in (client, upstream):
                 sock.settimeout(0.2)
+            with self._lock:
+                self._open += (client, upstream)
             lose = threading.Event()  # set: the next reply on this connection is lost
             self._spawn(self._pump, client, upstream, lose, True)
             self._spawn(self._pump, upstream, client, lose, False)

@@ -1167,6 +1167,28 @@ def test_a_frozen_node_of_chunks_costs_a_read_about_retry_seconds_not_several_ti
         assert [x.id for x in store.entries(session="s")] == [e.id]  # the failed put left no entry
 
 
+def test_retries_go_on_until_the_deadline_and_reach_a_server_back_just_before_it(server):
+    """A call retried for retry_seconds makes its last attempt at the deadline: a server that is back
+    0.2 s before it is reached (the backoff, up to 1 s between attempts, used to stop trying as soon
+    as the next wait would pass the deadline: up to a second early)."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    text = _text(9, 2000)
+    with servers.ReplyDropper(server.port) as proxy:
+        url = f"redis://127.0.0.1:{proxy.port}/0?namespace={ns}&retry_seconds=4&timeout=2"
+        with blobpad.open(url, cache_bytes=0) as store:
+            e = store.put(text, session="s")
+            for call in (lambda: store.get(e.id), lambda: store.put(text + "more\n", session="s")):
+                proxy.refuse()
+                back = threading.Timer(3.8, proxy.accept)
+                back.start()
+                try:
+                    assert call() is not None
+                finally:
+                    back.cancel()
+                    proxy.accept()
+            assert len(store.entries(session="s")) == 2 and store.verify().ok
+
+
 def _move_slot(cluster, key: bytes, share: float) -> tuple[Any, Any, int, str, bytes]:
     """Start moving the slot of ``key`` to another primary as a resharding does (IMPORTING on the
     target, MIGRATING on the source) and move ``share`` of its keys; return (source client, target
