@@ -5,7 +5,9 @@ chunk keys, and a head record naming the process by host, pid and start time, wi
 time of its last batch) before
 its final transaction makes the entry visible and clears them.  When the process that
 wrote them is gone (on another host: when its last batch is :data:`STALE_SECONDS` old),
-:func:`recover` (run at open and by gc()) rolls the put back: its
+or the put failed in a process that runs on and could not be rolled back then (its store
+did not answer), :func:`recover` (run at open, by gc() and by a put's periodic sweep)
+rolls the put back: its
 chunks' references are released and nothing of it stays visible.  A put that fits in
 one batch writes no journal: its single transaction is all or nothing.
 """
@@ -15,15 +17,44 @@ from __future__ import annotations
 import builtins
 import os
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from .catalog import REPAIR, get_or_damaged, release
 from .chunking import KEY_SIZE
 from .engine import Checked, WriteTxn
 from .engine import prefix_end as _prefix_end
 
-__all__ = ["host_identity", "process_token", "head_record", "STALE_SECONDS", "token_alive", "rollback_pending", "recover"]
+__all__ = ["host_identity", "process_token", "head_record", "STALE_SECONDS", "token_alive", "rollback_pending", "recover",
+           "in_flight"]
+
+#: the raw ids of this process's puts in progress: a pending put of this process that is not
+#: one of them failed and could not be rolled back then (its store did not answer: a server
+#: gone, a disk gone), and is dead although its process runs
+_IN_FLIGHT: set[bytes] = set()
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+@contextmanager
+def in_flight(raw_id: bytes) -> Iterator[None]:
+    """Mark the put ``raw_id`` of this process in progress while the block runs (see :func:`recover`)."""
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add(raw_id)
+    try:
+        yield
+    finally:
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT.discard(raw_id)
+
+
+def _abandoned(raw_id: bytes, record: str) -> bool:
+    """Whether a head record names a put of this very process that is no longer in progress."""
+    if record.partition(" ")[0] != process_token():
+        return False
+    with _IN_FLIGHT_LOCK:
+        return raw_id not in _IN_FLIGHT
 
 
 def host_identity() -> str:
@@ -138,7 +169,8 @@ def rollback_pending(txn: WriteTxn, raw_id: bytes) -> None:
 
 
 def recover(engine: Checked, clock: Callable[[], float] | None = None) -> int:
-    """Roll back the pending puts of processes that died; return how many.  ``clock`` is
+    """Roll back the pending puts of processes that died, and those of this process that failed
+    without being rolled back (:func:`in_flight`); return how many.  ``clock`` is
     the store's (on a shared server, the server's: the one puts stamp their head records
     with), read once if there is a pending put; None: this host's.
 
@@ -151,7 +183,7 @@ def recover(engine: Checked, clock: Callable[[], float] | None = None) -> int:
         heads = [(key[:8], value.decode("utf-8", "replace"))
                  for key, value in txn.scan("pending", on_damage=damaged.append) if key[8:9] == b"H"]
     now = clock() if heads and clock is not None else None
-    dead = {raw_id for raw_id, record in heads if not token_alive(record, now)}
+    dead = {raw_id for raw_id, record in heads if _abandoned(raw_id, record) or not token_alive(record, now)}
     dead.update(key[:8] for key in damaged if len(key) > 8)
     for raw_id in sorted(dead):
         engine.write(lambda txn, r=raw_id: rollback_pending(txn, r), frees=True)

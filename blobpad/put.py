@@ -52,7 +52,7 @@ from .errors import (
 )
 from .forks import reset_in_child
 from .index import Entry, name_key, new_raw_id
-from .journal import head_record, process_token, rollback_pending
+from .journal import head_record, in_flight, process_token, rollback_pending
 from .view import chunk_list_blob
 
 __all__ = ["Putter", "PutWriter", "Source", "GroupCommit", "check_meta", "BATCH_BYTES", "MAX_META"]
@@ -721,7 +721,7 @@ class PutWriter:
         try:
             self.store._backend.write(lambda txn: rollback_pending(txn, self.raw_id), frees=True)
         except BlobpadError:
-            pass  # the next open or gc() rolls it back
+            pass  # this process's next gc(), open or sweep rolls it back, any process's once this one ends (journal.recover)
 
 
 def _gather(fh: io.BufferedReader, size: int) -> bytes:
@@ -886,12 +886,13 @@ class Putter:
             # entry records the hash of the bytes stored (computed beside the cutting), never
             # the earlier one, or a later put of that earlier content would share these chunks
             writer = PutWriter(self, raw_id, known_sha if source.fh is None else None)
-            try:
-                writer.run(source.blocks())
-                entry = self._finish_put(writer, raw_id, kind=kind, evict_untimed=evict_untimed, **fields)
-            except BaseException:
-                writer.rollback()
-                raise
+            with in_flight(raw_id):  # a journal of it left after it is rolled back later (blobpad.journal.recover)
+                try:
+                    writer.run(source.blocks())
+                    entry = self._finish_put(writer, raw_id, kind=kind, evict_untimed=evict_untimed, **fields)
+                except BaseException:
+                    writer.rollback()
+                    raise
         finally:
             source.close()
         return entry

@@ -1189,6 +1189,51 @@ def test_retries_go_on_until_the_deadline_and_reach_a_server_back_just_before_it
             assert len(store.entries(session="s")) == 2 and store.verify().ok
 
 
+class _CutOff(io.RawIOBase):
+    """A source of ``total`` bytes of log text that calls ``cut()`` once ``at`` bytes were read."""
+
+    def __init__(self, total: int, at: int, cut) -> None:
+        self._line = b"".join(b"2026-11-28 08:00:%02d worker %d handled request %d in 12 ms\n" % (i % 60, i % 7, i)
+                              for i in range(2000))
+        self._left, self._at, self._cut, self._read = total, at, cut, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        n = min(len(buf), self._left, len(self._line))
+        buf[:n] = self._line[:n]
+        self._left -= n
+        self._read += n
+        if self._read >= self._at and self._cut is not None:
+            self._cut()
+            self._cut = None
+        return n
+
+
+def test_a_put_that_failed_and_could_not_roll_back_is_rolled_back_by_its_own_process(server):
+    """A put of several batches whose server went away after its first batch fails, and so does its
+    rollback; once the server answers again, the same process (still running: its journal names a
+    live pid) rolls it back at its next gc(), so that a long-running worker does not hold the
+    put's chunks until it exits."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    with servers.ReplyDropper(server.port) as proxy:
+        url = f"redis://127.0.0.1:{proxy.port}/0?namespace={ns}&retry_seconds=1&timeout=2"
+        with blobpad.open(url, cache_bytes=0) as store:
+            kept = store.put(_text(1, 500), session="s")
+            before = store.stats()
+            with pytest.raises(blobpad.Unavailable):
+                store.put(_CutOff(64 << 20, 40 << 20, proxy.refuse), session="s")
+            proxy.accept()
+            assert [e.id for e in store.entries(session="s")] == [kept.id]
+            assert store.stats().chunks > before.chunks  # the first batch's chunks, held by the failed put
+            assert store.gc().aborted_puts == 1
+            after = store.stats()
+            assert (after.chunks, after.stored_bytes, after.entries) == (before.chunks, before.stored_bytes, 1)
+            assert store.get(kept.id) == _text(1, 500) and store.verify().ok
+            assert store.gc().aborted_puts == 0
+
+
 def _move_slot(cluster, key: bytes, share: float) -> tuple[Any, Any, int, str, bytes]:
     """Start moving the slot of ``key`` to another primary as a resharding does (IMPORTING on the
     target, MIGRATING on the source) and move ``share`` of its keys; return (source client, target
