@@ -1189,6 +1189,16 @@ def test_retries_go_on_until_the_deadline_and_reach_a_server_back_just_before_it
             assert len(store.entries(session="s")) == 2 and store.verify().ok
 
 
+def test_a_tls_url_against_a_plain_server_says_tls_may_be_why(server):
+    """rediss:// to a server without TLS waits for a handshake that never comes: the error at open
+    says that TLS was asked for, and which URL to use if the server has none."""
+    port = urlsplit(server.url).port
+    for url in (f"rediss://127.0.0.1:{port}/0?timeout=1&retry_seconds=1",
+                f"valkeys://127.0.0.1:{port}/0?timeout=1&retry_seconds=1"):
+        with pytest.raises(blobpad.Unavailable, match=r"asks for TLS.*use redis://"):
+            blobpad.open(url)
+
+
 class _CutOff(io.RawIOBase):
     """A source of ``total`` bytes of log text that calls ``cut()`` once ``at`` bytes were read."""
 

@@ -1385,6 +1385,19 @@ def _slot_moving(exc: BaseException) -> bool:
     return any(said in text for said in _SCRIPT_REDIRECTS)
 
 
+def _tls_hint(said: str, tls: bool) -> str:
+    """What to add to an error at open that a TLS mismatch explains: a client speaking TLS to a
+    server that does not waits for a handshake that never comes (a timeout); one speaking plain
+    to a TLS server has its connection closed."""
+    if tls and "Timeout" in said:
+        return ("; the URL asks for TLS (rediss://, valkeys://): if the server does not speak TLS, use redis:// "
+                "(or valkey://)")
+    if not tls and ("closed by server" in said or "Connection reset" in said):
+        return ("; the URL asks for no TLS (redis://, valkey://): if the server speaks only TLS, use rediss:// "
+                "(or valkeys://)")
+    return ""
+
+
 def _reason(exc: BaseException) -> str:
     """What the server said, as an error message may quote it: without redis-py's account of
     the pipeline command it came from (which holds the command's arguments: compressed chunk
@@ -1580,8 +1593,11 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
     }
     try:
         if cluster:
-            client = _connect_cluster(base, common, f"{scheme}://{shown_netloc}",
-                                      min(settings["retry_seconds"], _OPEN_SECONDS))
+            try:
+                client = _connect_cluster(base, common, f"{scheme}://{shown_netloc}",
+                                          min(settings["retry_seconds"], _OPEN_SECONDS))
+            except Unavailable as exc:
+                raise Unavailable(str(exc) + _tls_hint(str(exc), tls)) from None
         else:
             client = redis.Redis.from_url(base, retry=Retry(NoBackoff(), 0), **common)
     except redis.RedisError as exc:
@@ -1597,6 +1613,9 @@ def acquire_redis(target: str, **options: Any) -> RedisEngine:
             wait_replicas=settings["wait_replicas"], wait_timeout=settings["wait_timeout"], timeout=settings["timeout"],
             guard_key=f"{'cluster' if cluster else 'server'}/{int(path or 0)}/{settings['namespace']}",
         )
+    except Unavailable as exc:
+        client.close()
+        raise Unavailable(str(exc) + _tls_hint(str(exc), tls)) from None
     except BaseException:
         client.close()
         raise
