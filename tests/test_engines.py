@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -59,19 +60,44 @@ class TestMemoryEngine(EngineTests):
 
 def test_the_contract_suite_refuses_a_stores_checked_layer_with_the_reason(tmp_path):
     """A subclass whose open_engine returns ``store.engine`` (the checked layer of an open store,
-    settings written) is told what to return, instead of failing tests over records it did not put."""
-    from blobpad.testing import _engine
+    settings written) is told what to return, instead of failing tests over records it did not put;
+    one that returns ``blobpad.engine.open_engine(target)`` passes.  Run by pytest, as a user runs it."""
+    (tmp_path / "test_mine.py").write_text(textwrap.dedent("""
+        import pytest
+        import blobpad
+        from blobpad.engine import open_engine
+        from blobpad.testing import EngineTests
 
-    with blobpad.open("memory://") as store:
-        with pytest.raises(TypeError, match=r"store\.engine.*blobpad\.engine\.open_engine\(target\)"):
-            _engine(store.engine)
-        with pytest.raises(TypeError, match="not an engine"):
-            _engine(store)
-    raw = blobpad.engine.open_engine(tmp_path / "db")
-    try:
-        assert _engine(raw) is raw
-    finally:
-        raw.close()
+        class TestThroughAStore(EngineTests):
+            @pytest.fixture
+            def open_engine(self, tmp_path):
+                stores = []
+                def make():
+                    stores.append(blobpad.open(str(tmp_path / "db"), sync=False))
+                    return stores[-1].engine
+                yield make
+                for s in stores:
+                    s.close()
+
+        class TestRaw(EngineTests):
+            @pytest.fixture
+            def open_engine(self, tmp_path):
+                engines = []
+                def make():
+                    engines.append(open_engine(str(tmp_path / "db"), sync=False))
+                    return engines[-1]
+                yield make
+                for e in engines:
+                    e.close()
+    """))
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          "test_mine.py", "-k", "capabilities or empty_store"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = ran.stdout + ran.stderr
+    assert "TypeError: open_engine() returned a store's store.engine" in out, out[-3000:]
+    assert "blobpad.engine.open_engine(target)" in out
+    # every test of the store's layer refused at setup, every one of the raw engine passed
+    assert re.search(r"\b(\d+) passed, \d+ deselected, \1 errors\b", out) and "failed" not in out, out[-3000:]
 
 
 class _RedisContract(EngineTests):
