@@ -48,6 +48,12 @@ How the contract is kept on a server that has no transactions of its own:
   a commit whose reply was lost is found applied and not applied again; the server keeps
   the token twice as long as a client may take to ask (its ``timeout`` plus
   ``retry_seconds``), at least a minute.
+* **A slot on the move.**  While a resharding moves the catalog's slot to another node,
+  a script's commands meet keys the node no longer (or not yet) holds; Redis fails the
+  script there and keeps what it wrote before.  So every script first touches two keys
+  that never exist (``moving:0``, ``moving:1``), which such a node refuses at once, before
+  anything is read or written, and the refusal is retried like ``ASK`` and ``TRYAGAIN``
+  until the slot has moved (within ``retry_seconds``).
 * **Snapshots.**  A commit that replaces or deletes a value keeps the old one for
   ``snapshot_seconds`` (by the server's clock), so an open reader still reads the
   state it started from.  A reader that stays open longer while others write gets a clear
