@@ -13,7 +13,10 @@ import hashlib
 import json
 import os
 import random
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -311,6 +314,94 @@ def test_seed003_names_count_per_session_and_never_expire(store):
     # a new Offloader (a restarted runtime) continues the count
     again = Offloader(store, policy="seed003").offload(big[0], session="A", turn=3, tool="execute_command")
     assert again["name"] == "execute_command_3"
+
+
+def test_seed003_names_from_many_handles_at_once_are_all_distinct(store_factory):
+    """seed 003's automatic names from several writers of one session at once, each with its own
+    handle of the store and its own Offloader, on every engine: every offload succeeds under a
+    name of its own, after earlier names of the session (the processes' race, where a loser used
+    to give up: test_seed003_names_from_many_processes_at_once_never_give_up)."""
+    writers, each, earlier = 4, 25, 300
+    handles = [store_factory() for _ in range(writers)]  # one store, several handles
+    for n in range(1, earlier + 1):  # a long session: listing its names costs far more than a put
+        handles[0].put(f"output {n}\n", session="s", name=f"shell_{n}")
+    texts = {(w, i): _log(30_100 + 7 * i, seed=w * 1000 + i) for w in range(writers) for i in range(each)}
+    got: dict[tuple[int, int], dict] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(writers)
+
+    def work(w: int) -> None:
+        off = Offloader(handles[w], policy="seed003")
+        try:
+            start.wait(30)
+            for i in range(each):
+                got[(w, i)] = off.offload(texts[(w, i)], session="s", turn=i, tool="shell")
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not any(t.is_alive() for t in threads) and not errors, errors[:1]
+    store = handles[0]
+    names = [out["name"] for out in got.values()]
+    assert len(got) == writers * each and len(set(names)) == len(names)
+    for key, out in got.items():
+        assert store.get(store.find(out["name"], session="s").id) == texts[key]
+    listed = {e.name for e in store.named(session="s", prefix="shell_")}
+    assert listed == set(names) | {f"shell_{n}" for n in range(1, earlier + 1)}
+
+
+_OFFLOADING_CHILD = """
+import json, sys, time
+import blobpad
+target, w, start, stop = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+with blobpad.open(target) as s:
+    off = blobpad.Offloader(s, policy="seed003")
+    done, failed, i = [], [], 0
+    while time.time() < start:
+        time.sleep(0.005)
+    while time.time() < stop and i < 400:
+        try:
+            done.append(off.offload(f"output {w}.{i}\\n" + "line of tool output\\n" * 2500, session="s1",
+                                    turn=i, tool="shell")["name"])
+        except blobpad.BlobpadError as exc:
+            failed.append(f"{type(exc).__name__}: {exc}"[:300])
+        i += 1
+print(json.dumps({"done": done, "failed": failed}))
+"""
+
+
+@pytest.mark.parametrize("engine", ["lmdb", "redis"])
+def test_seed003_names_from_many_processes_at_once_never_give_up(engine, tmp_path, request):
+    """Four processes offload outputs into one session at once under seed 003's automatic names
+    (shell_<n>) for a few seconds: every offload succeeds, under a name of its own.  A process
+    that lost a number to another used to list the session's names again (a read per name) while
+    the others took the next numbers first, round after round, until it gave up with Conflict
+    after 64 tries (README: "the next n is tried if another writer took it")."""
+    if engine == "lmdb":
+        target = str(tmp_path / "store")
+    else:
+        server = request.getfixturevalue("valkey_server")
+        target = f"{server.url}?namespace=t-{os.getpid()}-{random.randrange(1 << 30)}"
+    with blobpad.open(target) as store:  # made before the processes start
+        start = time.time() + 3
+        children = [subprocess.Popen([sys.executable, "-c", _OFFLOADING_CHILD, target, str(w), str(start),
+                                      str(start + 6)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    for w in range(4)]
+        results = []
+        for child in children:
+            out, err = child.communicate(timeout=300)
+            assert child.returncode == 0, err[-2000:]
+            results.append(json.loads(out))
+        failed = [f for r in results for f in r["failed"]]
+        names = [n for r in results for n in r["done"]]
+        assert not failed, failed[:3]
+        assert len(set(names)) == len(names) and all(len(r["done"]) > 0 for r in results)
+        assert {e.name for e in store.named(session="s1", prefix="shell_")} == set(names)
+        assert store.verify().ok
 
 
 def test_seed003_names_count_on_after_other_writers_deletes_and_a_new_session(store):
