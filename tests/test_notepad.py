@@ -17,8 +17,11 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import tracemalloc
 from collections.abc import Hashable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -1182,3 +1185,86 @@ def test_a_version_record_gone_from_the_middle_of_a_history_is_said_never_skippe
     assert [v.version for v in pad.history(limit=2)] == [4, 3]  # what lies before the gap still reads
     problems = store.verify().problems
     assert any("lacks version 2 between 1 and 4" in p for p in problems), problems
+
+
+_APPENDER = """
+import sys, os, blobpad
+target, stop, count = sys.argv[1], sys.argv[2], sys.argv[3]
+with blobpad.open(target) as store:
+    pad = store.notepad("s")
+    n = 0
+    while not os.path.exists(stop):
+        pad.append(f"more {n}")
+        n += 1
+        if n % 5 == 0:
+            with open(count, "w") as fh:
+                fh.write(str(n))
+"""
+
+
+@pytest.mark.parametrize("delete", ["notepad", "session"])
+def test_a_notepad_is_deleted_while_another_writer_keeps_appending_to_it(engine_name, target, tmp_path, delete):
+    """Deleting a notepad commits while another writer appends to it without pause (another
+    process; a thread on the memory engine), on every engine.  On an optimistic engine (Redis)
+    the deletion, which reads every version the notepad keeps, conflicted with every append,
+    each shorter than it, and gave up after retry_seconds; a write that keeps conflicting now
+    claims the turn to go first."""
+    mine = blobpad.open(target())
+    try:
+        pad = mine.notepad("s")
+        pad.write("the plan", space="plan")
+        entry = mine.put("an entry of the session\n", session="s")
+        stop, count = tmp_path / "stop", tmp_path / "count"
+        if engine_name == "memory":  # a store of this process: a thread of it appends
+            errors: list[BaseException] = []
+
+            def append() -> None:
+                with blobpad.open(target()) as theirs:
+                    other, n = theirs.notepad("s"), 0
+                    while not stop.exists():
+                        try:
+                            other.append(f"more {n}")
+                        except BaseException as exc:  # noqa: BLE001 - handed to the test
+                            errors.append(exc)
+                            return
+                        n += 1
+                        count.write_text(str(n))
+
+            writer: Any = threading.Thread(target=append, daemon=True)
+            writer.start()
+        else:
+            writer = subprocess.Popen([sys.executable, "-c", _APPENDER, target(), str(stop), str(count)],
+                                      stderr=subprocess.PIPE, text=True)
+        def appended() -> int:  # the file is being rewritten: empty for a moment
+            try:
+                return int(count.read_text() or 0)
+            except (OSError, ValueError):
+                return 0
+
+        try:
+            deadline = time.monotonic() + 60
+            while appended() < 200:  # a notepad of 100 versions, and growing
+                assert time.monotonic() < deadline, "the appender did not start"
+                time.sleep(0.01)
+            if delete == "notepad":
+                assert pad.delete() >= 1
+            else:
+                assert mine.delete_session("s") == 1 and not mine.exists(entry.id)
+            before = appended()
+            while appended() < before + 5:  # the appends went on meanwhile, and go on
+                assert time.monotonic() < deadline, "the appender stopped"
+                time.sleep(0.01)
+        finally:
+            stop.write_text("")
+            if isinstance(writer, threading.Thread):
+                writer.join(30)
+                assert not writer.is_alive() and not errors, errors
+            else:
+                assert writer.wait(60) == 0, writer.stderr.read()[-2000:]
+        # what is left is what the appender wrote after the deletion: a notepad of its own
+        assert mine.notepad("s").read("plan") == "" and not mine.notepad("s").read().startswith("more 0")
+        history = mine.notepad("s").history(limit=1000)
+        assert [v.version for v in history] == sorted((v.version for v in history), reverse=True)
+        assert mine.verify().ok
+    finally:
+        mine.close()

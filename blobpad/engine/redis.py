@@ -44,7 +44,10 @@ How the contract is kept on a server that has no transactions of its own:
 * **Writes** are optimistic: ``write(fn)`` runs ``fn`` against a snapshot, keeping its
   writes aside (it reads them back), then one script checks that nothing it read changed
   since the snapshot and applies every write at a new version, atomically.  On a
-  conflict, ``fn`` runs again (the contract allows it).  Each commit carries a token, so
+  conflict, ``fn`` runs again (the contract allows it); a write that conflicted
+  ``_TURN_AFTER`` times claims the turn to go first (``first``, ``SET NX PX``): the other
+  commits yield until it commits or the claim ends, so a long write among many short ones
+  is not starved.  Each commit carries a token, so
   a commit whose reply was lost is found applied and not applied again; the server keeps
   the token twice as long as a client may take to ask (its ``timeout`` plus
   ``retry_seconds``), at least a minute.
@@ -138,6 +141,8 @@ _GL_INLINE = 4  # versions of a key's old values kept inline in gl:s before they
 _LEASE_MS = 86_400_000  # how long a chunk written before its commit lives unless the commit makes it permanent
 _SETTLE_MS = 30_000  # a commit's chunks not yet made permanent (or freed) this long after it are another's to finish
 _FREE_MARGIN_MS = 5_000  # a freed chunk outlives the snapshots that may still read it by this, and retry_seconds
+_TURN_AFTER = 5  # conflicts of one write after which it claims the turn to go first (RedisEngine._claim_turn)
+_TURN_MS = 2_000  # how long such a claim lasts at most
 _PTR = b"\0ptr"  # the catalog's value of a chunk stored under its own key: this, its length, its key
 
 
@@ -366,6 +371,8 @@ local token = P .. 'tok:' .. ARGV[3]
 local done = redis.call('GET', token)
 if done then return {tonumber(done)} end
 if redis.call('GET', P .. 'id') ~= ARGV[4] then return {0, 'gone'} end  -- emptied or made again since the open
+local first = redis.call('GET', P .. 'first')  -- a write that kept conflicting goes first (RedisEngine.write)
+if first and first ~= ARGV[6] then return {0, 'yield'} end
 local V = tonumber(redis.call('GET', KEYS[1]) or '0')
 local S = tonumber(ARGV[1])
 if S == nil then S = V end
@@ -377,7 +384,7 @@ local function lastmod(s, k)
   return latest(P, s, k)
 end
 local held = ARGV[5] == '1'  -- the new chunks stay leased: a put still in progress holds them (hold_chunks)
-local i = 6
+local i = 7
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
   if lastmod(ARGV[i], ARGV[i + 1]) > S then return {0, 'conflict'} end
@@ -442,11 +449,18 @@ for _ = 1, n do  -- chunk keys written leased by earlier commits, made permanent
   redis.call('ZADD', P .. 'pp', now, ARGV[i]); i = i + 1
 end
 trim(P, now - tonumber(ARGV[2]), hz)
+if first then redis.call('DEL', P .. 'first') end  -- its turn is over
 redis.call('SET', token, W, 'PX', %(token_ms)d)
 local due = '(' .. (now - %(settle_ms)d)
 out[2] = redis.call('ZCOUNT', P .. 'pp', '-inf', due) + redis.call('ZCOUNT', P .. 'px', '-inf', due)
 return out
 """.replace("%(settle_ms)d", str(_SETTLE_MS))  # %(token_ms)d: each engine's own (RedisEngine._token_ms)
+
+# A write's claim to go first, given back (RedisEngine._give_back_turn): only by the write that holds it.
+_GIVE_BACK_LUA = "#!lua flags=allow-oom\n" + r"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 # A commit that may need memory is refused before it starts when the server is full; one
 # that frees space runs anyway (it moves values rather than adding them).
@@ -550,6 +564,7 @@ class RedisEngine:
         self._freeing_script = client.register_script(
             _FREEING_LUA.replace("%(token_ms)d", str(self._token_ms)).replace("%(ptr)s", ptr))
         self._room_script = client.register_script(_ROOM_LUA)
+        self._give_back_script = client.register_script(_GIVE_BACK_LUA)
         self._maxmemory = 0
         self._check_server()
         self._identity = self._claim_identity()
@@ -815,46 +830,88 @@ class RedisEngine:
         with self._guard:
             deadline = time.monotonic() + self._retry_seconds
             delay = 0.001
-            attempts = 0
-            while True:
-                attempts += 1
-                txn = _Txn(self, writable=True)
-                why = ""
-                try:
-                    result = fn(txn)
-                except _Expired:
-                    result, status = None, "expired"
-                else:
-                    if not txn.writes:
-                        return result
-                    status, why = self._commit(txn, frees)
-                if status == "ok":
-                    return result  # type: ignore[return-value]
-                if status == "gone":
-                    raise BlobpadError(
-                        f"the store {self.target} was emptied or made again on the server since this handle "
-                        "opened it (a restart without persistence, FLUSHDB or FLUSHALL, its keys deleted): nothing "
-                        "was written; open it again with blobpad.open() (what it held before is gone)"
-                    )
-                if status == "lost":
-                    self._refresh()
-                if time.monotonic() > deadline:
-                    if status == "lost":  # the server took no commit: not a conflict with other writers
-                        raise Unavailable(
-                            f"the Redis server {self._shown} did not apply a write to the store {self.target}: "
-                            f"{attempts} attempts in {self._retry_seconds:g} s, the last refused or unanswered ({why})"
-                        )
-                    raise BlobpadError(
-                        f"a write to the store {self.target} kept conflicting with other writers "
-                        f"({attempts} attempts in {self._retry_seconds:g} s); try again"
-                    )
-                time.sleep(delay * random.random())
-                delay = min(delay * 2, 0.05)
+            attempts = conflicts = 0
+            turn = b""  # this write's claim to go first, once it has kept conflicting
+            try:
+                while True:
+                    attempts += 1
+                    txn = _Txn(self, writable=True)
+                    why = ""
+                    try:
+                        result = fn(txn)
+                    except _Expired:
+                        result, status = None, "expired"
+                    else:
+                        if not txn.writes:
+                            return result
+                        status, why = self._commit(txn, frees, turn)
+                    if status == "ok":
+                        turn = b""  # the commit gave it back
+                        return result  # type: ignore[return-value]
+                    if status == "yield":
+                        turn = b""  # a claim of this write ended (its time ran out): another holds the turn now
+                    elif status == "conflict":
+                        conflicts += 1
+                        if conflicts >= _TURN_AFTER and not turn:
+                            turn = self._claim_turn(deadline)
+                    delay = self._after_refusal(status, why, attempts, deadline, delay)
+            finally:
+                if turn:
+                    self._give_back_turn(turn)
 
-    def _commit(self, txn: _Txn, frees: bool) -> tuple[str, str]:
-        """Send ``txn``'s commit: ("ok", ""), or why it must run again ("conflict", "expired", or "lost": the
-        server went away before it answered, or refused it for a while (a replica now: READONLY), and does
-        not hold the commit; then what the server or the connection said)."""
+    def _claim_turn(self, deadline: float) -> bytes:
+        """Claim the store's turn to go first (``SET NX PX``, for at most :data:`_TURN_MS`): other
+        writes' commits yield until this one commits or the claim ends.  A write whose commit kept
+        conflicting (a long transaction, such as deleting a notepad that others append to, among
+        short ones that each change what it read) would otherwise retry until ``retry_seconds``
+        and fail.  b"" when another write holds the turn (this one waits for it) or it cannot be set."""
+        ms = max(1, min(_TURN_MS, int((deadline - time.monotonic()) * 1000)))
+        token = os.urandom(8).hex().encode()
+        try:
+            taken = self._call("a claim to go first", lambda: self._client.set(self._prefix + b"first", token, nx=True,
+                                                                             px=ms))
+        except BlobpadError:
+            return b""
+        return token if taken else b""
+
+    def _give_back_turn(self, token: bytes) -> None:
+        """Give back a claim to go first that no commit of it used (a write that failed or gave up)."""
+        with contextlib.suppress(BlobpadError):  # unanswered: it ends by itself within _TURN_MS
+            self._call("giving back a claim to go first",
+                       lambda: self._give_back_script(keys=[self._prefix + b"first"], args=[token]))
+
+    def _after_refusal(self, status: str, why: str, attempts: int, deadline: float, delay: float) -> float:
+        """What follows a commit that did not apply (see :meth:`write`): a clear error past ``deadline``,
+        else a wait; return the next wait's bound."""
+        if status == "gone":
+            raise BlobpadError(
+                f"the store {self.target} was emptied or made again on the server since this handle "
+                "opened it (a restart without persistence, FLUSHDB or FLUSHALL, its keys deleted): nothing "
+                "was written; open it again with blobpad.open() (what it held before is gone)"
+            )
+        if status == "lost":
+            self._refresh()
+        if time.monotonic() > deadline:
+            if status == "lost":  # the server took no commit: not a conflict with other writers
+                raise Unavailable(
+                    f"the Redis server {self._shown} did not apply a write to the store {self.target}: "
+                    f"{attempts} attempts in {self._retry_seconds:g} s, the last refused or unanswered ({why})"
+                )
+            raise BlobpadError(
+                f"a write to the store {self.target} kept conflicting with other writers "
+                f"({attempts} attempts in {self._retry_seconds:g} s); try again"
+            )
+        if status == "yield":  # another write goes first: it is a long one, wait a little longer
+            time.sleep(0.002 + 0.01 * random.random())
+            return delay
+        time.sleep(delay * random.random())
+        return min(delay * 2, 0.05)
+
+    def _commit(self, txn: _Txn, frees: bool, turn: bytes = b"") -> tuple[str, str]:
+        """Send ``txn``'s commit: ("ok", ""), or why it must run again ("conflict", "expired", "yield":
+        another write goes first, or "lost": the server went away before it answered, or refused it
+        for a while (a replica now: READONLY), and does not hold the commit; then what the server or
+        the connection said).  ``turn``: this write's claim to go first, if it holds one."""
         staged = txn.staged_in_use()
         if staged:  # chunks first, each leased: a client killed before its commit leaves only what expires
             sets = [(b"SET", name, (value, b"PX", _LEASE_MS, b"NX")) for name, value in staged.items()]
@@ -871,7 +928,7 @@ class RedisEngine:
                 raise
         token = os.urandom(12).hex().encode()
         args: list[Any] = [b"" if txn.snap is None else txn.snap, self._retain_ms, token, self._identity,
-                           b"1" if txn.held else b"0", len(txn.reads)]
+                           b"1" if txn.held else b"0", turn, len(txn.reads)]
         for space, key in txn.reads:
             args += (space, key)
         scanned = sorted({r for r in txn.scanned if r is not None})
