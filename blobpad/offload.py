@@ -281,8 +281,6 @@ def _auto_prefix(tool: str | None) -> str:
 _RESERVED_LOCK = threading.Lock()
 #: how many numbers an automatic name tries when other writers take them first
 _NAME_ATTEMPTS = 64
-#: names an automatic name looks up one by one, after losing a number, before it lists the session's
-_FREE_PROBES = 32
 
 
 def _seekable(fh: Any) -> bool:
@@ -520,15 +518,15 @@ class Offloader:
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidArgument(f"the observation cannot be stored as JSON: {exc}") from None
 
-    def _auto_name(self, session: str, prefix: str, floor: int = 0) -> str:
-        """The next ``<prefix><n>`` (``<tool>_<n>``) of the session, at least ``floor``, reserved
-        in this process until released (:meth:`_release_name`): threads offloading at once get
-        different numbers, and the put commits it only if no other process took it meanwhile
-        (``exclusive``)."""
+    def _auto_name(self, session: str, prefix: str, jump: int = 0) -> str:
+        """The next ``<prefix><n>`` (``<tool>_<n>``) of the session (``jump`` numbers further),
+        reserved in this process until released (:meth:`_release_name`): threads offloading at
+        once get different numbers, and the put commits it only if no other process took it
+        meanwhile (``exclusive``)."""
         highest = self._highest_number(session, prefix)
         with _RESERVED_LOCK:
             taken = _RESERVED.setdefault((id(self.store), session), set())
-            n = max(highest + 1, floor)
+            n = highest + 1 + jump
             while f"{prefix}{n}" in taken:
                 n += 1
             name = f"{prefix}{n}"
@@ -579,43 +577,29 @@ class Offloader:
         is not tried twice."""
         start = content.tell() if hasattr(content, "read") and _seekable(content) else None
         prefix = _auto_prefix(tool)
-        floor = 0
+        jump = 0
         for attempt in range(_NAME_ATTEMPTS):
-            name = self._auto_name(session, prefix, floor)
+            name = self._auto_name(session, prefix, jump)
             try:
                 entry = self.store.put(content, session=session, tool=tool, name=name, exclusive=True, **fields)
                 self._used(session, prefix, name)
                 return entry, name
             except Conflict:
+                with _RESERVED_LOCK:  # another writer took the number: list the session's names again
+                    self._highest.pop((session, prefix), None)
                 rewind = not hasattr(content, "read") or start is not None
                 if not rewind or attempt == _NAME_ATTEMPTS - 1:
                     raise
                 if start is not None:
                     content.seek(start)
-                # Another writer took the number: go on from the first one free after it, found by
-                # looking names up one by one (not by listing the session's names, which costs a
-                # read per name and let the writers that did not lose take the next numbers first,
-                # round after round), and after repeated losses from a random distance further:
-                # writers racing for the same next number otherwise keep colliding, one winning each time.
-                floor = self._next_free(session, prefix, int(name[len(prefix):]) + 1)
-                if attempt:
-                    floor += random.randrange(1 << min(attempt, 10))
+                # After repeated losses, a random distance past the highest number taken: writers
+                # racing for the same next number otherwise keep colliding, one winning each time,
+                # and one that lists a long session's names meanwhile falls behind round after round.
+                # Never below the highest: a number a deleted output had is not given to other content.
+                jump = random.randrange(1 << min(attempt + 1, 10)) if attempt else 0
             finally:
                 self._release_name(session, name)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _next_free(self, session: str, prefix: str, n: int) -> int:
-        """The first ``n`` or above whose ``<prefix><n>`` names no live entry of the session (at most
-        :data:`_FREE_PROBES` lookups; past them, one above what listing the session's names finds)."""
-        for _ in range(_FREE_PROBES):
-            try:
-                self.store.find(f"{prefix}{n}", session=session)
-            except NotFound:
-                return n
-            n += 1
-        with _RESERVED_LOCK:
-            self._highest.pop((session, prefix), None)
-        return max(n, self._highest_number(session, prefix) + 1)
 
     def _park(
         self,

@@ -404,6 +404,20 @@ def test_seed003_names_from_many_processes_at_once_never_give_up(engine, tmp_pat
         assert store.verify().ok
 
 
+def test_seed003_never_gives_a_deleted_outputs_number_to_other_content(store_factory):
+    """A writer that lost a number to another goes on past the highest number taken, never into a
+    hole that a deleted output left below later ones: its name is not given to other content."""
+    mine, theirs = store_factory(), store_factory()
+    a, b = Offloader(mine, policy="seed003"), Offloader(theirs, policy="seed003")
+    big = [_log(31_000, seed=i) for i in range(11)]
+    assert [a.offload(big[i], session="s", turn=1, tool="bash")["name"] for i in range(3)] == [
+        "bash_1", "bash_2", "bash_3"]
+    assert [b.offload(big[i], session="s", turn=1, tool="bash")["name"] for i in range(3, 10)] == [
+        f"bash_{n}" for n in range(4, 11)]
+    mine.delete(mine.find("bash_6", session="s").id)
+    assert a.offload(big[10], session="s", turn=2, tool="bash")["name"] == "bash_11"  # 4 was taken: past 10
+
+
 def test_seed003_names_count_on_after_other_writers_deletes_and_a_new_session(store):
     """The next ``<tool>_<n>`` an Offloader gives (it remembers its last instead of listing
     the session's names on every offload) is the one after the highest live name: after

@@ -1244,6 +1244,29 @@ def test_a_put_that_failed_and_could_not_roll_back_is_rolled_back_by_its_own_pro
             assert store.gc().aborted_puts == 0
 
 
+def test_a_write_told_to_yield_waits_for_the_turn_and_leaves_no_chunk_behind(cluster):
+    """While another write holds the turn to go first (the key ``first``, as a write that kept
+    conflicting claims it), a put's commit yields: it waits for the turn to end, then commits, and
+    the chunk keys its refused commit had written are gone (it used to leave them leased for a
+    day, and to write them again on every retry while it waited)."""
+    from redis.cluster import RedisCluster
+
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    client = cluster.client()
+    data = os.urandom(300_000)
+    try:
+        with blobpad.open(_url(cluster, namespace=ns)) as store:
+            client.set(f"bp:{{{ns}}}:first".encode(), b"another write", px=1000)
+            e = store.put(data, session="x")
+            assert store.get(e.id) == data and client.exists(f"bp:{{{ns}}}:first".encode()) == 0
+            keys = list(client.scan_iter(match=f"bp:{ns}:c:*".encode(), count=1000,
+                                         target_nodes=RedisCluster.PRIMARIES))
+            leased = [k for k in keys if client.pttl(k) != -1]
+            assert not leased and len(keys) == store.stat(e.id).chunks, (len(leased), len(keys))
+    finally:
+        client.close()
+
+
 def _move_slot(cluster, key: bytes, share: float) -> tuple[Any, Any, int, str, bytes]:
     """Start moving the slot of ``key`` to another primary as a resharding does (IMPORTING on the
     target, MIGRATING on the source) and move ``share`` of its keys; return (source client, target

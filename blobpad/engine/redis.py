@@ -875,10 +875,26 @@ class RedisEngine:
         return token if taken else b""
 
     def _give_back_turn(self, token: bytes) -> None:
-        """Give back a claim to go first that no commit of it used (a write that failed or gave up)."""
-        with contextlib.suppress(BlobpadError):  # unanswered: it ends by itself within _TURN_MS
-            self._call("giving back a claim to go first",
-                       lambda: self._give_back_script(keys=[self._prefix + b"first"], args=[token]))
+        """Give back a claim to go first that no commit of it used (a write that failed or gave up):
+        one attempt, as the write is failing already; unanswered, the claim ends by itself within
+        :data:`_TURN_MS`."""
+        with contextlib.suppress(Exception):
+            self._give_back_script(keys=[self._prefix + b"first"], args=[token])
+
+    def _await_turn(self, deadline: float) -> None:
+        """Wait, polling every few milliseconds, until no write holds the turn to go first (at most
+        :data:`_TURN_MS`, as a claim lasts) or ``deadline`` passes: a write told to yield runs again
+        only then, instead of writing its chunks again and again meanwhile."""
+        until = min(deadline, time.monotonic() + _TURN_MS / 1000)
+        key = self._prefix + b"first"
+        while time.monotonic() < until:
+            time.sleep(0.002 + 0.006 * random.random())
+            try:
+                if not self._call("a look at the turn to go first", lambda: self._client.exists(key),
+                                  max(0.0, until - time.monotonic())):
+                    return
+            except BlobpadError:
+                return  # the write's own next attempt says what is wrong
 
     def _after_refusal(self, status: str, why: str, attempts: int, deadline: float, delay: float) -> float:
         """What follows a commit that did not apply (see :meth:`write`): a clear error past ``deadline``,
@@ -901,8 +917,8 @@ class RedisEngine:
                 f"a write to the store {self.target} kept conflicting with other writers "
                 f"({attempts} attempts in {self._retry_seconds:g} s); try again"
             )
-        if status == "yield":  # another write goes first: it is a long one, wait a little longer
-            time.sleep(0.002 + 0.01 * random.random())
+        if status == "yield":  # another write goes first: wait until its turn ends, then run again
+            self._await_turn(deadline)
             return delay
         time.sleep(delay * random.random())
         return min(delay * 2, 0.05)
@@ -952,7 +968,7 @@ class RedisEngine:
             if made or len(res) > 2 or (len(res) > 1 and res[1]):
                 # after a lost reply res is [version]: the chunks it freed are left to _finish
                 self._settle(made, list(res[2:]), bool(len(res) > 1 and res[1]))
-        elif status in ("conflict", "expired", "gone"):  # refused, surely not applied: nothing names them
+        elif status in ("conflict", "expired", "gone", "yield"):  # refused, surely not applied: nothing names them
             self._drop(staged)
         return status, str(res[0]) if status == "lost" and res else ""
 
