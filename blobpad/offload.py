@@ -281,6 +281,8 @@ def _auto_prefix(tool: str | None) -> str:
 _RESERVED_LOCK = threading.Lock()
 #: how many numbers an automatic name tries when other writers take them first
 _NAME_ATTEMPTS = 64
+#: losses in a row after which an automatic name tries numbers further on, at random
+_DENSE_LOSSES = 4
 
 
 def _seekable(fh: Any) -> bool:
@@ -592,11 +594,14 @@ class Offloader:
                     raise
                 if start is not None:
                     content.seek(start)
-                # After repeated losses, a random distance past the highest number taken: writers
-                # racing for the same next number otherwise keep colliding, one winning each time,
-                # and one that lists a long session's names meanwhile falls behind round after round.
-                # Never below the highest: a number a deleted output had is not given to other content.
-                jump = random.randrange(1 << min(attempt + 1, 10)) if attempt else 0
+                # After _DENSE_LOSSES losses in a row, a random distance past the highest number
+                # taken, growing with each loss: writers racing for the same next number otherwise
+                # keep colliding, one winning each time, and one that lists a long session's names
+                # meanwhile falls behind round after round (the numbers stay consecutive unless
+                # writers keep colliding).  Never below the highest: a number a deleted output had
+                # is not given to other content.
+                losses = attempt + 1
+                jump = random.randrange(1 << min(losses - _DENSE_LOSSES + 1, 10)) if losses >= _DENSE_LOSSES else 0
             finally:
                 self._release_name(session, name)
         raise AssertionError("unreachable")  # pragma: no cover
