@@ -1267,6 +1267,48 @@ def test_a_write_told_to_yield_waits_for_the_turn_and_leaves_no_chunk_behind(clu
         client.close()
 
 
+def test_gc_never_lengthens_the_life_of_chunks_a_delete_freed_while_it_ran(cluster, monkeypatch):
+    """gc() on a cluster lists the chunk keys without an expiry, then reads the pointers: a delete
+    committed in between frees an entry's chunk keys (they expire once no snapshot can read them) and
+    removes their pointers, so gc() takes them for loose.  It must leave their expiry as the delete
+    set it, and not count them; it used to give them a day's lease (PEXPIRE without NX)."""
+    from redis.cluster import RedisCluster
+
+    from blobpad.engine import redis as engine
+
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    client = cluster.client()
+
+    def chunk_keys() -> dict[bytes, int]:
+        keys = list(client.scan_iter(match=f"bp:{ns}:c:*".encode(), count=1000, target_nodes=RedisCluster.PRIMARIES))
+        return {k: client.pttl(k) for k in keys}
+
+    try:
+        with blobpad.open(_url(cluster, namespace=ns)) as store:
+            store.put(_text(1, 3000), session="a")
+            before = set(chunk_keys())
+            victim = store.put(os.urandom(200_000), session="a")
+            theirs = set(chunk_keys()) - before
+            assert theirs and all(chunk_keys()[k] == -1 for k in theirs)
+            real = engine.RedisEngine._call
+
+            def call(self, what, fn, *args):
+                out = real(self, what, fn, *args)
+                if what == "a listing of chunk keys":  # a delete lands between gc()'s listing and its snapshot
+                    monkeypatch.setattr(engine.RedisEngine, "_call", real)
+                    store.delete(victim.id)
+                return out
+
+            monkeypatch.setattr(engine.RedisEngine, "_call", call)
+            report = store.gc()
+            left = chunk_keys()
+            freed_for = [left[k] for k in theirs if k in left]
+            assert freed_for and all(0 < ttl <= 10 * 60 * 1000 for ttl in freed_for), freed_for  # minutes, not a day
+            assert report.chunks == 0
+    finally:
+        client.close()
+
+
 def _move_slot(cluster, key: bytes, share: float) -> tuple[Any, Any, int, str, bytes]:
     """Start moving the slot of ``key`` to another primary as a resharding does (IMPORTING on the
     target, MIGRATING on the source) and move ``share`` of its keys; return (source client, target

@@ -1024,25 +1024,31 @@ class RedisEngine:
 
         return self._call("a read of chunks", get)
 
-    def _on_nodes(self, what: str, ops: list[tuple[bytes, bytes, tuple[Any, ...]]]) -> None:
+    def _on_nodes(self, what: str, ops: list[tuple[bytes, bytes, tuple[Any, ...]]]) -> list[Any]:
         """Run ``ops`` (command, key, arguments; each safe to repeat) on the nodes that hold the keys, one
-        pipeline each; with ``wait_replicas`` each pipeline ends in WAIT, so the replicas hold them too."""
-        def run() -> None:
-            by_node: dict[str, tuple[Any, list[tuple[bytes, bytes, tuple[Any, ...]]]]] = {}
-            for op in ops:
+        pipeline each; with ``wait_replicas`` each pipeline ends in WAIT, so the replicas hold them too.
+        Return each op's reply, in the order of ``ops``."""
+        def run() -> list[Any]:
+            by_node: dict[str, tuple[Any, list[int]]] = {}
+            for i, op in enumerate(ops):
                 node = self._client.get_node_from_key(op[1])
-                by_node.setdefault(node.name, (node, []))[1].append(op)
+                by_node.setdefault(node.name, (node, []))[1].append(i)
+            replies: list[Any] = [None] * len(ops)
             for node, mine in by_node.values():
                 pipe = self._client.get_redis_connection(node).pipeline(transaction=False)
-                for command, key, rest in mine:
+                for i in mine:
+                    command, key, rest = ops[i]
                     pipe.execute_command(command, key, *rest)
                 if self._wait_replicas:
                     pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
                 res = pipe.execute()
                 if self._wait_replicas:
                     self._check_replicas(res[-1])
+                for i, reply in zip(mine, res, strict=False):
+                    replies[i] = reply
+            return replies
 
-        self._call(what, run)
+        return self._call(what, run)
 
     def _settle(self, made: list[bytes], freed: list[bytes], others: bool) -> None:
         """After a commit: make the chunk keys it wrote permanent and let those it freed expire once no
@@ -1102,9 +1108,12 @@ class RedisEngine:
         with self.read() as txn:
             named = {_pointed(v) for _, v in txn._scan_committed("chunks", b"", None, False)}
         loose = [k for k in keys if k not in named]
-        if loose:
-            self._on_nodes("the expiry of loose chunks", [(b"PEXPIRE", k, (_LEASE_MS,)) for k in loose])
-        return len(loose)
+        if not loose:
+            return 0
+        # NX: a key that has an expiry by now keeps it (one a delete freed since the listing, whose
+        # pointer the snapshot no longer holds, expires when the delete said, not a day later)
+        replies = self._on_nodes("the expiry of loose chunks", [(b"PEXPIRE", k, (_LEASE_MS, b"NX")) for k in loose])
+        return sum(1 for reply in replies if reply == 1)
 
     def _finish(self) -> None:
         """Settle a batch of the chunk keys that commits older than ``_SETTLE_MS`` left unsettled."""
