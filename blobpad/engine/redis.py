@@ -278,14 +278,17 @@ local function stamp(cur, V)
 end
 """
 
+# The first command of every script after its prefix P: a slot being moved (a resharding) is
+# refused before anything is read or written.  On the node it leaves, a key it no longer holds
+# answers ASK; on the node it goes to, two keys of which it lacks one answer TRYAGAIN; inside a
+# script both fail the script at once (its writes are not undone, so they must not have begun),
+# and the client retries (RedisEngine._call, _send).
+_MOVING = """redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
+"""
+
 _RESOLVE = _LEX_FN + _VERSIONS_FN + _STAMP_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
--- a slot being moved (a resharding) is refused before anything is read or written: on the node it
--- leaves, a key it no longer holds answers ASK; on the node it goes to, two keys of which it lacks
--- one answer TRYAGAIN; inside a script both fail the script at once (its writes are not undone, so
--- they must not have begun), and the client retries (RedisEngine._call, _send)
-redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
-local V = tonumber(redis.call('GET', KEYS[1]) or '0')
+""" + _MOVING + r"""local V = tonumber(redis.call('GET', KEYS[1]) or '0')
 local function at(s, k, S)
   local cur = redis.call('HGET', P .. 'h:' .. s, k)
   if cur and stamp(cur, V) <= S then return string.sub(cur, 13) end
@@ -362,12 +365,7 @@ end
 
 _WRITE_BODY = _TRIM_FN + _LEX_FN + _STAMP_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
--- a slot being moved (a resharding) is refused before anything is read or written: on the node it
--- leaves, a key it no longer holds answers ASK; on the node it goes to, two keys of which it lacks
--- one answer TRYAGAIN; inside a script both fail the script at once (its writes are not undone, so
--- they must not have begun), and the client retries (RedisEngine._call, _send)
-redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
-local token = P .. 'tok:' .. ARGV[3]
+""" + _MOVING + r"""local token = P .. 'tok:' .. ARGV[3]
 local done = redis.call('GET', token)
 if done then return {tonumber(done)} end
 if redis.call('GET', P .. 'id') ~= ARGV[4] then return {0, 'gone'} end  -- emptied or made again since the open
@@ -473,12 +471,7 @@ _FREEING_LUA = "#!lua flags=allow-oom\n" + _WRITE_BODY
 # old values point to: nothing current names them, so the client deletes them at once.
 _ROOM_LUA = "#!lua flags=allow-oom\n" + _TRIM_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
--- a slot being moved (a resharding) is refused before anything is read or written: on the node it
--- leaves, a key it no longer holds answers ASK; on the node it goes to, two keys of which it lacks
--- one answer TRYAGAIN; inside a script both fail the script at once (its writes are not undone, so
--- they must not have begun), and the client retries (RedisEngine._call, _send)
-redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
-local out = {0}
+""" + _MOVING + r"""local out = {0}
 for _, mem in ipairs(redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '+inf', 'LIMIT', 0, %(trim)d)) do
   local rest = string.sub(mem, 13)
   local z = string.find(rest, '\0', 1, true)
