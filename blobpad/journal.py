@@ -49,6 +49,17 @@ def in_flight(raw_id: bytes) -> Iterator[None]:
             _IN_FLIGHT.discard(raw_id)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has no put in progress, and a lock another thread of its parent held stays held."""
+    global _IN_FLIGHT_LOCK
+    _IN_FLIGHT_LOCK = threading.Lock()
+    _IN_FLIGHT.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _abandoned(raw_id: bytes, record: str) -> bool:
     """Whether a head record names a put of this very process that is no longer in progress."""
     if record.partition(" ")[0] != process_token():

@@ -256,3 +256,48 @@ def test_a_store_whose_journal_head_is_damaged_opens(target):
         assert first.verify().ok
     finally:
         first.close()
+
+
+def test_a_child_forked_while_a_put_marks_itself_in_progress_can_put_and_gc(tmp_path):
+    """A process forked while another of its threads holds the lock of the puts in progress
+    (``journal.in_flight``): the child's own puts and gc() go on, never waiting for a lock that
+    no thread of the child will release."""
+    import threading
+
+    path = tmp_path / "store"
+    blobpad.open(path).close()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with journal._IN_FLIGHT_LOCK:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(30)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if a put and gc() both finish
+            code = 1
+            try:
+                with blobpad.open(path) as s:
+                    s.put("x" * 10_000, session="child")
+                    s.gc()
+                code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung on the lock of the puts in progress")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        holder.join(30)
