@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,3 +85,18 @@ class Meanwhile:
 
     def __exit__(self, *exc: object) -> None:
         setattr(self.obj, self.method, self.real)
+
+
+def wait_child(pid: int, seconds: float) -> int | None:
+    """The exit code of the forked child ``pid``, waited for at most ``seconds``; None when it did
+    not finish by then (it is killed with SIGKILL and reaped: a test never leaves it behind)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.02)

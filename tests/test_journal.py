@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from oracles import wait_child
 
 import blobpad
 import blobpad.journal as journal
@@ -287,17 +288,9 @@ def test_a_child_forked_while_a_put_marks_itself_in_progress_can_put_and_gc(tmp_
                 code = 0
             finally:
                 os._exit(code)
-        deadline = time.monotonic() + 60
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                pytest.fail("the forked child hung on the lock of the puts in progress")
-            time.sleep(0.05)
-        assert os.waitstatus_to_exitcode(status) == 0
+        code = wait_child(pid, 60)
+        assert code is not None, "the forked child hung on the lock of the puts in progress"
+        assert code == 0
     finally:
         release.set()
         holder.join(30)

@@ -30,7 +30,6 @@ import io
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ import traceback
 from typing import Any
 
 import pytest
+from oracles import wait_child
 
 import blobpad
 from blobpad import BlobpadError, NotFound, sample
@@ -354,18 +354,11 @@ class Workload:
                     code = 0 if ok else 3
                 finally:
                     os._exit(code)
-            deadline = time.monotonic() + min(HANG, 60)
-            while True:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    break
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    raise AssertionError("a child forked during the run hung on its first store calls")
-                time.sleep(0.02)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise AssertionError(f"a child forked during the run failed (exit {os.waitstatus_to_exitcode(status)})")
+            code = wait_child(pid, min(HANG, 60))
+            if code is None:
+                raise AssertionError("a child forked during the run hung on its first store calls")
+            if code != 0:
+                raise AssertionError(f"a child forked during the run failed (exit {code})")
             self.op("fork")
 
     def run(self) -> dict[str, Any]:
