@@ -38,8 +38,10 @@ import math
 import os
 import pathlib
 import re
+import shutil
 import stat as stat_module
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
@@ -494,23 +496,38 @@ def _cmd_grep(args: argparse.Namespace) -> int:
     return OK if result.matches else NOT_FOUND
 
 
+#: bytes of matching lines ``grep`` holds in memory; more wait in a temporary file
+_SPOOL_BYTES = 8 << 20
+
+
 def _print_every_line(store: Any, args: argparse.Namespace) -> int:
     """grep's commonest form, every matching line whole with its number and nothing else:
     through ``Store.matching_lines``, which skips the per-match work grep does for ``-C``,
-    ``-m``, ``--max-columns`` and ``--json``."""
-    found = store.matching_lines(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed,
-                                 timeout=args.timeout)
-    total = store.stat(args.id).lines if found.timed_out else 0
-    numbers, texts = found.numbers, found.texts
+    ``-m``, ``--max-columns`` and ``--json``.  The lines it hands on as it finds them wait
+    in an unlinked temporary file past :data:`_SPOOL_BYTES` (so memory stays bounded
+    whatever matches, and the search's read snapshot ends before a slow reader of the
+    output holds it), then are printed."""
     exact = _Exact(store, args)
-    if exact.binary(args.id):
-        texts = [exact.line(args.id, number, text) for number, text in zip(numbers, texts, strict=True)]
-    for at in range(0, len(texts), 4096):
-        part = zip(numbers[at : at + 4096], texts[at : at + 4096], strict=True)
-        _write("".join([f"{number}:{text}\n" for number, text in part]))
+    binary = exact.binary(args.id)
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
+
+        def on_lines(numbers: list[int], texts: list[str]) -> None:
+            spool.write("".join([f"{number}:{text}\n" for number, text in zip(numbers, texts, strict=True)])
+                        .encode("utf-8", "surrogateescape"))
+
+        found = store.matching_lines(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed,
+                                     timeout=args.timeout, on_lines=on_lines)
+        total = store.stat(args.id).lines if found.timed_out else 0
+        spool.seek(0)
+        if binary:  # each line with a U+FFFD shown for bytes that are not UTF-8: its own bytes instead
+            for row in spool:
+                number, _, text = row.decode("utf-8", "surrogateescape").partition(":")
+                _write(f"{number}:{exact.line(args.id, int(number), text[:-1])}\n")
+        else:
+            shutil.copyfileobj(spool, _out())
     if found.timed_out:
         return _timed_out(args, found.searched_lines, total, "matches above are those of")
-    return OK if texts else NOT_FOUND
+    return OK if found.found else NOT_FOUND
 
 
 def _timed_out(args: argparse.Namespace, searched: int | None, total: int, what: str) -> int:

@@ -210,7 +210,9 @@ class MatchingLines(_Searched):
 
     ``timed_out``, ``searched_lines``, ``chunks_read`` and ``chunks_total`` are
     :class:`GrepResult`'s: when the time budget ran out, the lines are the matching
-    lines among lines 1 to ``searched_lines``.
+    lines among lines 1 to ``searched_lines``.  ``found`` is how many lines matched:
+    ``len(result)``, or, when they were handed to ``on_lines`` as they were found (and
+    the lists are empty), how many it was given.
 
     (Two lists rather than one list of pairs: where a hundred thousand lines match, the
     pairs, which Python's garbage collector tracks, cost more than finding the lines.)
@@ -218,6 +220,7 @@ class MatchingLines(_Searched):
 
     numbers: list[int]
     texts: list[str]
+    found: int = field(default=0, kw_only=True)
 
     @property
     def lines(self) -> list[tuple[int, str]]:
@@ -919,7 +922,7 @@ class ReadsMixin:
 
     def matching_lines(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
-        timeout: float | None = None,
+        timeout: float | None = None, on_lines: Callable[[list[int], list[str]], None] | None = None,
     ) -> MatchingLines:
         """Every line matching ``pattern``, whole, with its number: what ``rg -n`` prints,
         and what ``blobpad grep`` prints without ``-m``, context or ``--max-columns``.
@@ -932,22 +935,37 @@ class ReadsMixin:
         comes whole, so a line of N bytes costs N bytes of memory; :meth:`grep` with a
         ``line_window`` bounds that, and is what a model should be given.  ``timeout``
         is :meth:`grep`'s time budget (None: no limit).
+
+        ``on_lines``: where every line matches a 2 GB log, the result would hold 2 GB of
+        text.  Given a function, the search hands it the lines as it goes instead, in
+        order, a batch at a time (``on_lines(numbers, texts)``, lists as in the result,
+        each batch a few MB at most), and keeps none: the result's lists are empty and
+        its ``found`` counts the lines handed on.  The function runs in the calling
+        thread while the search holds its read snapshot: it must not use the store (a
+        store call inside raises BlobpadError); an exception it raises ends the search
+        and propagates.  ``rg``'s lines are handed on once it succeeded, from an unlinked
+        temporary file, so a failed ``rg`` hands nothing on before the search in process.
         """
         timeout = check_timeout(timeout)
         ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
+        if on_lines is not None and not callable(on_lines):
+            raise InvalidArgument(f"on_lines must be a function of (numbers, texts), not {describe(on_lines)}")
         find = finder(compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed))
         dl = deadline_for(timeout)
         found = MatchingLines([], [])
         searched: int | None = None
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
-            scanned = _rg_scan(v, pattern, ignore_case, fixed, dl, numbered=True)
+            scanned = _rg_scan(v, pattern, ignore_case, fixed, dl, numbered=True, on_lines=on_lines)
             if scanned is not None:
-                found, searched = MatchingLines(scanned.numbers, scanned.texts), scanned.searched_lines
+                found = MatchingLines(scanned.numbers, scanned.texts, found=scanned.count)
+                searched = scanned.searched_lines
             else:
+                handed = _Handed(found, on_lines)
                 try:
-                    _whole_lines(v, find, dl, found.numbers, found.texts)
+                    _whole_lines(v, find, dl, found.numbers, found.texts, handed)
                 except TimedOut as exc:
                     searched = _searched_before(exc)
+                handed()
         return replace(found, **_how_far(v, searched))
 
     def count(
@@ -1336,7 +1354,8 @@ def _after_strict(fn: Callable[[bytes], _T]) -> Callable[[bytes], _T]:
 
 
 def _rg_scan(
-    v: _View, pattern: str, ignore_case: bool, fixed: bool, dl: Deadline | None, *, numbered: bool
+    v: _View, pattern: str, ignore_case: bool, fixed: bool, dl: Deadline | None, *, numbered: bool,
+    on_lines: Callable[[list[int], list[str]], None] | None = None,
 ) -> rgscan.Scanned | None:
     """Count (or list, ``numbered``) the matching lines with ``rg`` (:mod:`blobpad.rgscan`)
     where it gives this process's answer and is worth starting: a text entry whose every
@@ -1361,7 +1380,8 @@ def _rg_scan(
         return None
     chunks = ((raw, lines_at[i] + 1, lines_at[i + 1] - lines_at[i])
               for i, raw in enumerate(_map_chunks(v, _identity, _RG_DEPTH, _RG_TASK_BYTES)))
-    scanned = rgscan.scan(rg, found, ignore_case=ignore_case, numbered=numbered, chunks=chunks, deadline=dl)
+    scanned = rgscan.scan(rg, found, ignore_case=ignore_case, numbered=numbered, chunks=chunks, deadline=dl,
+                          on_lines=on_lines)
     if scanned is None:
         v.chunks_read = 0  # read again in this process
     return scanned
@@ -1703,10 +1723,37 @@ def _grep_lines(
         yield number, partial(_build_match, v, find, dl, line_window, number, seg, start, end, first, base, whole)
 
 
-def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str]) -> None:
+class _Handed:
+    """What :meth:`ReadsMixin.matching_lines` does with the lines found so far, between two
+    buffers of the search and at its end: hands them to ``on_lines`` and forgets them (if
+    given), counting them in ``found.found``; else keeps them, counting them at the end."""
+
+    __slots__ = ("found", "on_lines", "last")
+
+    def __init__(self, found: MatchingLines, on_lines: Callable[[list[int], list[str]], None] | None) -> None:
+        self.found, self.on_lines = found, on_lines
+        self.last = 0  # the number of the last line handed on
+
+    def __call__(self) -> None:
+        found = self.found
+        if self.on_lines is None:
+            found.found = len(found.texts)
+        elif found.texts:
+            numbers, texts = found.numbers[:], found.texts[:]
+            found.numbers.clear()
+            found.texts.clear()
+            found.found += len(texts)
+            self.last = numbers[-1]
+            self.on_lines(numbers, texts)
+
+
+def _whole_lines(
+    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str], handed: _Handed | None = None,
+) -> None:
     """Append each matching line's number to ``numbers`` and its text to ``texts`` (see
     ``matching_lines``); under a budget ``dl`` raises TimedOut as :func:`_matching_lines`
-    does, the lists holding the lines before it.
+    does, the lists holding the lines before it (but those ``handed`` on after each buffer
+    and every :data:`_HAND_LINES` lines of binary content, when it hands them on).
 
     The buffers of text that hold whole lines only (all of them, but those of lines
     longer than one buffer) are searched by :func:`_whole_lines_of`, a loop of one RE2
@@ -1714,7 +1761,7 @@ def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int],
     budget over runs of lines sized as :func:`blobpad.search.bounded_find` sizes them
     (one line longer than such a run goes to :func:`blobpad.search.long_line`)."""
     if not v.text:
-        return _whole_lines_slowly(v, find, dl, numbers, texts)
+        return _whole_lines_slowly(v, find, dl, numbers, texts, handed)
     reported = 0  # the last line appended: a very long line's later pieces skip it
     try:
         for seg, size, first_line, _, inside in _segments(v, dl=dl):
@@ -1725,8 +1772,10 @@ def _whole_lines(v: _View, find: _Find, dl: Deadline | None, numbers: list[int],
                 reported = _whole_lines_of(seg, 0, size, size, first_line, find, numbers, texts)[0] or reported
             else:
                 reported = _whole_lines_timed(seg, size, first_line, find, dl, numbers, texts) or reported
+            if handed is not None:
+                handed()
     except TimedOut as exc:
-        raise _past_reported(exc, numbers[-1] if numbers else 0) from None
+        raise _past_reported(exc, numbers[-1] if numbers else handed.last if handed is not None else 0) from None
 
 
 def _whole_lines_timed(
@@ -1791,11 +1840,20 @@ def _texts(v: _View, matches: Iterator[tuple[int, _Bytes, int, int, tuple[int, i
         yield number, v.decode(bytes(line))
 
 
+#: matching lines of binary content :func:`_whole_lines_slowly` hands on at a time
+_HAND_LINES = 4096
+
+
 def _whole_lines_slowly(
-    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str]
+    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str], handed: _Handed | None = None,
 ) -> None:
     """:func:`_whole_lines` of binary content: through :func:`_matching_lines`."""
-    _append_lines(_texts(v, _matching_lines(v, find, dl)), numbers, texts)
+    lines = _texts(v, _matching_lines(v, find, dl))
+    if handed is None:
+        _append_lines(lines, numbers, texts)
+        return
+    while _append_lines(itertools.islice(lines, _HAND_LINES), numbers, texts):
+        handed()
 
 
 def _append_lines(lines: Iterator[tuple[int, str]], numbers: list[int], texts: list[str]) -> int:

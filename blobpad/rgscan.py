@@ -45,9 +45,10 @@ import tempfile
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import IO
 
 from .search import Deadline
 
@@ -216,6 +217,7 @@ class Scanned:
     numbers: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     searched_lines: int | None = None
+    lines: _Lines | None = field(default=None, repr=False)  # rg's lines to the entry's (spooled output)
 
 
 class _Lines:
@@ -242,12 +244,16 @@ class _Lines:
 
 
 class _Output(threading.Thread):
-    """Reads ``rg``'s output as it comes; with ``numbered``, parses ``N:text`` lines."""
+    """Reads ``rg``'s output as it comes; with ``numbered``, parses ``N:text`` lines, or,
+    with a ``spool`` (a binary file), writes them there as they come, whole lines only,
+    to be parsed once ``rg`` succeeded (:func:`_emit_spooled`)."""
 
-    def __init__(self, stream: object, numbered: bool) -> None:
+    def __init__(self, stream: object, numbered: bool, spool: IO[bytes] | None = None) -> None:
         super().__init__(daemon=True, name="blobpad-rg-output")
         self.stream = stream
         self.numbered = numbered
+        self.spool = spool
+        self.spooled = False  # a line went to the spool
         self.numbers: list[int] = []
         self.texts: list[str] = []
         self.rest = b""
@@ -270,27 +276,78 @@ class _Output(threading.Thread):
                 block = self.rest + block
                 cut = block.rfind(b"\n") + 1
                 self.rest = block[cut:]
-                if cut:
+                if cut and self.spool is not None:
+                    self.spool.write(block[:cut])
+                    self.spooled = True
+                elif cut:
                     self._parse(block[:cut].decode("utf-8"))
         except BaseException as exc:  # noqa: BLE001 - handed to the thread that waits
             self.error = exc
 
     def _parse(self, text: str) -> None:
-        lines = text.split("\n")
-        lines.pop()
-        colons = [line.index(":") for line in lines]
-        self.numbers += [int(line[:c]) for line, c in zip(lines, colons, strict=True)]
-        self.texts += [line[c + 1:] for line, c in zip(lines, colons, strict=True)]
+        numbers, texts = _parsed(text)
+        self.numbers += numbers
+        self.texts += texts
+
+
+def _parsed(text: str) -> tuple[list[int], list[str]]:
+    """The numbers and texts of ``rg -n``'s ``N:text`` lines in ``text`` (each ending in a newline)."""
+    lines = text.split("\n")
+    lines.pop()
+    colons = [line.index(":") for line in lines]
+    return ([int(line[:c]) for line, c in zip(lines, colons, strict=True)],
+            [line[c + 1:] for line, c in zip(lines, colons, strict=True)])
+
+
+#: bytes of spooled output parsed and handed on at a time (:func:`_emit_spooled`)
+_EMIT_BYTES = 4 << 20
+
+
+def _emit_spooled(spool: IO[bytes], lines: _Lines, on_lines: Callable[[list[int], list[str]], None]) -> int:
+    """Hand ``on_lines`` the matching lines ``rg`` wrote to ``spool``, about :data:`_EMIT_BYTES`
+    at a time, with the entry's line numbers; return how many there were."""
+    spool.seek(0)
+    rest = b""
+    total = 0
+    while True:
+        block = spool.read(_EMIT_BYTES)
+        if not block:
+            return total
+        block = rest + block
+        cut = block.rfind(b"\n") + 1
+        rest = block[cut:]
+        if not cut:
+            continue
+        numbers, texts = _parsed(block[:cut].decode("utf-8"))
+        total += len(numbers)
+        on_lines(_entry_numbers(lines, numbers), texts)
+
+
+def _entry_numbers(lines: _Lines, numbers: list[int]) -> list[int]:
+    """The entry's numbers of ``rg``'s line ``numbers``: shifted only when the filters skipped
+    chunks (a bisect each)."""
+    if lines.starts != [1]:
+        return [lines.entry(n) for n in numbers]
+    if lines.shift[0]:
+        return [n + lines.shift[0] for n in numbers]
+    return numbers
 
 
 def scan(
     rg: str, found: tuple[str, ...], *, ignore_case: bool, numbered: bool,
     chunks: Iterable[tuple[bytes | None, int, int]], deadline: Deadline | None,
+    on_lines: Callable[[list[int], list[str]], None] | None = None,
 ) -> Scanned | None:
     """Count (or, ``numbered``, list) the lines holding one of the literals ``found``, in
     the chunks ``chunks`` yields in order: ``(raw chunk or None when skipped, entry line
     number of its first byte, newlines in it)``.  A chunk after skipped ones must start
     a line (the one before the skipped ones ended in a newline), as grep's skipping ensures.
+
+    With ``on_lines`` (``numbered``), the lines are not kept: ``rg``'s output goes to an
+    unlinked temporary file as it comes, and once ``rg`` succeeded it is handed to
+    ``on_lines(numbers, texts)`` a few MB at a time, in this thread (the result's
+    ``count`` says how many lines; ``numbers`` and ``texts`` stay empty).  Nothing is
+    handed on when ``rg`` failed (None), so a search in process after it starts afresh.
 
     When ``deadline`` passes, the chunks are fed up to the next newline and no further,
     and the result says how far it searched.  Returns None when ``rg`` failed: the caller
@@ -304,8 +361,23 @@ def scan(
     except (OSError, ValueError):  # no room for the literals' file, no process: search in process
         return None
     assert proc.stdin is not None and proc.stdout is not None
-    out = _Output(proc.stdout, numbered)
-    out.start()
+    with contextlib.ExitStack() as stack:
+        spool = stack.enter_context(tempfile.TemporaryFile()) if on_lines is not None and numbered else None
+        out = _Output(proc.stdout, numbered, spool)
+        out.start()
+        scanned = _scan(proc, out, chunks, numbered, deadline)
+        if scanned is None or spool is None:
+            return scanned
+        scanned.count = _emit_spooled(spool, scanned.lines, on_lines)  # type: ignore[arg-type]
+        return scanned
+
+
+def _scan(
+    proc: subprocess.Popen[bytes], out: _Output, chunks: Iterable[tuple[bytes | None, int, int]], numbered: bool,
+    deadline: Deadline | None,
+) -> Scanned | None:
+    """:func:`scan` once ``rg`` started: feed it, wait for it, check what it wrote."""
+    assert proc.stdin is not None
     lines = _Lines()
     searched: int | None = None
     ok = False
@@ -337,14 +409,10 @@ def scan(
         if not (text.isdigit() if status == 0 else not text):  # a count, or nothing when no line matched
             return None
         return Scanned(count=int(text) if text else 0, searched_lines=searched)
-    if status == 1 and out.numbers:
+    if status == 1 and (out.numbers or out.spooled):
         return None
-    # the entry's line numbers: shifted only when the filters skipped chunks (a bisect each)
-    if lines.starts != [1]:
-        out.numbers = [lines.entry(n) for n in out.numbers]
-    elif lines.shift[0]:
-        out.numbers = [n + lines.shift[0] for n in out.numbers]
-    return Scanned(count=len(out.numbers), numbers=out.numbers, texts=out.texts, searched_lines=searched)
+    numbers = _entry_numbers(lines, out.numbers)
+    return Scanned(count=len(numbers), numbers=numbers, texts=out.texts, searched_lines=searched, lines=lines)
 
 
 def _start(cmd: list[str], found: tuple[str, ...], posix: bool) -> subprocess.Popen[bytes]:

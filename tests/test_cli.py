@@ -1251,3 +1251,23 @@ def test_long_numbers_and_long_names_in_arguments(tmp_path):
         with contextlib.redirect_stderr(err):
             assert cli.main(argv) == 2
         assert 0 < len(err.getvalue()) < 400, err.getvalue()[:300]
+
+
+def test_grep_of_more_matching_text_than_it_holds_in_memory_matches_rg(tmp_path, rg):
+    """``blobpad grep`` (every matching line) keeps the lines past 8 MB in a temporary file,
+    not in memory, and prints the same bytes as ``rg -n``: a text log of 20 MB whose every
+    line matches (``^``, and a set of literals: through ``rg``), one with a pattern in
+    process, and a log whose lines hold bytes that are not UTF-8 (printed as they are)."""
+    db = tmp_path / "db"
+    text = tmp_path / "big.log"
+    text.write_text(sample.log_text(20 << 20, 21))
+    raw = sample.log_text(10 << 20, 22).encode().split(b"\n")
+    binary = tmp_path / "latin.log"
+    binary.write_bytes(b"\n".join(row + b" caf\xe9" if i % 3 == 0 else row for i, row in enumerate(raw)))
+    ids = {path: json.loads(ok(bp("put", str(path), db=db)))["id"] for path in (text, binary)}
+    for path, args in [(text, ["^"]), (text, ["-F", "0"]), (text, [r"\d\d:\d"]), (binary, ["."]), (binary, ["caf"])]:
+        mine = bp("grep", ids[path], *args, db=db)
+        ref = subprocess.run([rg, "-n", *args, str(path)], capture_output=True)
+        assert mine.returncode == ref.returncode == 0, mine.stderr
+        assert len(ref.stdout) > 8 << 20 or path is binary
+        assert mine.stdout == ref.stdout, (path.name, args)

@@ -1047,3 +1047,67 @@ def test_a_literal_holding_a_line_break_is_not_told_to_pass_fixed(store):
     with pytest.raises(InvalidArgument) as regex:
         store.grep(e.id, r"a\nb")
     assert "fixed=True" in str(regex.value)
+
+
+def _binary_log(size: int) -> bytes:
+    """A log of about ``size`` bytes whose every 7th line holds a byte that is not UTF-8."""
+    rows = sample.log_text(size, 11).encode().split(b"\n")
+    return b"\n".join(row + b" \xff\xfe" if i % 7 == 0 else row for i, row in enumerate(rows))
+
+
+@pytest.mark.parametrize("kind", ["text", "binary"])
+@pytest.mark.parametrize("pattern", ["ERROR", r"\d{3}", "^", "absent_token_zz"])
+def test_matching_lines_hands_its_lines_on_in_bounded_batches(store, monkeypatch, kind, pattern):
+    """``matching_lines(on_lines=...)``: the lines come in order, a batch at a time, none kept,
+    the same as those the result holds without it (a literal on a large text entry through
+    ``rg``, the others in process; with and without a time budget), and no batch holds more
+    than a few MB whatever matches: a grep of every line of a large log needs no more memory
+    than a batch."""
+    from blobpad import rgscan
+
+    spied: list[int] = []
+    real_scan = rgscan.scan
+    monkeypatch.setattr(rgscan, "scan", lambda *a, **kw: spied.append(1) or real_scan(*a, **kw))
+    content: str | bytes = sample.log_text(12 << 20, 11) if kind == "text" else _binary_log(3 << 20)
+    e = store.put(content, session="s")
+    raw = content if isinstance(content, bytes) else content.encode()
+    rows = raw.removesuffix(b"\n").split(b"\n")  # the lines, as rg -n numbers them
+    expected = [(n, row.decode("utf-8", "replace")) for n, row in enumerate(rows, 1)
+                if re.search(pattern.encode(), row)]
+    for timeout in (None, 600):
+        kept = store.matching_lines(e.id, pattern, timeout=timeout)
+        assert kept.lines == expected and kept.found == len(expected)
+        batches: list[tuple[list[int], list[str]]] = []
+        handed = store.matching_lines(e.id, pattern, timeout=timeout,
+                                      on_lines=lambda numbers, texts, into=batches: into.append((numbers, texts)))
+        assert handed.lines == [] and handed.found == len(expected) and not handed.timed_out
+        got = [pair for numbers, texts in batches for pair in zip(numbers, texts, strict=True)]
+        assert got == expected
+        assert all(numbers and sum(map(len, texts)) <= 16 << 20 for numbers, texts in batches)
+        if pattern == "^":
+            assert len(batches) > 1  # every line of 12 MB: never one batch of all of them
+    assert bool(spied) == (kind == "text" and pattern in ("ERROR", "absent_token_zz"))  # rg where it applies
+
+
+@pytest.mark.parametrize("pattern", ["ERROR", r"E\w+R"])  # through rg, and in process
+def test_what_on_lines_raises_ends_the_search_and_the_store_goes_on(store, pattern):
+    """An exception of ``on_lines`` propagates (through ``rg``'s path too, not swallowed into
+    a search in process); one that uses the store inside it is told why it cannot; the store
+    answers as before afterwards."""
+    text = sample.log_text(6 << 20, 4)
+    e = store.put(text, session="s")
+
+    class Stop(Exception):
+        pass
+
+    def stop(numbers: list[int], texts: list[str]) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        store.matching_lines(e.id, pattern, on_lines=stop)
+    with pytest.raises(blobpad.BlobpadError, match="such as matching_lines' on_lines, used the store"):
+        store.matching_lines(e.id, pattern, on_lines=lambda numbers, texts: store.stat(e.id))
+    with pytest.raises(InvalidArgument, match="on_lines must be a function"):
+        store.matching_lines(e.id, pattern, on_lines="print")  # type: ignore[arg-type]
+    assert store.count(e.id, pattern) == len(store.matching_lines(e.id, pattern)) > 0
+    assert store.stat(e.id).size_bytes == len(text.encode())

@@ -709,6 +709,12 @@ class _Held:
         return None
 
 
+#: what a transaction opened inside another one in the same thread raises (every engine)
+NESTED = ("a store transaction was opened inside another one in the same thread (which would hang at the next map "
+          "growth): a function the store calls inside its own transaction, such as matching_lines' on_lines, used "
+          "the store; use it after that call returns (with no such function, this is a blobpad bug: please report it)")
+
+
 class TxnGuard:
     """Refuses a transaction opened inside another in the same thread (see the module docstring)."""
 
@@ -722,10 +728,7 @@ class TxnGuard:
 
     def enter(self) -> None:
         if self.held():
-            raise BlobpadError(
-                "internal error: a store transaction was opened inside another one in the same thread, "
-                "which would hang at the next map growth; please report this blobpad bug"
-            )
+            raise BlobpadError(NESTED)
         self._mine.held = os.getpid()
 
     def leave(self) -> None:

@@ -102,6 +102,7 @@ from .base import (
     CLOSED,
     LATER_SPACES,
     MAX_KEY,
+    NESTED,
     SPACES,
     VALUE_LIMITS,
     Capabilities,
@@ -152,10 +153,7 @@ class _SharedLock:
 
     def _check_free(self) -> None:
         if getattr(self._mine, "held", False):
-            raise BlobpadError(
-                "internal error: a store transaction was opened inside another one in the same thread, "
-                "which would hang at the next map growth; please report this blobpad bug"
-            )
+            raise BlobpadError(NESTED)
 
     def acquire_shared(self) -> None:
         self._check_free()
