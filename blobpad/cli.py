@@ -616,6 +616,7 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
     shown = searched = 0
     truncated = timed_out = False
     found: list[Any] = []
+    printed: tuple[str, int] | None = None  # the last line printed, of the pages before
     with _open(args) as store:
         while limit is None or shown < limit:
             left = None if deadline is None else deadline - time.monotonic()
@@ -631,8 +632,10 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
             if args.json:
                 found.extend(m.to_dict() for m in page.matches)
             else:
-                _print_session_grep(page.matches, context=bool(before or after), exact=_Exact(store, args),
-                                    regex=compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed))
+                printed = _print_session_grep(
+                    page.matches, context=bool(before or after), exact=_Exact(store, args),
+                    regex=compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed),
+                    previous=printed)
             shown += len(page.matches)
             searched += page.searched_entries
             cursor, truncated, timed_out = page.cursor, page.truncated, page.timed_out
@@ -653,13 +656,17 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
     return OK if shown else NOT_FOUND
 
 
-def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact, regex: Any) -> None:
+def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact, regex: Any,
+                        previous: tuple[str, int] | None = None) -> tuple[str, int] | None:
     """Print like ``rg -n`` over several files: ``NAME:N:TEXT`` for matches, ``NAME-N-TEXT``
     for context (NAME is the entry's name, or its id when it has none), ``--`` between groups.
     A context line that holds a match (past ``-m`` or ``--max-per-entry``) is a match line,
-    as ``rg`` prints it (``regex``: the pattern, to test them)."""
+    as ``rg`` prints it (``regex``: the pattern, to test them).
+
+    ``previous``: the last line the pages before printed (entry id, line), whose context
+    may overlap this page's: a line is printed once, and ``--`` only between lines apart.
+    Returns the last line printed, for the next page."""
     out: list[str] = []
-    previous: tuple[str, int] | None = None
     k = 0
     while k < len(matches):
         entry_id = matches[k].entry_id
@@ -678,6 +685,8 @@ def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact,
             for number, text in m.after:
                 rows.setdefault(number, (False, text))
         for number in sorted(rows):
+            if previous is not None and previous[0] == entry_id and number <= previous[1]:
+                continue  # printed with the page before (its last match's trailing context)
             is_match, text = rows[number]
             if not is_match and _holds_match(regex, exact, entry_id, number, text):
                 is_match = True
@@ -691,6 +700,7 @@ def _print_session_grep(matches: Sequence[Any], *, context: bool, exact: _Exact,
                 _write("".join(out))
                 out.clear()
     _write("".join(out))
+    return previous
 
 
 # -- ls, stat, rm, maintenance ------------------------------------------------------------

@@ -382,6 +382,27 @@ def test_grep_session_prints_the_bytes_of_lines_that_are_not_utf8_as_rg_does(tmp
         assert b"\xe9" in mine.stdout
 
 
+def test_grep_session_prints_each_line_once_where_context_spans_two_pages(tmp_path, rg):
+    """grep-session fetches its matches a page at a time (``blobpad.cli._SESSION_PAGE``, 1000):
+    the context of a page's last match and of the next page's first overlapped, and those
+    lines were printed twice (5,002 lines where rg prints 5,000).  Every line is printed once,
+    ``--`` only between lines apart, as rg prints them, in an entry and across entries."""
+    from blobpad.cli import _SESSION_PAGE
+
+    rows = [f"line {i} {'hit' if i % 2 == 0 else 'miss'}" for i in range(1, 2 * _SESSION_PAGE + 1100)]
+    (tmp_path / "a.log").write_text("\n".join(rows) + "\n")
+    (tmp_path / "b.log").write_text("\n".join(rows[:1500]) + "\n")
+    (tmp_path / "c.log").write_text("".join(f"x{i}\n" if i % 3 else f"hit {i}\n" for i in range(3100)))
+    db = tmp_path / "db"
+    for name in ("a.log", "b.log", "c.log"):
+        ok(bp("put", str(tmp_path / name), "--session", "s", "--name", name, db=db))
+    for args in (["-C", "1"], ["-A", "3"], ["-B", "2"], ["-C", "2", "-m", "1200"], ["-A", "1"]):
+        mine = bp("grep-session", "s", *[a.replace("-m", "--max-per-entry") for a in args], "hit", db=db)
+        ref = subprocess.run([rg, "-n", "--sort", "path", *args, "hit", "a.log", "b.log", "c.log"],
+                             capture_output=True, cwd=tmp_path)
+        assert mine.stdout == ref.stdout, args
+
+
 def test_grep_session_prints_a_match_past_its_limit_in_the_context_as_a_match(tmp_path, rg):
     """With --max-per-entry (rg's -m over files), a later match inside the last match's trailing
     context is printed NAME:N:, as rg prints it; it was printed as a context line."""
