@@ -9,6 +9,7 @@ subclasses also derive from the built-in exception a Python caller would expect
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
@@ -236,6 +237,11 @@ def one_line(text: str, keep: str = "") -> str:
     return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
+#: the first members of a large container, for :func:`describe`
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 80, 80, 80
+
+
 def describe(value: object, limit: int = 80) -> str:
     """A short, always-printable description of ``value`` for an error message.
 
@@ -245,6 +251,10 @@ def describe(value: object, limit: int = 80) -> str:
     """
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"  # log10(2) digits a bit
+    if isinstance(value, list | tuple | dict | set | frozenset) and len(value) > limit:
+        # its first members only: the whole repr of a list of millions is hundreds of MB
+        shown = _SHORT.repr(value)
+        return f"{shown[: limit - 20]}... (a {type(value).__name__} of {len(value)} members)"
     try:
         text = repr(value)
     except Exception:  # RecursionError, a __repr__ that raises, ...

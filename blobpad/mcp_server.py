@@ -180,6 +180,8 @@ def _recover_id(text: str) -> Any:
         if count >= _RECOVER_TOKENS:
             return None
         tok = match.group()
+        if tok == '"':  # a string with no end: the rest of the line is inside it (one scan, not one a quote)
+            break
         if tok == "{" or tok == "[":
             if depth == 0 and tok != "{":
                 return None
@@ -241,25 +243,55 @@ def _reject_constant(name: str) -> Any:
 
 
 def _find_problem(value: Any, where: str, depth: int = 1) -> str | None:
-    """Why ``value`` (at nesting ``depth``) cannot be passed on (too deep, lone surrogates), or None."""
-    stack: list[tuple[Any, str, int]] = [(value, where, depth)]
-    while stack:
-        item, path, depth = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return f"{path} holds a lone surrogate escape (such as \\ud800); send valid Unicode text"
-        elif isinstance(item, dict | list):
-            if depth > MAX_DEPTH:
-                return f"the message is nested more than {MAX_DEPTH} levels deep"
-            if isinstance(item, dict):
-                for k, v in item.items():
-                    if _SURROGATE.search(k):
-                        return (f"a key in {path or 'the message'} holds a lone surrogate escape (such as \\ud800); "
-                                "send valid Unicode text")
-                    sub = f"{path}.{k[:40]}" if path else k[:40]
-                    stack.append((v, sub if len(path) < 200 else path, depth + 1))
-            else:
-                stack.extend((v, f"{path}[{i}]" if len(path) < 200 else path, depth + 1) for i, v in enumerate(item))
+    """Why ``value`` (at nesting ``depth``) cannot be passed on (too deep, lone surrogates), or None.
+
+    Walks the containers depth first, each through an iterator, and names a member's path
+    only when it is a problem or a container to enter: memory stays a frame per level,
+    whatever a list of millions of members holds (a tuple and a path string per member,
+    pushed at once, took a 16 MB line to 1.4 GB)."""
+    if isinstance(value, str):
+        return _surrogate_problem(value, where)
+    if not isinstance(value, dict | list):
+        return None
+    if depth > MAX_DEPTH:
+        return f"the message is nested more than {MAX_DEPTH} levels deep"
+    frames: list[tuple[Iterator[tuple[Any, Any]], str, int, bool]] = [(_members(value), where, depth, isinstance(value, dict))]
+    while frames:
+        members, path, depth, keyed = frames[-1]
+        for label, item in members:
+            if keyed and _SURROGATE.search(label):
+                return (f"a key in {path or 'the message'} holds a lone surrogate escape (such as \\ud800); "
+                        "send valid Unicode text")
+            if isinstance(item, str):
+                if _SURROGATE.search(item):
+                    return _surrogate_problem(item, _member_path(path, label))
+            elif isinstance(item, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    return f"the message is nested more than {MAX_DEPTH} levels deep"
+                frames.append((_members(item), _member_path(path, label), depth + 1, isinstance(item, dict)))
+                break
+        else:
+            frames.pop()
+    return None
+
+
+def _members(container: dict[str, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
+    """(key, value) of a dict's members, (index, value) of a list's."""
+    return iter(container.items()) if isinstance(container, dict) else enumerate(container)
+
+
+def _member_path(path: str, label: str | int) -> str:
+    """The path of a member: ``path.key`` (40 characters of a key at most), ``path[i]``; no longer past 200."""
+    if len(path) >= 200:
+        return path
+    if isinstance(label, int):
+        return f"{path}[{label}]"
+    return f"{path}.{label[:40]}" if path else label[:40]
+
+
+def _surrogate_problem(text: str, path: str) -> str | None:
+    if _SURROGATE.search(text):
+        return f"{path} holds a lone surrogate escape (such as \\ud800); send valid Unicode text"
     return None
 
 

@@ -603,3 +603,60 @@ def test_a_call_the_client_cancels_stops_its_search(store):
             assert stopped["ok"] and stopped["timed_out"] is True and stopped.get("searched_lines", 0) < e.lines, stopped
             assert ("cancelled" in stopped["notice"]) == (budget is None), stopped["notice"]
             assert not toolbox.call("scratchpad_read", args).get("timed_out")  # only that call's searches
+
+
+_DECODE_CHILD = r"""
+import json, resource, sys
+from blobpad.mcp_server import decode_message
+line = sys.stdin.buffer.read()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+message, replies = decode_message(line)
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"message": message is not None, "replies": [r.model_dump(mode="json") for r in replies],
+                  "grown_mb": grown // 1024}))
+"""
+
+
+def _decode_in_child(line: bytes) -> dict[str, Any]:
+    """``decode_message(line)`` in a child process, which must answer within 120 s (a hang fails
+    the test instead of stalling it), with how much its peak memory grew."""
+    proc = subprocess.run([sys.executable, "-c", _DECODE_CHILD], input=line, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_an_unterminated_string_of_escaped_quotes_is_answered_at_once():
+    """The id of a line json cannot parse is recovered by a tokenizer, whose string token
+    rescanned to the end of the line at every quote of an unterminated string: a 117 KB line
+    of ``\\"`` held the server (and every line after it) for 46 s, a 1 MB one for about an
+    hour.  The rest of such a line is one string: one scan, and the reply names the id."""
+    head = b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"scratchpad_list","arguments":{"x":"'
+    for body in (b'\\"' * 500_000, b'\\"a' * 300_000 + b"\\"):
+        got = _decode_in_child(head + body)
+        assert not got["message"] and len(got["replies"]) == 1
+        reply = got["replies"][0]
+        assert reply["id"] == 41 and reply["error"]["code"] == -32700 and "invalid JSON" in reply["error"]["message"]
+
+
+def test_a_flat_array_of_millions_of_members_is_checked_in_bounded_memory():
+    """Every string of a message is checked for lone surrogates: the check pushed a tuple and a
+    path string per member of a list at once, so a 16 MB line of ``[0,0,...]`` took the server
+    to 1.4 GB (63 MB: 5.4 GB).  It walks one frame per level now; a problem at the end of such a
+    list is still found and named by its path, and a refusal describes the list by its first
+    members and its length, never by its whole repr."""
+    members = 8 << 20
+
+    def call(arguments: bytes) -> bytes:
+        return (b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"scratchpad_list","arguments":'
+                + arguments + b"}}")
+
+    flat = _decode_in_child(call(b'{"skip":[' + b"0," * (members - 1) + b"0]}"))
+    assert flat["message"] and flat["replies"] == [] and flat["grown_mb"] < 600, flat
+    late = _decode_in_child(call(b'{"skip":[' + b"0," * (members - 1) + b'[{"k":"\\ud800"}]]}'))
+    assert not late["message"] and late["grown_mb"] < 600, late
+    said = late["replies"][0]["error"]["message"]
+    assert f"params.arguments.skip[{members - 1}][0].k holds a lone surrogate" in said, said
+    from blobpad.errors import describe
+
+    shown = describe(list(range(members)))
+    assert shown.endswith(f"(a list of {members} members)") and len(shown) < 120
