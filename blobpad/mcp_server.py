@@ -250,7 +250,7 @@ def _find_problem(value: Any, where: str, depth: int = 1) -> str | None:
     whatever a list of millions of members holds (a tuple and a path string per member,
     pushed at once, took a 16 MB line to 1.4 GB)."""
     if isinstance(value, str):
-        return _surrogate_problem(value, where)
+        return _surrogate_said(where) if _SURROGATE.search(value) else None
     if not isinstance(value, dict | list):
         return None
     if depth > MAX_DEPTH:
@@ -264,7 +264,7 @@ def _find_problem(value: Any, where: str, depth: int = 1) -> str | None:
                         "send valid Unicode text")
             if isinstance(item, str):
                 if _SURROGATE.search(item):
-                    return _surrogate_problem(item, _member_path(path, label))
+                    return _surrogate_said(_member_path(path, label))
             elif isinstance(item, dict | list):
                 if depth + 1 > MAX_DEPTH:
                     return f"the message is nested more than {MAX_DEPTH} levels deep"
@@ -289,10 +289,9 @@ def _member_path(path: str, label: str | int) -> str:
     return f"{path}.{label[:40]}" if path else label[:40]
 
 
-def _surrogate_problem(text: str, path: str) -> str | None:
-    if _SURROGATE.search(text):
-        return f"{path} holds a lone surrogate escape (such as \\ud800); send valid Unicode text"
-    return None
+def _surrogate_said(path: str) -> str:
+    """The refusal of the string at ``path`` that holds a lone surrogate."""
+    return f"{path} holds a lone surrogate escape (such as \\ud800); send valid Unicode text"
 
 
 def _error(code: int, message: str, reply_id: Any = None) -> Any:
