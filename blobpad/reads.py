@@ -183,10 +183,14 @@ class GrepResult(_Searched):
     entry's trigram filters exclude (:mod:`blobpad.prefilter`) are not read, nor those
     after the search stopped.  Context lines and windows of long lines may read a few
     more.  Neither is in :meth:`to_dict`.  All four are keyword-only.
+
+    ``skipped`` (keyword-only too, not in :meth:`to_dict`): the numbers of the matching
+    lines ``grep(skip=N)`` passed over before ``matches``, in order.
     """
 
     matches: list[GrepMatch]
     truncated: bool
+    skipped: list[int] = field(default_factory=list, kw_only=True)
 
     def __len__(self) -> int:
         return len(self.matches)
@@ -862,6 +866,7 @@ class ReadsMixin:
         max_matches: int = 100,
         line_window: int = LINE_WINDOW,
         timeout: float | None = None,
+        skip: int = 0,
     ) -> GrepResult:
         """Find the lines matching ``pattern`` (RE2 syntax; a literal with ``fixed``).
 
@@ -871,12 +876,15 @@ class ReadsMixin:
 
         Returns at most ``max_matches`` matching lines with ``before``/``after``
         context lines each; ``truncated`` is true when more exist.  Stops reading as
-        soon as it has them.  Lines longer than ``line_window`` characters come back
-        as a window of that size around their first match.  ``spans`` lists the
-        matches of a line as ``re.finditer`` on the decoded line would, from its
-        first match, bounded to the first ``MAX_SPANS`` (1000) matches of the line
-        (then to those inside the window).  Context lines longer than ``line_window``
-        are cut to their first ``line_window`` characters, and only those are read.
+        soon as it has them.  ``skip`` passes over the first ``skip`` matching lines,
+        to page through many: their numbers are in the result's ``skipped``, and
+        nothing else of them is built (neither text nor spans nor context).  Lines
+        longer than ``line_window`` characters come back as a window of that size
+        around their first match.  ``spans`` lists the matches of a line as
+        ``re.finditer`` on the decoded line would, from its first match, bounded to the
+        first ``MAX_SPANS`` (1000) matches of the line (then to those inside the window).
+        Context lines longer than ``line_window`` are cut to their first ``line_window``
+        characters, and only those are read.
 
         ``timeout`` is a time budget in seconds for the search (None, the default: no
         limit; :data:`SEARCH_TIMEOUT` is what the Toolbox, CLI and MCP server give).
@@ -899,16 +907,21 @@ class ReadsMixin:
         after = _position("after", after, minimum=0)
         max_matches = _position("max_matches", max_matches, minimum=0)
         line_window = _position("line_window", line_window, minimum=1)
+        skip = _position("skip", skip, minimum=0)
         if before > 1000 or after > 1000:
             raise InvalidArgument("before and after are limited to 1000 context lines")
         find = finder(regex)
         matches: list[GrepMatch] = []
+        skipped: list[int] = []
         truncated = False
         dl = deadline_for(timeout)
         searched: int | None = None
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             try:
-                for _, build in _grep_lines(v, find, dl, line_window):
+                for number, build in _grep_lines(v, find, dl, line_window):
+                    if len(skipped) < skip:
+                        skipped.append(number)
+                        continue
                     if len(matches) >= max_matches:
                         truncated = True
                         break
@@ -918,7 +931,7 @@ class ReadsMixin:
             cut = _add_context(v, matches, before, after, line_window, dl)
             if cut is not None:
                 searched, truncated = cut if searched is None else min(searched, cut), False
-        return GrepResult(matches, truncated, **_how_far(v, searched))
+        return GrepResult(matches, truncated, skipped=skipped, **_how_far(v, searched))
 
     def matching_lines(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,

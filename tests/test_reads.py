@@ -1111,3 +1111,22 @@ def test_what_on_lines_raises_ends_the_search_and_the_store_goes_on(store, patte
         store.matching_lines(e.id, pattern, on_lines="print")  # type: ignore[arg-type]
     assert store.count(e.id, pattern) == len(store.matching_lines(e.id, pattern)) > 0
     assert store.stat(e.id).size_bytes == len(text.encode())
+
+
+@pytest.mark.parametrize("pattern", ["ERROR", r"\d+ms", "absent_zz"])
+def test_grep_skip_passes_over_matches_by_their_numbers(store, pattern):
+    """``grep(skip=N)``: the matches after the first N, as a grep of them all gives them (text,
+    spans, context), and the numbers of the N passed over in ``skipped``; ``truncated`` as
+    for the matches past them; a skip past every match gives none."""
+    text = sample.log_text(300_000, 8)
+    e = store.put(text, session="s")
+    every = [n for n, row in enumerate(text.removesuffix("\n").split("\n"), 1) if re.search(pattern, row)]
+    whole = store.grep(e.id, pattern, max_matches=10**6, before=1, after=2)
+    assert [m.line for m in whole] == every and whole.skipped == []
+    for skip, limit in [(0, 5), (3, 4), (max(0, len(every) - 2), 10), (len(every), 3), (len(every) + 5, 3)]:
+        page = store.grep(e.id, pattern, skip=skip, max_matches=limit, before=1, after=2)
+        assert page.skipped == every[:skip]
+        assert [m.to_dict() for m in page] == [m.to_dict() for m in whole.matches[skip : skip + limit]]
+        assert page.truncated == (len(every) > skip + limit)
+    with pytest.raises(InvalidArgument, match="skip"):
+        store.grep(e.id, pattern, skip=-1)

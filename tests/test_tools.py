@@ -634,6 +634,28 @@ def test_grep_pages_with_wide_context_hold_only_what_they_show(store):
         assert lines[int(number) - 1].startswith(text.split(" [... line")[0])
 
 
+def test_a_grep_page_far_into_matches_of_many_spans_builds_the_page_only(store):
+    """The matches a grep page skips are passed over by their line numbers: each used to be
+    built whole (text and up to 1,000 spans), 10,000 of them to show 9 (lines of 2,000
+    digits and the pattern ``.``: 1.3 GB without a budget; with the 5 s budget it timed out
+    and showed none).  The page is the one a search of it alone shows."""
+    lines = [str(i % 10) * 300 for i in range(10_050)]
+    e = store.put("\n".join(lines) + "\n", session="s")
+    tb = Toolbox(store, session="s", scope="session")
+    tracemalloc.start()
+    try:
+        r = tb.call("scratchpad_read", {"scratchpad_id": e.id, "mode": "grep", "pattern": ".", "max_matches": 20,
+                                        "skip": 10_000})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r["ok"] and r["first_match"] == 10_001 and r["shown_matches"] >= 1 and r["total_matches"] == 10_050
+    assert peak < 64 << 20  # 10,020 matches of 300 spans each: about 600 MB
+    shown = r["content"].split("\n")
+    assert [int(ln.split(":")[0]) for ln in shown] == list(range(10_001, 10_001 + r["shown_matches"]))
+    assert all(lines[int(ln.split(":")[0]) - 1].startswith(ln.split(":", 1)[1][:100]) for ln in shown)
+
+
 def test_lines_of_binary_content_keep_every_notice(store):
     """Each notice of a lines read is kept: the binary one beside where the entry ends or
     where the output was capped (it used to be replaced by them)."""

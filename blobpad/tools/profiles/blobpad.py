@@ -22,7 +22,7 @@ from ..spec import MAX_INT, Param, Profile, ToolContext, ToolError, ToolSpec
 
 _LINES_PER_CALL = 200             # default number of lines of mode "lines"
 _LINE_BATCH = 256                 # lines read from the store at a time
-_MAX_SKIP = 10_000                # grep pages: the engine finds skip + max_matches matches each time
+_MAX_SKIP = 10_000                # grep pages: the engine finds skip + max_matches matches each time (builds the page's)
 
 def _read_blobpad(tb: ToolContext, a: dict[str, Any], budget: int) -> dict[str, Any]:
     _check_mode_args(a)
@@ -131,17 +131,18 @@ def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict
     skip, limit, context = a["skip"], a["max_matches"], a["context"]
     pattern, icase, fixed = a["pattern"], a["ignore_case"], a["fixed_strings"]
     # context lines are read by grep_lines; the matches up to `context` past the page are
-    # asked for too, so that no context line of this page is one (it would read as not matching)
-    wanted = skip + limit + context
-    res = tb.search(("grep", entry.id, pattern, icase, fixed, wanted),
-                    lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed,
+    # asked for too, so that no context line of this page is one (it would read as not matching);
+    # the skipped ones are passed over by their numbers alone (never built: text, spans)
+    wanted = limit + context
+    res = tb.search(("grep", entry.id, pattern, icase, fixed, skip, wanted),
+                    lambda t: tb.store.grep(entry.id, pattern, ignore_case=icase, fixed=fixed, skip=skip,
                                             max_matches=wanted, line_window=tb.line_chars + 1, timeout=t))
-    matches = res.matches[skip : skip + limit]
+    matches = res.matches[:limit]
     id_args = {"scratchpad_id": entry.id}
-    known = [m.line for m in res.matches[:skip]] + [m.line for m in res.matches[skip + limit :]]
+    known = res.skipped + [m.line for m in res.matches[limit:]]
     lines, shown = grep_lines(tb, entry, matches, context, budget, id_args, known=known)
-    more = res.truncated or len(res.matches) > skip + limit or shown < len(matches)
-    total: int = len(res.matches)
+    more = res.truncated or len(res.matches) > limit or shown < len(matches)
+    total: int = len(res.skipped) + len(res.matches)
     counted = None
     if res.truncated:
         counted = tb.search(("count", entry.id, pattern, icase, fixed),
@@ -165,7 +166,7 @@ def _grep(tb: ToolContext, entry: Entry, a: dict[str, Any], budget: int) -> dict
         result["timed_out"] = True
         result["searched_lines"] = res.searched_lines
         result["notice"] = timed_out_notice(tb, entry, res.searched_lines, "the matches found are all those of")
-        if shown < len(res.matches) - skip:  # found, not shown (capped, or past max_matches)
+        if shown < len(res.matches):  # found, not shown (capped, or past max_matches)
             result["next"] = nxt
             result["notice"] += f" For the next ones found, call again with {args_text(nxt)}."
     elif more:
