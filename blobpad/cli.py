@@ -507,24 +507,21 @@ def _print_every_line(store: Any, args: argparse.Namespace) -> int:
     in an unlinked temporary file past :data:`_SPOOL_BYTES` (so memory stays bounded
     whatever matches, and the search's read snapshot ends before a slow reader of the
     output holds it), then are printed."""
-    exact = _Exact(store, args)
-    binary = exact.binary(args.id)
+    binary = _Exact(store, args).binary(args.id)
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
 
-        def on_lines(numbers: list[int], texts: list[str]) -> None:
-            spool.write("".join([f"{number}:{text}\n" for number, text in zip(numbers, texts, strict=True)])
-                        .encode("utf-8", "surrogateescape"))
+        def on_lines(numbers: list[int], texts: list[Any]) -> None:
+            if binary:  # each line's own bytes, as rg prints them (not U+FFFD for those that are not UTF-8)
+                spool.write(b"".join([b"%d:%s\n" % pair for pair in zip(numbers, texts, strict=True)]))
+            else:
+                spool.write("".join([f"{number}:{text}\n" for number, text in zip(numbers, texts, strict=True)])
+                            .encode())
 
         found = store.matching_lines(args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed,
-                                     timeout=args.timeout, on_lines=on_lines)
+                                     timeout=args.timeout, on_lines=on_lines, as_bytes=binary)
         total = store.stat(args.id).lines if found.timed_out else 0
         spool.seek(0)
-        if binary:  # each line with a U+FFFD shown for bytes that are not UTF-8: its own bytes instead
-            for row in spool:
-                number, _, text = row.decode("utf-8", "surrogateescape").partition(":")
-                _write(f"{number}:{exact.line(args.id, int(number), text[:-1])}\n")
-        else:
-            shutil.copyfileobj(spool, _out())
+        shutil.copyfileobj(spool, _out())
     if found.timed_out:
         return _timed_out(args, found.searched_lines, total, "matches above are those of")
     return OK if found.found else NOT_FOUND

@@ -209,7 +209,8 @@ class GrepResult(_Searched):
 @dataclass
 class MatchingLines(_Searched):
     """What ``Store.matching_lines`` found: every matching line, in line order, each
-    whole (what ``rg -n`` prints): ``numbers[k]`` is the number of the line ``texts[k]``.
+    whole (what ``rg -n`` prints): ``numbers[k]`` is the number of the line ``texts[k]``
+    (``bytes``, each line's own, with ``as_bytes``).
     Iterating gives ``(number, text)`` pairs, and ``lines`` is the list of them.
 
     ``timed_out``, ``searched_lines``, ``chunks_read`` and ``chunks_total`` are
@@ -223,7 +224,7 @@ class MatchingLines(_Searched):
     """
 
     numbers: list[int]
-    texts: list[str]
+    texts: list[Any]
     found: int = field(default=0, kw_only=True)
 
     @property
@@ -935,7 +936,8 @@ class ReadsMixin:
 
     def matching_lines(
         self, entry_id: str, pattern: str, *, ignore_case: bool = False, fixed: bool = False,
-        timeout: float | None = None, on_lines: Callable[[list[int], list[str]], None] | None = None,
+        timeout: float | None = None, on_lines: Callable[[list[int], list[Any]], None] | None = None,
+        as_bytes: bool = False,
     ) -> MatchingLines:
         """Every line matching ``pattern``, whole, with its number: what ``rg -n`` prints,
         and what ``blobpad grep`` prints without ``-m``, context or ``--max-columns``.
@@ -958,15 +960,22 @@ class ReadsMixin:
         store call inside raises BlobpadError); an exception it raises ends the search
         and propagates.  ``rg``'s lines are handed on once it succeeded, from an unlinked
         temporary file, so a failed ``rg`` hands nothing on before the search in process.
+
+        ``as_bytes``: each line as its own bytes (``bytes``, without the newline), not as
+        text: what ``rg -n`` prints of a binary entry, whose bytes that are not UTF-8 the
+        text shows as U+FFFD.
         """
         timeout = check_timeout(timeout)
         ignore_case, fixed = check_bool("ignore_case", ignore_case), check_bool("fixed", fixed)
+        as_bytes = check_bool("as_bytes", as_bytes)
         if on_lines is not None and not callable(on_lines):
             raise InvalidArgument(f"on_lines must be a function of (numbers, texts), not {describe(on_lines)}")
         find = finder(compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed))
         dl = deadline_for(timeout)
         found = MatchingLines([], [])
         searched: int | None = None
+        if as_bytes and on_lines is not None:  # text comes back as its UTF-8: its own bytes
+            on_lines = partial(_as_bytes, on_lines)
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             scanned = _rg_scan(v, pattern, ignore_case, fixed, dl, numbered=True, on_lines=on_lines)
             if scanned is not None:
@@ -975,10 +984,12 @@ class ReadsMixin:
             else:
                 handed = _Handed(found, on_lines)
                 try:
-                    _whole_lines(v, find, dl, found.numbers, found.texts, handed)
+                    _whole_lines(v, find, dl, found.numbers, found.texts, handed, raw=as_bytes)
                 except TimedOut as exc:
                     searched = _searched_before(exc)
                 handed()
+        if as_bytes and found.texts and not isinstance(found.texts[0], bytes):
+            found.texts[:] = [t.encode() for t in found.texts]
         return replace(found, **_how_far(v, searched))
 
     def count(
@@ -1736,6 +1747,11 @@ def _grep_lines(
         yield number, partial(_build_match, v, find, dl, line_window, number, seg, start, end, first, base, whole)
 
 
+def _as_bytes(on_lines: Callable[[list[int], list[Any]], None], numbers: list[int], texts: list[Any]) -> None:
+    """``on_lines`` given the lines as bytes (a text line as its UTF-8, its own bytes)."""
+    on_lines(numbers, [t if isinstance(t, bytes) else t.encode() for t in texts])
+
+
 class _Handed:
     """What :meth:`ReadsMixin.matching_lines` does with the lines found so far, between two
     buffers of the search and at its end: hands them to ``on_lines`` and forgets them (if
@@ -1761,12 +1777,14 @@ class _Handed:
 
 
 def _whole_lines(
-    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str], handed: _Handed | None = None,
+    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[Any], handed: _Handed | None = None,
+    raw: bool = False,
 ) -> None:
     """Append each matching line's number to ``numbers`` and its text to ``texts`` (see
     ``matching_lines``); under a budget ``dl`` raises TimedOut as :func:`_matching_lines`
     does, the lists holding the lines before it (but those ``handed`` on after each buffer
-    and every :data:`_HAND_LINES` lines of binary content, when it hands them on).
+    and every :data:`_HAND_LINES` lines of binary content, when it hands them on).  ``raw``:
+    the lines of binary content as their bytes (those of text are text, whatever it says).
 
     The buffers of text that hold whole lines only (all of them, but those of lines
     longer than one buffer) are searched by :func:`_whole_lines_of`, a loop of one RE2
@@ -1774,7 +1792,7 @@ def _whole_lines(
     budget over runs of lines sized as :func:`blobpad.search.bounded_find` sizes them
     (one line longer than such a run goes to :func:`blobpad.search.long_line`)."""
     if not v.text:
-        return _whole_lines_slowly(v, find, dl, numbers, texts, handed)
+        return _whole_lines_slowly(v, find, dl, numbers, texts, handed, raw)
     reported = 0  # the last line appended: a very long line's later pieces skip it
     try:
         for seg, size, first_line, _, inside in _segments(v, dl=dl):
@@ -1844,13 +1862,14 @@ def _whole_lines_of(
     return last, line_no + newlines(b"\n", counted, end)
 
 
-def _texts(v: _View, matches: Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int, bool]]) -> Iterator[
-        tuple[int, str]]:
+def _texts(v: _View, matches: Iterator[tuple[int, _Bytes, int, int, tuple[int, int], int, bool]],
+           raw: bool = False) -> Iterator[tuple[int, Any]]:
     """``(number, text)`` of each line of ``matches`` (as :func:`_matching_lines` yields
-    them); a line longer than one buffer is read whole through the view."""
+    them), or with ``raw`` ``(number, its bytes)``; a line longer than one buffer is read
+    whole through the view."""
     for number, buf, start, end, _, _, whole in matches:
-        line = buf[start:end] if whole else b"".join(v.pieces(v.line_start(number), v.line_end(number)))
-        yield number, v.decode(bytes(line))
+        line = bytes(buf[start:end]) if whole else b"".join(v.pieces(v.line_start(number), v.line_end(number)))
+        yield number, line if raw else v.decode(line)
 
 
 #: matching lines of binary content :func:`_whole_lines_slowly` hands on at a time
@@ -1858,10 +1877,12 @@ _HAND_LINES = 4096
 
 
 def _whole_lines_slowly(
-    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[str], handed: _Handed | None = None,
+    v: _View, find: _Find, dl: Deadline | None, numbers: list[int], texts: list[Any], handed: _Handed | None = None,
+    raw: bool = False,
 ) -> None:
-    """:func:`_whole_lines` of binary content: through :func:`_matching_lines`."""
-    lines = _texts(v, _matching_lines(v, find, dl))
+    """:func:`_whole_lines` of binary content: through :func:`_matching_lines` (``raw``: each
+    line's bytes, not its text)."""
+    lines = _texts(v, _matching_lines(v, find, dl), raw)
     if handed is None:
         _append_lines(lines, numbers, texts)
         return
