@@ -455,8 +455,6 @@ def _read_lines(store: Store, eid: str, first: int, last: int | None) -> None:
 
 #: line_window for "whole lines", as rg prints them
 _WHOLE_LINES = 1 << 60
-#: max_matches without -m: every matching line, as rg prints them
-_EVERY_MATCH = 1 << 62
 
 
 def _cmd_grep(args: argparse.Namespace) -> int:
@@ -478,22 +476,58 @@ def _cmd_grep(args: argparse.Namespace) -> int:
             return OK if n else NOT_FOUND
         if not (args.json or before or after or args.max_count is not None or args.max_columns):
             return _print_every_line(store, args)
-        result = store.grep(
+        return _print_grep_pages(store, args, before, after)
+
+
+#: matching lines ``grep`` asks for at a time when it prints them with context, windows or as JSON
+_GREP_PAGE = 1000
+
+
+def _print_grep_pages(store: Store, args: argparse.Namespace, before: int, after: int) -> int:
+    """Print the matches ``Store.grep`` finds (with context, ``-m``, ``--max-columns``, or as
+    one JSON object), :data:`_GREP_PAGE` at a time, each page searched from the line after
+    the last match of the one before (``start_line``), under one ``--timeout`` for the
+    command: memory holds a page, whatever matches (every line of a 200 MB log with ``-C 1``
+    held 1.5 GB)."""
+    limit = args.max_count
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    start, shown, searched = 1, 0, None
+    truncated = timed_out = False
+    printed: int | None = None  # the last line printed, of the pages before
+    exact = _Exact(store, args)
+    if args.json:
+        _write('{"matches": [')
+    while limit is None or shown < limit:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            timed_out, searched = True, start - 1  # every line up to the last match printed was searched
+            break
+        page = store.grep(
             args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed, before=before, after=after,
-            max_matches=_EVERY_MATCH if args.max_count is None else args.max_count,
-            line_window=args.max_columns or _WHOLE_LINES, timeout=args.timeout,
+            max_matches=_GREP_PAGE if limit is None else min(_GREP_PAGE, limit - shown),
+            line_window=args.max_columns or _WHOLE_LINES, timeout=left, start_line=start,
         )
-        total = store.stat(args.id).lines if result.timed_out else 0
         if args.json:
-            _println(_json_line(result.to_dict()))
+            _write(("" if not shown or not page.matches else ", ")
+                   + ", ".join(_json_line(m.to_dict()) for m in page.matches))
         else:
-            _print_grep(result, args, context=bool(before or after), exact=_Exact(store, args))
-    if result.truncated and not args.json:  # --json says it in "truncated"
-        shown_lines = len(result.matches)
-        _note(f"stopped after {shown_lines} matching line{'s' if shown_lines != 1 else ''}; more exist (raise -m)")
-    if result.timed_out:
-        return _timed_out(args, result.searched_lines, total, "matches above are those of")
-    return OK if result.matches else NOT_FOUND
+            printed = _print_grep(page, args, context=bool(before or after), exact=exact, previous=printed)
+        shown += len(page.matches)
+        truncated, timed_out, searched = page.truncated, page.timed_out, page.searched_lines
+        if timed_out or not truncated:
+            break
+        start = page.matches[-1].line + 1
+    total = store.stat(args.id).lines if timed_out else 0
+    if args.json:
+        tail: dict[str, Any] = {"truncated": truncated, "timed_out": timed_out}
+        if timed_out:
+            tail["searched_lines"] = searched
+        _println("], " + _json_line(tail)[1:])
+    elif truncated:  # --json says it in "truncated"
+        _note(f"stopped after {shown} matching line{'s' if shown != 1 else ''}; more exist (raise -m)")
+    if timed_out:
+        return _timed_out(args, searched, total, "matches above are those of")
+    return OK if shown else NOT_FOUND
 
 
 #: bytes of matching lines ``grep`` holds in memory; more wait in a temporary file
@@ -567,8 +601,12 @@ def _holds_match(regex: Any, exact: _Exact, entry_id: str, number: int, text: st
     return regex.search(strict_utf8(line)) is not None
 
 
-def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: _Exact) -> None:
-    """Print like ``rg -n``: each line once, ``N:`` for matches, ``N-`` for context, ``--`` between groups."""
+def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: _Exact,
+                previous: int | None = None) -> int | None:
+    """Print like ``rg -n``: each line once, ``N:`` for matches, ``N-`` for context, ``--`` between groups.
+
+    ``previous``: the last line the pages before printed; a line up to it is not printed
+    again.  Returns the last line printed."""
     rows: dict[int, tuple[bool, str]] = {}
     for m in result.matches:
         for number, text in m.before:
@@ -584,8 +622,9 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: 
             if not rows[number][0] and _holds_match(regex, exact, args.id, number, text):
                 rows[number] = (True, text)
     out: list[str] = []
-    previous = None
     for number in sorted(rows):
+        if previous is not None and number <= previous:
+            continue  # printed with the page before (its last match's trailing context)
         is_match, text = rows[number]
         text = exact.line(args.id, number, text)
         if context and previous is not None and number > previous + 1:
@@ -596,6 +635,7 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: 
             _write("".join(out))
             out.clear()
     _write("".join(out))
+    return previous
 
 
 #: matching lines grep-session asks for per call when it prints them all
@@ -612,9 +652,10 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
     cursor = args.cursor
     shown = searched = 0
     truncated = timed_out = False
-    found: list[Any] = []
     printed: tuple[str, int] | None = None  # the last line printed, of the pages before
     with _open(args) as store:
+        if args.json:  # one JSON object, written page by page (never held whole)
+            _write('{"matches": [')
         while limit is None or shown < limit:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -627,7 +668,8 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
                 line_window=args.max_columns or _WHOLE_LINES, timeout=left, cursor=cursor,
             )
             if args.json:
-                found.extend(m.to_dict() for m in page.matches)
+                _write(("" if not shown or not page.matches else ", ")
+                       + ", ".join(_json_line(m.to_dict()) for m in page.matches))
             else:
                 printed = _print_session_grep(
                     page.matches, context=bool(before or after), exact=_Exact(store, args),
@@ -639,8 +681,8 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
             if cursor is None or timed_out:
                 break
     if args.json:
-        _println(_json_line({"matches": found, "truncated": truncated, "timed_out": timed_out, "cursor": cursor,
-                             "searched_entries": searched}))
+        _println("], " + _json_line({"truncated": truncated, "timed_out": timed_out, "cursor": cursor,
+                                     "searched_entries": searched})[1:])
     elif timed_out:
         how = f"continue with --cursor {cursor}" if cursor is not None else "nothing was searched"
         _note(f"timed out after {args.timeout:g} s: the matches above are those of the lines searched; {how} "

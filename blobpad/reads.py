@@ -868,6 +868,7 @@ class ReadsMixin:
         line_window: int = LINE_WINDOW,
         timeout: float | None = None,
         skip: int = 0,
+        start_line: int = 1,
     ) -> GrepResult:
         """Find the lines matching ``pattern`` (RE2 syntax; a literal with ``fixed``).
 
@@ -879,7 +880,10 @@ class ReadsMixin:
         context lines each; ``truncated`` is true when more exist.  Stops reading as
         soon as it has them.  ``skip`` passes over the first ``skip`` matching lines,
         to page through many: their numbers are in the result's ``skipped``, and
-        nothing else of them is built (neither text nor spans nor context).  Lines
+        nothing else of them is built (neither text nor spans nor context).
+        ``start_line`` starts the search at that line (the chunks before it are not
+        read): a search that goes on after a page of matches starts at the line after
+        the last one, and its ``searched_lines`` still counts from line 1.  Lines
         longer than ``line_window`` characters come back as a window of that size
         around their first match.  ``spans`` lists the matches of a line as
         ``re.finditer`` on the decoded line would, from its first match, bounded to the
@@ -909,6 +913,7 @@ class ReadsMixin:
         max_matches = _position("max_matches", max_matches, minimum=0)
         line_window = _position("line_window", line_window, minimum=1)
         skip = _position("skip", skip, minimum=0)
+        start_line = _position("start_line", start_line, minimum=1)
         if before > 1000 or after > 1000:
             raise InvalidArgument("before and after are limited to 1000 context lines")
         find = finder(regex)
@@ -919,7 +924,7 @@ class ReadsMixin:
         searched: int | None = None
         with _searching(self._reader, entry_id, _query(pattern, ignore_case, fixed)) as v:
             try:
-                for number, build in _grep_lines(v, find, dl, line_window):
+                for number, build in _grep_lines(v, find, dl, line_window, start_line):
                     if len(skipped) < skip:
                         skipped.append(number)
                         continue
@@ -928,7 +933,7 @@ class ReadsMixin:
                         break
                     matches.append(build())
             except TimedOut as exc:
-                searched = _searched_before(exc)
+                searched = max(_searched_before(exc), start_line - 1)
             cut = _add_context(v, matches, before, after, line_window, dl)
             if cut is not None:
                 searched, truncated = cut if searched is None else min(searched, cut), False
@@ -1929,21 +1934,31 @@ def _add_context(v: _View, matches: list[GrepMatch], before: int, after: int, li
     to its first ``line_window`` characters (only those are read), within the search's
     budget ``dl`` plus :data:`CONTEXT_GRACE`: when it runs out, the matches left without
     their context are dropped from ``matches`` and the lines searched before the first of
-    them returned (the search stopped there), else None."""
+    them returned (the search stopped there), else None.
+
+    Each line is read once: the windows of nearby matches overlap (``-C 1000`` around
+    matches a few lines apart), and the lines read for one are held, as shared
+    ``(number, text)`` pairs, for the next ones, until they fall behind the window."""
     if not (before or after):
         return None
     ends = None if dl is None else time.monotonic() + max(dl.left(), 0.0) + CONTEXT_GRACE
     total = v.entry.lines
+    held: dict[int, tuple[int, str]] = {}  # the lines read, in order, from the lowest one still needed on
+    last = 0  # the highest line read
     for k, mt in enumerate(matches):
         if ends is not None and k and time.monotonic() > ends:  # the first match always gets its context
             del matches[k:]
             return mt.line - 1
+        lo, hi = max(1, mt.line - before), min(total, mt.line + after)
+        while held and (first := next(iter(held))) < lo:
+            del held[first]
+        if max(lo, last + 1) <= hi:
+            held.update((w.line, (w.line, w.text)) for w in v.line_windows(max(lo, last + 1), hi, 0, line_window))
+            last = hi
         if before:
-            lo = max(1, mt.line - before)
-            mt.before = [(w.line, w.text) for w in v.line_windows(lo, mt.line - 1, 0, line_window)]
+            mt.before = [held[n] for n in range(lo, mt.line)]
         if after:
-            hi = min(total, mt.line + after)
-            mt.after = [(w.line, w.text) for w in v.line_windows(mt.line + 1, hi, 0, line_window)]
+            mt.after = [held[n] for n in range(mt.line + 1, hi + 1)]
 
 
 # -- grep over a session ------------------------------------------------------------------

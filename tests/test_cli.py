@@ -401,6 +401,47 @@ def test_grep_session_prints_each_line_once_where_context_spans_two_pages(tmp_pa
         ref = subprocess.run([rg, "-n", "--sort", "path", *args, "hit", "a.log", "b.log", "c.log"],
                              capture_output=True, cwd=tmp_path)
         assert mine.stdout == ref.stdout, args
+    # --json: one object, written page by page: the matches of every page of the library's search
+    said = json.loads(ok(bp("grep-session", "s", "hit", "-C", "1", "--json", db=db)))
+    pages, cursor = [], None
+    with blobpad.open(db) as store:
+        while True:
+            page = store.grep_session("s", "hit", before=1, after=1, max_matches=_SESSION_PAGE, line_window=1 << 60,
+                                      cursor=cursor)
+            pages += [m.to_dict() for m in page.matches]
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+    assert said["matches"] == pages and len(pages) > 2 * _SESSION_PAGE
+    assert (said["truncated"], said["timed_out"], said["cursor"]) == (False, False, None)
+
+
+def test_grep_with_context_or_json_prints_page_after_page_as_one_search(tmp_path, rg):
+    """``blobpad grep`` with context, ``-m`` or ``--json`` asks for its matches a page at a time
+    (``blobpad.cli._GREP_PAGE``), each page searched from the line after the last match (it held
+    every match: -C 1 on every line of a 200 MB log took 1.5 GB).  The output is one search's:
+    rg's bytes, each line once where contexts meet across pages, and the JSON of the library's
+    single grep of every match."""
+    from blobpad.cli import _GREP_PAGE
+
+    rows = [f"line {i} {'hit' if i % 2 == 0 or i % 7 == 0 else 'miss'}" for i in range(1, 2 * _GREP_PAGE + 1500)]
+    path = tmp_path / "a.log"
+    path.write_text("\n".join(rows) + "\n")
+    db = tmp_path / "db"
+    eid = json.loads(ok(bp("put", str(path), db=db)))["id"]
+    for args in (["-C", "1"], ["-A", "3"], ["-B", "2"], ["-C", "2", "-m", "2500"], ["-A", "1", "-m", f"{_GREP_PAGE}"]):
+        mine = bp("grep", eid, *args, "hit", db=db)
+        ref = subprocess.run([rg, "-n", *args, "hit", str(path)], capture_output=True)
+        assert mine.returncode == ref.returncode == 0
+        assert mine.stdout == ref.stdout, args
+    with blobpad.open(db) as store:
+        for extra in ([], ["-C", "1"], ["-m", "1500"]):
+            said = json.loads(ok(bp("grep", eid, "hit", "--json", *extra, db=db)))
+            context = 1 if extra[:1] == ["-C"] else 0
+            limit = int(extra[1]) if extra[:1] == ["-m"] else 10**6
+            whole = store.grep(eid, "hit", before=context, after=context, max_matches=limit, line_window=1 << 60)
+            assert said == whole.to_dict(), extra
+            assert len(said["matches"]) > _GREP_PAGE
 
 
 def test_grep_session_prints_a_match_past_its_limit_in_the_context_as_a_match(tmp_path, rg):

@@ -1153,3 +1153,28 @@ def test_matching_lines_as_bytes_gives_each_lines_own_bytes(store, pattern):
                                       on_lines=lambda numbers, texts, into=batches: into.extend(zip(numbers, texts, strict=True)))
         assert batches == expected and handed.found == len(expected) and handed.lines == []
         assert [(n, t.decode("utf-8", "replace")) for n, t in expected] == as_text.lines
+
+
+@pytest.mark.parametrize("pattern", ["ERROR", r"\d+ms", "absent_zz"])
+def test_grep_start_line_searches_from_that_line_on(store, pattern):
+    """``grep(start_line=L)``: the matches at line L and after, as a grep of them all gives
+    them (context still reaching before L), read from the chunk that holds L; pages that each
+    start after the last match of the one before give every match once."""
+    text = sample.log_text(300_000, 12)
+    e = store.put(text, session="s")
+    whole = store.grep(e.id, pattern, max_matches=10**6, before=2, after=1)
+    total = store.stat(e.id).lines
+    for start in (1, 2, total // 3, total, total + 5):
+        part = store.grep(e.id, pattern, max_matches=10**6, before=2, after=1, start_line=start)
+        assert [m.to_dict() for m in part] == [m.to_dict() for m in whole if m.line >= start], start
+        assert not part.truncated and not part.timed_out
+    paged, start = [], 1
+    while True:
+        page = store.grep(e.id, pattern, max_matches=7, before=2, after=1, start_line=start)
+        paged += page.matches
+        if not page.truncated:
+            break
+        start = page.matches[-1].line + 1
+    assert [m.to_dict() for m in paged] == [m.to_dict() for m in whole]
+    with pytest.raises(InvalidArgument, match="start_line"):
+        store.grep(e.id, pattern, start_line=0)
