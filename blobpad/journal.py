@@ -19,8 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from .catalog import REPAIR, get_or_damaged, release
 from .chunking import KEY_SIZE
@@ -37,16 +36,24 @@ _IN_FLIGHT: set[bytes] = set()
 _IN_FLIGHT_LOCK = threading.Lock()
 
 
-@contextmanager
-def in_flight(raw_id: bytes) -> Iterator[None]:
-    """Mark the put ``raw_id`` of this process in progress while the block runs (see :func:`recover`)."""
-    with _IN_FLIGHT_LOCK:
-        _IN_FLIGHT.add(raw_id)
-    try:
-        yield
-    finally:
+class in_flight:  # noqa: N801 - used as the function it was: ``with in_flight(raw_id):``
+    """Mark the put ``raw_id`` of this process in progress while the block runs (see :func:`recover`).
+
+    A class, not a generator: it is on every put's path (a generator context manager costs
+    a generator, a frame and a helper object per use)."""
+
+    __slots__ = ("_raw_id",)
+
+    def __init__(self, raw_id: bytes) -> None:
+        self._raw_id = raw_id
+
+    def __enter__(self) -> None:
         with _IN_FLIGHT_LOCK:
-            _IN_FLIGHT.discard(raw_id)
+            _IN_FLIGHT.add(self._raw_id)
+
+    def __exit__(self, *exc: object) -> None:
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT.discard(self._raw_id)
 
 
 def _after_fork_in_child() -> None:

@@ -581,7 +581,8 @@ class PutWriter:
         """
         final_keys: list[bytes] = []
         new_stored = new_chunks = new_unique = 0
-        txn.prefetch("refs", _first_refs(batch))
+        if txn.networked:  # a no-op elsewhere: the key list is not even built
+            txn.prefetch("refs", _first_refs(batch))
         for chunk, (key, frame, seen, _, _, _) in batch:
             key, created, slen = self._place(txn, chunk, key, frame, seen)
             final_keys.append(key)
@@ -1037,14 +1038,13 @@ class Putter:
         lines = sum(writer.newlines) + (1 if size and not writer.ends_with_newline else 0)
         chars = writer.char_counts if is_text else writer.sizes
 
-        # what this transaction reads, asked of a networked engine in one request before it reads them
-        wanted = [("meta", b"settings"), ("meta", BASE_KEY), ("meta", shard_key()),
-                  *(("refs", k) for k in _first_refs(writer.tail))]
-        if fields["name"] is not None:
-            wanted.append(("names", name_key(fields["session"], fields["name"])))
-
         def txn_fn(txn: WriteTxn) -> tuple[Entry, list[bytes], int]:
-            txn.prefetch_pairs(wanted)
+            if txn.networked:  # what this transaction reads, asked of a networked engine in one request first
+                wanted = [("meta", b"settings"), ("meta", BASE_KEY), ("meta", shard_key()),
+                          *(("refs", k) for k in _first_refs(writer.tail))]
+                if fields["name"] is not None:
+                    wanted.append(("names", name_key(fields["session"], fields["name"])))
+                txn.prefetch_pairs(wanted)
             cap = self._cap(txn)
             keys, counts = writer.place_tail(txn, cap)
             if writer.batches:

@@ -424,6 +424,8 @@ class Store(ReadsMixin):
         a number): expiry decided on such a value would be wrong.
         """
         value = self._clock()
+        if type(value) is float and 0 <= value < _MAX_CLOCK:  # time.time()'s: what the checks below pass, at once
+            return value
         try:
             t = float(value) if isinstance(value, numbers.Number) else math.nan  # not "1700000000"
         except (TypeError, ValueError, OverflowError):
