@@ -499,8 +499,8 @@ def _print_grep_pages(store: Store, args: argparse.Namespace, before: int, after
         _write('{"matches": [')
     while limit is None or shown < limit:
         left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            timed_out, searched = True, start - 1  # every line up to the last match printed was searched
+        if left is not None and left <= 0:  # (the page before was cut by its size, not by -m)
+            timed_out, searched, truncated = True, start - 1, False  # every line up to its last match was searched
             break
         page = store.grep(
             args.id, args.pattern, ignore_case=args.ignore_case, fixed=args.fixed, before=before, after=after,
@@ -614,9 +614,10 @@ def _print_grep(result: Any, args: argparse.Namespace, *, context: bool, exact: 
         rows[m.line] = (True, m.text)
         for number, text in m.after:
             rows.setdefault(number, (False, text))
-    if result.truncated and result.matches and result.matches[-1].after:
-        # Matches past the -m limit may sit in the last match's trailing context: rg
-        # prints those as matches (N:), so mark them by testing the pattern.
+    if (result.truncated or result.timed_out) and result.matches and result.matches[-1].after:
+        # Matches past the -m limit, or past the lines a search that timed out searched, may
+        # sit in the last match's trailing context: rg prints those as matches (N:), so mark
+        # them by testing the pattern (what is printed is then the start of the whole output).
         regex = compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
         for number, text in result.matches[-1].after:
             if not rows[number][0] and _holds_match(regex, exact, args.id, number, text):

@@ -240,6 +240,7 @@ def one_line(text: str, keep: str = "") -> str:
 #: the first members of a large container, for :func:`describe`
 _SHORT = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 80, 80, 80
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = _SHORT.maxfrozenset = 16
 
 
 def describe(value: object, limit: int = 80) -> str:
@@ -251,10 +252,13 @@ def describe(value: object, limit: int = 80) -> str:
     """
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"  # log10(2) digits a bit
-    if isinstance(value, list | tuple | dict | set | frozenset) and len(value) > limit:
-        # its first members only: the whole repr of a list of millions is hundreds of MB
+    if isinstance(value, list | tuple | dict | set | frozenset):
+        # its first members only, a few levels deep: the whole repr of a list of millions (or of
+        # a list holding one) is hundreds of MB; one reprlib shortened nothing of is repr's
         shown = _SHORT.repr(value)
-        return f"{shown[: limit - 20]}... (a {type(value).__name__} of {len(value)} members)"
+        if len(value) > limit or "..." in shown:
+            count = f"{len(value)} member{'s' if len(value) != 1 else ''}"
+            return f"{shown[: limit - 20]}... (a {type(value).__name__} of {count})"
     try:
         text = repr(value)
     except Exception:  # RecursionError, a __repr__ that raises, ...

@@ -444,6 +444,52 @@ def test_grep_with_context_or_json_prints_page_after_page_as_one_search(tmp_path
             assert len(said["matches"]) > _GREP_PAGE
 
 
+def test_grep_that_times_out_between_pages_says_timed_out_not_truncated(tmp_path):
+    """A budget that runs out between two pages (here while the first page waits for a reader
+    of the output that is 3 s late) ends the command as timed out: exit 3, the timeout said,
+    and no "more exist (raise -m)" where no -m was given (the full page's own truncation was
+    reported); with --json, ``"truncated": false`` beside ``"timed_out": true``."""
+    path = tmp_path / "a.log"
+    path.write_text("".join(f"hit {i:05d} {'x' * 200}\n" for i in range(1, 5001)))
+    db = tmp_path / "db"
+    eid = json.loads(ok(bp("put", str(path), db=db)))["id"]
+    for extra in (["-A", "1"], ["--json"]):
+        proc = subprocess.Popen([BLOBPAD, "--db", str(db), "grep", eid, *extra, "--timeout", "1", "hit"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            time.sleep(3)  # the first page (over 200 KB) fills the pipe: the budget runs out meanwhile
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 3 and b"timed out after 1 s" in err and b"raise -m" not in err, err
+        if extra == ["--json"]:
+            said = json.loads(out)
+            assert (said["truncated"], said["timed_out"]) == (False, True)
+            assert said["searched_lines"] == said["matches"][-1]["line"]
+
+
+def test_grep_that_times_out_prints_the_start_of_the_whole_output(tmp_path, rg):
+    """Where the budget runs out, the last match's trailing context may hold lines that match
+    (past the lines searched): they were printed as context (``N-``) where the whole output, and
+    rg, print them as matches (``N:``).  What a search that timed out prints is now the start of
+    what the whole search prints."""
+    rand = random.Random(1)
+    path = tmp_path / "a.log"
+    path.write_text("".join(f"{i:06d} " + "".join(rand.choice("abcdefghij0123456789 ") for _ in range(80)) + "\n"
+                            for i in range(1, 60_001)))
+    db = tmp_path / "db"
+    eid = json.loads(ok(bp("put", str(path), db=db)))["id"]
+    pattern = ".*[0-9].{30}$"  # every line matches; RE2's DFA cannot hold it: a few hundred KB a second
+    whole = bp("grep", eid, "-A", "3", "--timeout", "0", pattern, db=db)
+    assert whole.returncode == 0 and whole.stdout == subprocess.run([rg, "-n", "-A", "3", pattern, str(path)],
+                                                                    capture_output=True).stdout
+    for budget in ("0.1", "0.3"):
+        part = bp("grep", eid, "-A", "3", "--timeout", budget, pattern, db=db)
+        assert part.returncode == 3 and part.stdout, part.stderr
+        assert whole.stdout.startswith(part.stdout), budget
+
+
 def test_grep_session_prints_a_match_past_its_limit_in_the_context_as_a_match(tmp_path, rg):
     """With --max-per-entry (rg's -m over files), a later match inside the last match's trailing
     context is printed NAME:N:, as rg prints it; it was printed as a context line."""

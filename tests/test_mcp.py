@@ -660,3 +660,7 @@ def test_a_flat_array_of_millions_of_members_is_checked_in_bounded_memory():
 
     shown = describe(list(range(members)))
     assert shown.endswith(f"(a list of {members} members)") and len(shown) < 120
+    nested = describe({"skip": [list(range(members))]})  # a small container holding a large one: not its whole repr
+    assert nested.endswith("(a dict of 1 member)") and len(nested) < 120
+    assert (describe([1, 2]), describe({"a": (1, "b")}), describe(list(range(12)))) == (
+        "[1, 2]", "{'a': (1, 'b')}", repr(list(range(12))))  # small ones: their repr, as before
