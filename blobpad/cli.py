@@ -495,8 +495,7 @@ def _print_grep_pages(store: Store, args: argparse.Namespace, before: int, after
     truncated = timed_out = False
     printed: int | None = None  # the last line printed, of the pages before
     exact = _Exact(store, args)
-    if args.json:
-        _write('{"matches": [')
+    pages = 0
     while limit is None or shown < limit:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:  # (the page before was cut by its size, not by -m)
@@ -508,10 +507,10 @@ def _print_grep_pages(store: Store, args: argparse.Namespace, before: int, after
             line_window=args.max_columns or _WHOLE_LINES, timeout=left, start_line=start,
         )
         if args.json:
-            _write(("" if not shown or not page.matches else ", ")
-                   + ", ".join(_json_line(m.to_dict()) for m in page.matches))
+            _write(_json_page(page.matches, pages))
         else:
             printed = _print_grep(page, args, context=bool(before or after), exact=exact, previous=printed)
+        pages += 1
         shown += len(page.matches)
         truncated, timed_out, searched = page.truncated, page.timed_out, page.searched_lines
         if timed_out or not truncated:
@@ -522,12 +521,27 @@ def _print_grep_pages(store: Store, args: argparse.Namespace, before: int, after
         tail: dict[str, Any] = {"truncated": truncated, "timed_out": timed_out}
         if timed_out:
             tail["searched_lines"] = searched
-        _println("], " + _json_line(tail)[1:])
+        _println(_json_end(tail, pages))
     elif truncated:  # --json says it in "truncated"
         _note(f"stopped after {shown} matching line{'s' if shown != 1 else ''}; more exist (raise -m)")
     if timed_out:
         return _timed_out(args, searched, total, "matches above are those of")
     return OK if shown else NOT_FOUND
+
+
+def _json_page(matches: Sequence[Any], pages: int) -> str:
+    """One page's matches in a JSON object ``{"matches": [...], ...}`` written page by page
+    (never held whole), ``pages`` pages after the first: the object starts with the first
+    page, once a search answered (an error before it leaves stdout empty)."""
+    items = ", ".join(_json_line(m.to_dict()) for m in matches)
+    if not pages:
+        return '{"matches": [' + items
+    return ", " + items if items else ""
+
+
+def _json_end(fields: dict[str, Any], pages: int) -> str:
+    """The end of that object: the list closed, then ``fields`` (the whole object when no page came)."""
+    return ('' if pages else '{"matches": [') + "], " + _json_line(fields)[1:]
 
 
 #: bytes of matching lines ``grep`` holds in memory; more wait in a temporary file
@@ -654,9 +668,10 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
     shown = searched = 0
     truncated = timed_out = False
     printed: tuple[str, int] | None = None  # the last line printed, of the pages before
+    pages = 0
+    regex = compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed)
     with _open(args) as store:
-        if args.json:  # one JSON object, written page by page (never held whole)
-            _write('{"matches": [')
+        exact = _Exact(store, args)
         while limit is None or shown < limit:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -669,21 +684,19 @@ def _cmd_grep_session(args: argparse.Namespace) -> int:
                 line_window=args.max_columns or _WHOLE_LINES, timeout=left, cursor=cursor,
             )
             if args.json:
-                _write(("" if not shown or not page.matches else ", ")
-                       + ", ".join(_json_line(m.to_dict()) for m in page.matches))
+                _write(_json_page(page.matches, pages))
             else:
-                printed = _print_session_grep(
-                    page.matches, context=bool(before or after), exact=_Exact(store, args),
-                    regex=compile_pattern(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed),
-                    previous=printed)
+                printed = _print_session_grep(page.matches, context=bool(before or after), exact=exact, regex=regex,
+                                              previous=printed)
+            pages += 1
             shown += len(page.matches)
             searched += page.searched_entries
             cursor, truncated, timed_out = page.cursor, page.truncated, page.timed_out
             if cursor is None or timed_out:
                 break
     if args.json:
-        _println("], " + _json_line({"truncated": truncated, "timed_out": timed_out, "cursor": cursor,
-                                     "searched_entries": searched})[1:])
+        _println(_json_end({"truncated": truncated, "timed_out": timed_out, "cursor": cursor,
+                            "searched_entries": searched}, pages))
     elif timed_out:
         how = f"continue with --cursor {cursor}" if cursor is not None else "nothing was searched"
         _note(f"timed out after {args.timeout:g} s: the matches above are those of the lines searched; {how} "

@@ -434,6 +434,9 @@ def test_grep_with_context_or_json_prints_page_after_page_as_one_search(tmp_path
         ref = subprocess.run([rg, "-n", *args, "hit", str(path)], capture_output=True)
         assert mine.returncode == ref.returncode == 0
         assert mine.stdout == ref.stdout, args
+    for run in (bp("grep", "0" * 16, "hit", "--json", "-C", "1", db=db),  # an error before any page: no half object
+                bp("grep-session", "", "hit", "--json", "--cursor", "A" * 40, db=db)):
+        assert run.returncode in (1, 2) and run.stdout == b"" and run.stderr, run
     with blobpad.open(db) as store:
         for extra in ([], ["-C", "1"], ["-m", "1500"]):
             said = json.loads(ok(bp("grep", eid, "hit", "--json", *extra, db=db)))
