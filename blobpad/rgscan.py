@@ -263,26 +263,32 @@ class _Output(threading.Thread):
     def run(self) -> None:
         read = self.stream.read  # type: ignore[attr-defined]
         try:
-            while True:
-                block = read(1 << 20)
-                if not block:
-                    break
-                if not self.numbered:
-                    if len(self.raw) < 64:
-                        self.raw += block
-                    else:  # a count is a few digits: this is not rg's answer
-                        raise ValueError("unexpected output")
-                    continue
-                block = self.rest + block
-                cut = block.rfind(b"\n") + 1
-                self.rest = block[cut:]
-                if cut and self.spool is not None:
-                    self.spool.write(block[:cut])
-                    self.spooled = True
-                elif cut:
-                    self._parse(block[:cut].decode("utf-8"))
+            while block := read(1 << 20):
+                if self.error is None:
+                    try:
+                        self._take(block)
+                    except Exception as exc:  # noqa: BLE001 - handed to the thread that waits
+                        # (rg is still read to its end: it never waits, blocked, on a reader that gave
+                        # up, such as one whose spool's disk is full, until the watchdog kills it)
+                        self.error = exc
         except BaseException as exc:  # noqa: BLE001 - handed to the thread that waits
-            self.error = exc
+            self.error = self.error or exc
+
+    def _take(self, block: bytes) -> None:
+        """Keep one block of ``rg``'s output: a count's digits, or whole ``N:text`` lines."""
+        if not self.numbered:
+            if len(self.raw) >= 64:  # a count is a few digits: this is not rg's answer
+                raise ValueError("unexpected output")
+            self.raw += block
+            return
+        block = self.rest + block
+        cut = block.rfind(b"\n") + 1
+        self.rest = block[cut:]
+        if cut and self.spool is not None:
+            self.spool.write(block[:cut])
+            self.spooled = True
+        elif cut:
+            self._parse(block[:cut].decode("utf-8"))
 
     def _parse(self, text: str) -> None:
         numbers, texts = _parsed(text)

@@ -411,3 +411,55 @@ def test_the_cli_prints_what_rg_prints_on_the_file(rg, tmp_path):
         ref = subprocess.run([rg, "--no-config", "-n", *args, str(log)], capture_output=True, timeout=120)
         assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), args
     assert _searches(tmp_path / "rg.log") == 5
+
+
+def test_a_spool_that_cannot_be_written_never_keeps_rg_waiting(store_factory, monkeypatch):
+    """``matching_lines(on_lines=...)`` spools ``rg``'s output to a temporary file.  When that
+    file could not be written (a full disk), the thread reading ``rg`` stopped reading: ``rg``
+    blocked on its output, the feeding on ``rg``, and the search waited for the watchdog
+    (``GRACE_SECONDS``) before it searched in process, its budget spent ("timed out ... no line
+    was searched").  ``rg``'s output is now read to its end whatever happens to what is kept
+    of it: the search goes on in process at once, and hands on the same lines."""
+    import errno
+
+    monkeypatch.setattr(rgscan, "MIN_BYTES", 0)
+    monkeypatch.setattr(rgscan, "GRACE_SECONDS", 600)  # a wait for the watchdog would outlast the bound below
+    real = tempfile.TemporaryFile
+    made: list[object] = []
+
+    class Full:
+        """A temporary file on a full disk."""
+
+        def __init__(self) -> None:
+            self.file = real()
+
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.file, name)
+
+        def __enter__(self) -> Full:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.close()
+
+    def temporary_file(*args: object, **kwargs: object) -> object:
+        made.append(None)  # a search makes two: the literals' file, then the spool of rg's output
+        return real(*args, **kwargs) if len(made) % 2 else Full()
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
+    text = "\n".join(LINES * 20000) + "\n"  # megabytes of matching lines: more than a pipe holds
+    s = store_factory(cache_bytes=0)
+    eid = s.put(text, session="rg").id
+    want = _oracle(text, "failed", False, False)
+    got: list[tuple[list[int], list[str]]] = []
+    answers: list[object] = []
+    worker = threading.Thread(target=lambda: answers.append(s.matching_lines(
+        eid, "failed", on_lines=lambda numbers, texts: got.append((numbers, texts)))), daemon=True)
+    worker.start()
+    worker.join(120)  # a bound on a hang (rg blocked until a watchdog of 600 s), not a timing
+    assert not worker.is_alive(), "the search waited for rg, blocked on output nobody read"
+    assert made and answers[0].found == len(want)
+    assert [n for numbers, _ in got for n in numbers] == want
