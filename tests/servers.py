@@ -276,6 +276,9 @@ class Server:
                 # a primary pings its replicas every second (default 10 s): a replica's offset leaves 0 at
                 # once, and only then do CLUSTER SLOTS and CLUSTER SHARDS list it (as "online")
                 "--repl-ping-replica-period", "1",
+                # a replica loads its primary's data from the socket, also when it rejoins: it writes no RDB file (by default it
+                # stores the sync as dump.rdb first)
+                "--repl-diskless-load", "swapdb",
             ]  # fmt: skip
         return argv + list(self.extra)
 

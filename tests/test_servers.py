@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -200,6 +201,15 @@ def test_cluster_kill_fails_over_and_restart_rejoins(cluster_factory):
     cluster.wait_ok()
     with cluster.nodes[index].client(decode_responses=True) as back:
         assert back.execute_command("ROLE")[0] == "slave"
+        for _ in range(100):  # the rejoined node syncs from its new primary (bounded: 100 x 0.1 s)
+            if back.info("replication").get("master_link_status") == "up":
+                break
+            time.sleep(0.1)
+        assert back.info("replication")["master_link_status"] == "up"
+        back.execute_command("READONLY")  # a replica answers reads of its primary's slots only after READONLY
+        assert back.get(key) == "acknowledged"
+    # every replica, the first ones and the rejoined one, loaded its primary's data without an RDB file
+    assert [node.dir / "dump.rdb" for node in cluster.nodes if (node.dir / "dump.rdb").exists()] == []
 
 
 def test_a_taken_port_is_retried_on_a_fresh_one(monkeypatch):
