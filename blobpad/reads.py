@@ -279,7 +279,10 @@ class SessionGrepResult:
         cursor: an opaque string that, passed back with the same arguments, continues
             exactly after the last match returned (past what this call searched without
             finding more); None when every entry was searched to its end.
-        searched_entries: how many entries this call searched (wholly or in part).
+        searched_entries: how many entries this call began to search (wholly or in
+            part).  The entry a cursor stops inside was counted by the call that began it,
+            not again by the call that continues it, so the calls of one search add up to
+            the entries it searched.
     """
 
     matches: list[SessionMatch]
@@ -1118,7 +1121,9 @@ class ReadsMixin:
                             break
                         try:
                             with _searching(self._reader, t.entry_id, query, built, txn) as v:
-                                searched += 1
+                                if not t.begun:  # an entry is counted by the call that begins to search it
+                                    searched += 1
+                                    t = t._replace(begun=True)
                                 found: list[GrepMatch] = []
                                 count = t.count
                                 try:
@@ -1966,7 +1971,10 @@ def _add_context(v: _View, matches: list[GrepMatch], before: int, after: int, li
 #: where a grep_session() target sorts: named entries by name, then unnamed ones by
 #: creation; or, with ``entries``, the place in that list
 _NAMED, _UNNAMED, _LISTED = 0, 1, 2
-_CURSOR_VERSION = 1
+_CURSOR_VERSION = 2
+#: set in a cursor's phase byte when a call before already began to search the entry (and
+#: counted it in its searched_entries)
+_BEGUN = 0x80
 #: version, phase, entry id, lines of the entry searched, its matches returned; then the entry's key
 #: (its name; a place in ``entries`` as 8 bytes; its creation index key after the session: 16 bytes, or
 #: 8 in older stores), then a tag: a hash of all that keyed by the search's arguments
@@ -1979,7 +1987,8 @@ _CURSOR_MAX = 4 * (_CURSOR_HEAD.size + MAX_STR_BYTES + _CURSOR_TAG) // 3 + 4
 class _Target(NamedTuple):
     """An entry grep_session() searches: where it sorts (``phase``, ``key``: a name, a
     creation sequence or a place in ``entries``), and, for the entry a cursor stopped in,
-    how many of its lines were searched and how many of its matches returned."""
+    how many of its lines were searched, how many of its matches returned, and whether a
+    call before began to search it (``begun``: that call counted it in searched_entries)."""
 
     phase: int
     key: str | int
@@ -1987,6 +1996,7 @@ class _Target(NamedTuple):
     name: str | None
     done: int = 0
     count: int = 0
+    begun: bool = False
 
 
 def _check_glob(names: object) -> str | None:
@@ -2042,7 +2052,8 @@ def _cursor_tag(digest: bytes, payload: bytes) -> bytes:
 
 def _encode_cursor(digest: bytes, t: _Target, done: int, count: int) -> str:
     """The cursor of a search to continue in target ``t`` after its first ``done`` lines."""
-    head = _CURSOR_HEAD.pack(_CURSOR_VERSION, t.phase, bytes.fromhex(t.entry_id), min(done, _BEYOND), count)
+    phase = t.phase | (_BEGUN if t.begun else 0)
+    head = _CURSOR_HEAD.pack(_CURSOR_VERSION, phase, bytes.fromhex(t.entry_id), min(done, _BEYOND), count)
     key = t.key.encode("utf-8") if isinstance(t.key, str) else t.key.to_bytes(16 if t.key >> 64 else 8, "big")
     payload = head + key
     return base64.urlsafe_b64encode(payload + _cursor_tag(digest, payload)).rstrip(b"=").decode("ascii")
@@ -2070,7 +2081,8 @@ def _decode_cursor(cursor: object, digest: bytes, listed: bool) -> _Target:
     version, phase, raw_id, done, count = _CURSOR_HEAD.unpack_from(payload)
     tail = payload[_CURSOR_HEAD.size :]
     if version != _CURSOR_VERSION or done > _BEYOND or count > _BEYOND:
-        raise bad
+        raise bad  # version 1 (before 2026-11-28) too: its cursors did not say whether the entry was begun
+    begun, phase = bool(phase & _BEGUN), phase & ~_BEGUN
     key: str | int
     if phase == _NAMED and not listed and 0 < len(tail) <= MAX_STR_BYTES:
         try:
@@ -2081,13 +2093,13 @@ def _decode_cursor(cursor: object, digest: bytes, listed: bool) -> _Target:
         key = int.from_bytes(tail, "big")
     else:
         raise bad
-    return _Target(phase, key, raw_id.hex(), None, done, count)
+    return _Target(phase, key, raw_id.hex(), None, done, count, begun)
 
 
 def _resume(t: _Target, pos: _Target | None) -> _Target:
     """``t``, carrying the progress of the cursor's target when it is the same entry at the same place."""
     if pos is not None and (pos.phase, pos.key, pos.entry_id) == (t.phase, t.key, t.entry_id):
-        return t._replace(done=pos.done, count=pos.count)
+        return t._replace(done=pos.done, count=pos.count, begun=pos.begun)
     return t
 
 

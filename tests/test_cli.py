@@ -414,6 +414,7 @@ def test_grep_session_prints_each_line_once_where_context_spans_two_pages(tmp_pa
             cursor = page.cursor
     assert said["matches"] == pages and len(pages) > 2 * _SESSION_PAGE
     assert (said["truncated"], said["timed_out"], said["cursor"]) == (False, False, None)
+    assert said["searched_entries"] == 3  # an entry spanning pages is counted once (a.log was counted thrice)
 
 
 def test_grep_with_context_or_json_prints_page_after_page_as_one_search(tmp_path, rg):

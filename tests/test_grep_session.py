@@ -299,6 +299,8 @@ def test_pages_concatenate_to_the_unpaged_result(big_model, max_matches, options
     assert not pages[-1].truncated
     unpaged = s.grep_session("s1", pattern, max_matches=100_000, line_window=WIDE, **options)
     assert triples(unpaged) == want
+    # an entry a page stops inside is counted by the page that began it: the pages add up to the entries
+    assert sum(r.searched_entries for r in pages) == unpaged.searched_entries
 
 
 def test_max_per_entry_caps_each_entry(big_model):
@@ -422,9 +424,10 @@ def test_random_sessions_against_re(store, entries, pattern, ignore_case, max_ma
     whole = store.grep_session(session, pattern, ignore_case=ignore_case, max_per_entry=max_per_entry,
                                max_matches=1000)
     assert triples(whole) == want
-    got, _ = all_pages(store, session, pattern, ignore_case=ignore_case, max_per_entry=max_per_entry,
-                       max_matches=max_matches)
+    got, pages = all_pages(store, session, pattern, ignore_case=ignore_case, max_per_entry=max_per_entry,
+                           max_matches=max_matches)
     assert got == want
+    assert sum(r.searched_entries for r in pages) == whole.searched_entries == len(model.order(session))
 
 
 BAD_ARGUMENTS = [
