@@ -448,6 +448,34 @@ def test_grep_with_context_or_json_prints_page_after_page_as_one_search(tmp_path
             assert len(said["matches"]) > _GREP_PAGE
 
 
+def test_grep_with_context_reads_the_lines_around_the_matches(tmp_path, rg):
+    """``-A``/``-B``/``-C`` alone: the matching lines' numbers first, then the lines around them
+    read window by window (``blobpad.cli._CONTEXT_WINDOW`` lines at most, a window ending at a
+    gap as long).  rg's bytes exactly: dense matches filling many windows (a match whose line a
+    window before printed as context stays a match), matches farther apart than a window, the
+    first and the last line (without its newline), CRLF lines and a binary entry's own bytes."""
+    from blobpad.cli import _CONTEXT_WINDOW
+
+    n = 3 * _CONTEXT_WINDOW + 777
+    dense = "".join(f"row {i} {'hit' if i % 5 == 0 or i % 11 == 3 else 'calm'}\n" for i in range(1, n))
+    far = {1, 2, _CONTEXT_WINDOW + 5, 3 * _CONTEXT_WINDOW + 9, n}
+    sparse = "\n".join(f"row {i} {'hit' if i in far else 'calm'}" for i in range(1, n + 1))  # no final newline
+    crlf = "".join(f"{'hit' if i % 3 == 0 else 'calm'} {i}\r\n" for i in range(1, 3000))
+    binary = b"".join(b"%s %d \xff\xfe\x00 %s\n" % (b"hit" if i % 4 == 0 else b"calm", i, b"\x80" * (i % 3))
+                      for i in range(1, 5000))
+    db = tmp_path / "db"
+    for name, content in (("dense", dense.encode()), ("sparse", sparse.encode()), ("crlf", crlf.encode()),
+                          ("binary", binary)):
+        path = tmp_path / f"{name}.log"
+        path.write_bytes(content)
+        eid = json.loads(ok(bp("put", str(path), db=db)))["id"]
+        for args in (["-C", "1"], ["-A", "2"], ["-B", "3"], ["-C", "7"], ["-B", "1", "-A", "40"], ["-A", "1000"]):
+            for pattern in ("hit", r"hit.*\d$", "no such line"):
+                mine = bp("grep", eid, *args, pattern, db=db)
+                ref = subprocess.run([rg, "-n", "-a", *args, pattern, str(path)], capture_output=True)
+                assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), (name, args, pattern)
+
+
 def test_grep_that_times_out_between_pages_says_timed_out_not_truncated(tmp_path):
     """A budget that runs out between two pages (here while the first page waits for a reader
     of the output that is 3 s late) ends the command as timed out: exit 3, the timeout said,
@@ -457,7 +485,8 @@ def test_grep_that_times_out_between_pages_says_timed_out_not_truncated(tmp_path
     path.write_text("".join(f"hit {i:05d} {'x' * 200}\n" for i in range(1, 5001)))
     db = tmp_path / "db"
     eid = json.loads(ok(bp("put", str(path), db=db)))["id"]
-    for extra in (["-A", "1"], ["--json"]):
+    # (-A alone searches first and prints after: test_grep_with_context_reads_the_lines_around_the_matches)
+    for extra in (["-A", "1", "--max-columns", "1000"], ["--json"]):
         proc = subprocess.Popen([BLOBPAD, "--db", str(db), "grep", eid, *extra, "--timeout", "1", "hit"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
