@@ -14,10 +14,12 @@ The synthetic observation has exactly seed 000's fields::
      "summary": "<first 500 characters>\\n[... 88042 characters omitted ...]\\n<last 500>",
      "metadata": {<every other field of the observation>},
      "_note": "Large observation saved in scratchpad. To read it in full or partially, use the
-               scratchpad_read tool with scratchpad_id \"485d7beae4e144eb\"."}
+               scratchpad_read tool."}
 
-The ``_note`` is seed 000's sentence with the id added; ``note=SEED000_NOTE`` gives
-the seed's sentence verbatim.  A runtime that resolves ``{{stepN.field}}`` references
+The ``_note`` is seed 000's sentence verbatim (:data:`SEED000_NOTE`; the id is the
+observation's ``scratchpad_id``); content saved because the call asked
+(:meth:`Offloader.offload_content`, a ``scratchpad`` argument) is told "Observation saved
+in scratchpad" instead, with its name if it has one.  A runtime that resolves ``{{stepN.field}}`` references
 in tool arguments (it calls :func:`resolve_refs`) says so with
 ``Offloader(..., runtime_resolves_refs=True)``, and the note then ends with the
 reference to write when the step is known: ``To pass the full content to another
@@ -432,7 +434,7 @@ class Offloader:
         encoding = "bytes" if isinstance(content, (bytes, bytearray, memoryview)) else "text"
         return self._park(
             content, field=field, encoding=encoding, metadata=dict(metadata or {}), ok=True,
-            session=session, turn=turn, step=step, tool=tool,
+            session=session, turn=turn, step=step, tool=tool, explicit=True,
         )
 
     # -- internals ---------------------------------------------------------------------
@@ -541,8 +543,12 @@ class Offloader:
         names are not listed again on every offload (a session of thousands of outputs
         made each offload cost that many reads).  A remembered name gone since (deleted,
         expired) is listed again; a number another writer took first is a Conflict the
-        put retries with a fresh listing (:meth:`_put_auto_named`)."""
-        known = self._highest.get((session, prefix))
+        put retries with a fresh listing (:meth:`_put_auto_named`).  The number is the one
+        after the highest *live* name: once the highest was deleted its number is given
+        again (and a deleted session counts from 1), as a name written again names other
+        content in seed 003 anyway."""
+        key = (session, prefix)
+        known = self._highest.get(key)
         if known is not None:
             try:
                 self.store.find(f"{prefix}{known}", session=session)
@@ -563,6 +569,7 @@ class Offloader:
         with _RESERVED_LOCK:
             if n > self._highest.get((session, prefix), 0):
                 self._highest[(session, prefix)] = n
+
 
     def _release_name(self, session: str, name: str) -> None:
         with _RESERVED_LOCK:
@@ -598,8 +605,7 @@ class Offloader:
                 # taken, growing with each loss: writers racing for the same next number otherwise
                 # keep colliding, one winning each time, and one that lists a long session's names
                 # meanwhile falls behind round after round (the numbers stay consecutive unless
-                # writers keep colliding).  Never below the highest: a number a deleted output had
-                # is not given to other content.
+                # writers keep colliding).  Never below the highest live number.
                 losses = attempt + 1
                 jump = random.randrange(1 << min(losses - _DENSE_LOSSES + 1, 10)) if losses >= _DENSE_LOSSES else 0
             finally:
@@ -620,8 +626,11 @@ class Offloader:
         tool: str | None,
         name: str | None = None,
         had_ok: bool = False,
+        explicit: bool = False,
     ) -> dict[str, Any]:
-        explicit = name is not None  # the tool call's scratchpad argument named it
+        # saved because it was asked (offload_content, or the tool call's scratchpad argument
+        # named it), not because it was too large: the note says so
+        explicit = explicit or name is not None
         meta: dict[str, Any] = {"field": field, "encoding": encoding}
         if had_ok and field is not None:
             meta["ok"] = ok  # {{stepN}} gives the observation back whole, its ok included
@@ -686,9 +695,11 @@ class Offloader:
                 return self.note
         name = args["name"]
         if self._rules.shows == "summary":
-            saved, how = SEED000_NOTE.split(". ", 1)  # the seed's two sentences
-            first = f"Observation saved in scratchpad as {name!r}" if explicit else saved
-            note = f"{first}. {how[:-1]} with scratchpad_id \"{args['id']}\"."
+            if explicit:  # saved because the call asked, whatever its size: not a "Large observation"
+                how = SEED000_NOTE.split(". ", 1)[1]  # the seed's second sentence
+                note = f"Observation saved in scratchpad{f' as {name!r}' if name else ''}. {how}"
+            else:
+                note = SEED000_NOTE
         else:
             assert entry is not None
             unit = "characters" if entry.kind == "text" else "bytes"

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import blobpad
 from blobpad import InvalidArgument, NotFound, Offloader, resolve_refs, sample
-from blobpad.offload import binary_summary, text_summary
+from blobpad.offload import SEED000_NOTE, binary_summary, text_summary
 
 SEED000_KEYS = {"ok", "scratchpad_id", "size_bytes", "kind", "summary", "metadata", "_note"}
 
@@ -88,8 +88,10 @@ def test_synthetic_observation_of_the_seed_000_fs_read_example(store):
     assert out["metadata"] == {"path": "/tmp/big_log.txt", "bytes": len(text.encode()), "encoding": "utf-8"}
     expected = text[:500] + f"\n[... {len(text) - 1000} characters omitted ...]\n" + text[-500:]
     assert out["summary"] == expected
-    assert "scratchpad_read" in out["_note"] and out["scratchpad_id"] in out["_note"]
-    assert "{{" not in out["_note"]  # no reference to write: nothing says the runtime resolves them
+    # the seed's sentence, word for word (the id is the observation's scratchpad_id); no reference to
+    # write: nothing says the runtime resolves them
+    assert out["_note"] == ("Large observation saved in scratchpad. To read it in full or partially, use the "
+                            "scratchpad_read tool.") == SEED000_NOTE
     e = store.stat(out["scratchpad_id"])
     assert (e.session, e.turn, e.step, e.tool, e.kind) == ("sess", "t1", 1, "fs_read", "text")
     assert len(e.id) == 16 and all(c in "0123456789abcdef" for c in e.id)
@@ -561,6 +563,23 @@ def test_seed003_preview(store):
     assert out["metadata"] == {"cmd": "make"}
     assert "scratchpad_read" in out["_note"] and "execute_command_1" in out["_note"]
     assert store.get(out["scratchpad_id"]) == text
+
+
+@pytest.mark.parametrize("policy", ["seed000", "seed003"])
+def test_content_offloaded_because_asked_is_not_said_to_be_large(store, policy):
+    """offload_content saves whatever its size: its note says it was saved, not that it was too large."""
+    off = Offloader(store, policy=policy)
+    for content in ("tiny\r\n", b"\x00\x01", "x" * 50_000):
+        out = off.offload_content(content, session="s", turn=1, tool="scratchpad_offload")
+        note = out["_note"]
+        assert "large" not in note.lower() and "scratchpad_read" in note, note
+        if policy == "seed000":
+            assert note == "Observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
+        else:
+            assert note.startswith(f"Output saved to the scratchpad as {out['name']!r} ("), note
+    # an observation offloaded by the policy's own rule is still said to be large
+    big = off.offload({"stdout": "y" * 40_000}, session="s", turn=1, tool="execute_command")
+    assert "large" in big["_note"].lower()
 
 
 # -- references between steps ---------------------------------------------------------------------------

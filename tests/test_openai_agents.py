@@ -131,7 +131,7 @@ def test_a_large_output_is_offloaded_once_and_reads_back(store):
     assert items == before                                           # the run's own items are not changed
     seen = json.loads(out.input[1]["output"])
     assert set(seen) == {"ok", "scratchpad_id", "size_bytes", "kind", "summary", "metadata", "_note"}
-    assert seen["summary"] == blobpad.offload.text_summary(log) and seen["scratchpad_id"] in seen["_note"]
+    assert seen["summary"] == blobpad.offload.text_summary(log) and seen["_note"] == blobpad.offload.SEED000_NOTE
     assert len(out.input[1]["output"]) < 2000
     (entry,) = store.entries()
     assert (entry.id, entry.session, entry.tool) == (seen["scratchpad_id"], "s", "shell")
