@@ -45,14 +45,17 @@ from .tools import PROFILES, Toolbox, profile_records
 from .units import non_negative, seconds_or_zero
 
 __all__ = ["build_server", "call_cancellable", "serve", "serve_stdio", "decode_message", "main", "add_arguments", "run",
-           "INSTRUCTIONS", "MAX_MESSAGE_BYTES", "MAX_DEPTH"]
+           "INSTRUCTIONS", "instructions", "MAX_MESSAGE_BYTES", "MAX_DEPTH"]
 
-INSTRUCTIONS = (
-    "blobpad keeps large content out of your context. Tool outputs or files that are too large are saved in "
-    "the scratchpad and you see only a summary and a scratchpad_id. Read the parts you need with "
-    "scratchpad_read: grep to find lines, lines to see numbered line windows, head/tail/range for characters. "
-    "Results are capped; a cut result has truncated=true and 'next' holds the arguments that read on."
-)
+#: what every server's instructions start with; its profile's parts' own follow (:func:`instructions`)
+INSTRUCTIONS = "blobpad keeps what does not fit in your context outside it."
+
+
+def instructions(toolbox: Toolbox) -> str:
+    """The server's instructions to the model: :data:`INSTRUCTIONS`, then what each part of
+    the toolbox's profile says of its own tools (a ``seed002`` server names its notepad
+    tools, not a ``scratchpad_read`` it does not have)."""
+    return " ".join([INSTRUCTIONS, *(r.instructions for r in toolbox.profiles if r.instructions)])
 
 
 def _require_mcp() -> None:
@@ -113,7 +116,7 @@ def build_server(toolbox: Toolbox, *, name: str = "blobpad") -> Any:
             is_error=not result.get("ok", False),
         )
 
-    return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
+    return Server(name, version=__version__, instructions=instructions(toolbox), on_list_tools=list_tools,
                   on_call_tool=call_tool)
 
 

@@ -108,6 +108,9 @@ def test_mcp_session_end_to_end(store_factory, tmp_path):
                                      for t in listing.tools]))
             assert names == ["scratchpad_read", "scratchpad_list", "read_notepad", "write_notepad", "update_notepad",
                              "scratchpad_offload"]
+            assert client.instructions == mcp_server.instructions(Toolbox(store, session=SESSION, scope="session",
+                                                                          profile="blobpad+seed002"))
+            assert "scratchpad_read" in client.instructions and "update_notepad" in client.instructions
             expected = Toolbox(store, session=SESSION, scope="session", always_show=True, allow_dirs=[files],
                                profile="blobpad+seed002").schemas("mcp")
             for tool, want in zip(listing.tools, expected, strict=True):
@@ -664,3 +667,23 @@ def test_a_flat_array_of_millions_of_members_is_checked_in_bounded_memory():
     assert nested.endswith("(a dict of 1 member)") and len(nested) < 120
     assert (describe([1, 2]), describe({"a": (1, "b")}), describe(list(range(12)))) == (
         "[1, 2]", "{'a': (1, 'b')}", repr(list(range(12))))  # small ones: their repr, as before
+
+
+#: every tool any profile has
+_ALL_TOOLS = {"scratchpad_read", "scratchpad_list", "read_notepad", "write_notepad", "update_notepad",
+              "session_scratchpad", "scratchpad_write", "scratchpad_edit", "scratchpad_delete", "scratchpad_offload"}
+
+
+@pytest.mark.parametrize("profile", [*blobpad.PROFILES, "seed001+seed002", "blobpad+seed002", "seed002+seed004"])
+def test_the_instructions_name_the_tools_the_profile_has_and_no_other(store, profile):
+    """The server's instructions tell the model of its profile's tools: a seed002 server was
+    told to read entries with a scratchpad_read it does not have, a seed000 one of grep and
+    lines modes its scratchpad_read refuses."""
+    tb = Toolbox(store, session="s", scope="session", profile=profile, always_show=True)  # as the server makes it
+    said = mcp_server.instructions(tb)
+    listed = {t["name"] for t in tb.schemas("mcp")}
+    named = {word for word in re.findall(r"[a-z_]+", said) if word in _ALL_TOOLS}
+    assert named == listed, (profile, said)
+    assert said.startswith(mcp_server.INSTRUCTIONS)
+    if profile == "seed000":
+        assert "grep" not in said and "lines" not in said

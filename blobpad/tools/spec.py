@@ -255,6 +255,9 @@ class Profile:
             scope holds an entry (seed 000: the runtime adds ``scratchpad_read`` when the
             turn has an offloaded observation); False: listed from the start, as
             frameworks that register tools once, before the first offload, need.
+        instructions: what a model is told of its tools, in a few sentences naming them
+            and their parameters as the profile has them (the MCP server's
+            ``instructions`` join those of the profile's parts).
     """
 
     name: str
@@ -269,6 +272,7 @@ class Profile:
     notepad_sections: Callable[[Notepad], list[str]] | None = None
     kept_words: str = ""
     readers_wait: bool = False
+    instructions: str = ""
 
 
 # -- the cap of a result -----------------------------------------------------------------------

@@ -314,4 +314,10 @@ PROFILE = Profile(
     ),
     tools=_blobpad_tools,
     scope="turn",
+    instructions=(
+        "Tool outputs or files that are too large are saved in the scratchpad and you see only a summary and a "
+        "scratchpad_id. Read the parts you need with scratchpad_read: grep to find lines, lines to see numbered "
+        "line windows, head/tail/range for characters; scratchpad_list lists the entries. Results are capped; a "
+        "cut result has truncated=true and 'next' holds the arguments that read on."
+    ),
 )

@@ -54,4 +54,9 @@ PROFILE = Profile(
     tools=_seed000_tools,
     scope="turn",
     readers_wait=True,
+    instructions=(
+        "A large observation is saved in the scratchpad: you see its summary (its start and its end) and a "
+        "scratchpad_id. Read it with scratchpad_read(scratchpad_id, mode): head or tail for its first or last "
+        "n characters, range for characters start to end, full for all of it."
+    ),
 )

@@ -89,4 +89,9 @@ PROFILE = Profile(
     context_block=_context_block,
     notepad_sections=_sections,
     kept_words="notes, plan and refs",
+    instructions=(
+        "Keep what must survive context compaction with session_scratchpad: action set_notes or append_notes "
+        "for your notes, set_plan for the plan, refs.add, refs.remove and refs.set for references. They are "
+        "shown to you at the start of each message."
+    ),
 )

@@ -106,4 +106,8 @@ PROFILE = Profile(
     notepad=True,
     owns_notepad_text=True,
     context_block=_context_block,
+    instructions=(
+        "Keep a notepad that survives context compaction: read_notepad shows it, write_notepad replaces it, "
+        "update_notepad changes part of it (find_replace, append, prepend, delete)."
+    ),
 )

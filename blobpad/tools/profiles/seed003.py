@@ -228,4 +228,10 @@ PROFILE = Profile(
     tools=_seed003_tools,
     max_result_chars=34_000,  # so that its default limit of 30,000 fits
     offload_policy="seed003",
+    instructions=(
+        "The scratchpad holds content by name for this session: scratchpad_write stores it, scratchpad_read "
+        "reads it (offset and limit in characters) or searches it (regex: matching lines), scratchpad_edit "
+        "changes it, scratchpad_list lists the entries, scratchpad_delete deletes one. A tool output over "
+        "30,000 characters is saved under a name such as execute_command_1 and you see a preview."
+    ),
 )

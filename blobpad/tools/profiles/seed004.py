@@ -51,4 +51,8 @@ PROFILE = Profile(
     context_block=_context_block,
     notepad_sections=_sections,
     kept_words="scratchpad",
+    instructions=(
+        "Keep what must survive context compaction with session_scratchpad(content, mode): replace sets it, "
+        "append adds to it, within a budget of 2,000 tokens. It is shown to you at the start of each message."
+    ),
 )
