@@ -98,7 +98,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..errors import HINT_SERVER_FULL, BlobpadError, InvalidArgument, StoreFull, Unavailable, one_line
+from ..errors import HINT_SERVER_FULL, HINT_VERIFY, BlobpadError, CorruptData, InvalidArgument, StoreFull, Unavailable, one_line
 from .base import MAX_KEY, SPACES, Capabilities, RawReadTxn, RawWriteTxn, TxnGuard
 from .targets import shown_target, without_password
 
@@ -1076,12 +1076,42 @@ class RedisEngine:
 
             self._call("the settling of chunks", send, min(self._retry_seconds, 2.0))
 
+    def _misplaced(self) -> list[tuple[bytes, list[bytes]]]:
+        """The lexically ordered sorted sets (:data:`_LEX_SETS`) holding members whose score is not
+        0 (damage: ``ZRANGEBYLEX`` is then undefined), with those members."""
+        names = [self._prefix + kind + space.encode() for space in SPACES for kind in _LEX_SETS]
+
+        def find() -> list[tuple[bytes, list[bytes]]]:
+            pipe = self._pipeline()
+            for name in names:
+                pipe.zrangebyscore(name, "-inf", "(0")
+                pipe.zrangebyscore(name, "(0", "+inf")
+            found = pipe.execute()
+            return [(name, found[2 * i] + found[2 * i + 1]) for i, name in enumerate(names)
+                    if found[2 * i] or found[2 * i + 1]]
+
+        return self._call("a check of the keyspaces' indexes", find)
+
+    def salvage(self, raw: RawReadTxn) -> tuple[RawReadTxn, list[str]]:
+        """verify()'s check of what the catalog's values do not show: every keyspace's sorted sets
+        hold their members at score 0 (:meth:`_misplaced`)."""
+        problems = [
+            f"the server's index {name[len(self._prefix):].decode('ascii', 'replace')} holds {len(members)} "
+            "key(s) out of order (a score other than 0): listings may miss keys or show others; gc() puts "
+            "them back in order"
+            for name, members in self._misplaced()
+        ]
+        return raw, problems
+
     def collect(self) -> int:
-        """Let expire (in ``_LEASE_MS``) the chunk keys of a cluster store that are permanent but named by
-        no pointer (the race in the module docstring); return how many.  ``gc()`` calls it.
+        """Put back in order the keyspaces' sorted sets (:meth:`_misplaced`, damage), then let expire
+        (in ``_LEASE_MS``) the chunk keys of a cluster store that are permanent but named by
+        no pointer (the race in the module docstring); return how many chunk keys.  ``gc()`` calls it.
 
         The keys are listed first and the pointers read after, from a new snapshot: a key made permanent
         before the listing was committed before it, so its pointer is in that snapshot unless freed."""
+        for name, members in self._misplaced():  # XX: a member a write removed since stays removed
+            self._call("an index put back in order", lambda n=name, m=members: self._client.zadd(n, dict.fromkeys(m, 0), xx=True))
         if not self._spread:
             return 0
 
@@ -1381,6 +1411,7 @@ class _Txn:
             for j in range(0, 2 * (na + nb), 2):
                 found[flat[j]] = flat[j + 1]
             a_keys = [flat[j] for j in range(0, 2 * na, 2)]
+            _check_order(space, a_keys, lo, hi, reverse)
             # the page is full when the live keys filled it; the keys changed since the snapshot
             # came with it up to its last key (or all of them in the range)
             bound = a_keys[-1] if len(a_keys) == page else None
@@ -1456,6 +1487,33 @@ _LOCK = threading.Lock()
 #: what a script's command answers, inside the script, where a command outside one would be
 #: redirected or told to try again (ASK, TRYAGAIN: a slot being moved; CLUSTERDOWN)
 _SCRIPT_REDIRECTS = ("ttempted to access a non local key", "while the cluster is down")  # Redis: "Script a...", Valkey: "A..."
+
+
+def _above(key: bytes, lo: bytes) -> bool:
+    """``key`` is at or past the lower bound ``lo`` of ``ZRANGEBYLEX`` (``-``, ``[k`` or ``(k``)."""
+    return lo == b"-" or (key >= lo[1:] if lo[:1] == b"[" else key > lo[1:])
+
+
+def _below(key: bytes, hi: bytes) -> bool:
+    """``key`` is at or before the upper bound ``hi`` of ``ZRANGEBYLEX`` (``+``, ``[k`` or ``(k``)."""
+    return hi == b"+" or (key <= hi[1:] if hi[:1] == b"[" else key < hi[1:])
+
+
+def _check_order(space: str, keys: list[bytes], lo: bytes, hi: bytes, reverse: bool) -> None:
+    """The keys ``ZRANGEBYLEX`` (or ``ZREVRANGEBYLEX``) gave for ``lo``..``hi``: inside it, in
+    order, or the keyspace's sorted set is damaged (a member whose score is not 0: what the
+    server answers is then undefined, and was another session's keys).  CorruptData."""
+    ordered = all(a > b if reverse else a < b for a, b in itertools.pairwise(keys))
+    if not ordered or not all(_above(k, lo) and _below(k, hi) for k in (keys[:1] + keys[-1:])):
+        raise CorruptData(
+            f"the server's index of the {space} keyspace is damaged (its keys come out of order: a member's "
+            "score is not 0); gc() puts it back in order, verify() reports it", hint=HINT_VERIFY,
+        )
+
+
+#: the sorted sets of each keyspace whose members all score 0 (ordered by ZRANGEBYLEX): the live
+#: keys, and the keys with old values kept for snapshots
+_LEX_SETS = (b"z:", b"gz:")
 
 
 def _slot_moving(exc: BaseException) -> bool:
