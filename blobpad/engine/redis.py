@@ -65,7 +65,10 @@ How the contract is kept on a server that has no transactions of its own:
   (see below).
 * **Integrity** is the contract's (:class:`~blobpad.engine.base.Checked`): every value
   is sealed with a checksum bound to its keyspace and key, so a value damaged or lost in
-  a failover reads as :class:`~blobpad.CorruptData`.
+  a failover reads as :class:`~blobpad.CorruptData`.  The sorted sets that order the keys
+  hold every member at score 0 (``ZRANGEBYLEX`` is undefined otherwise): a scan checks
+  that the keys it gets lie in its range and in order (CorruptData, never another
+  session's keys), ``verify()`` reports a member at another score, ``gc()`` puts it back.
 * **A full server** (``maxmemory`` reached) refuses a commit before it changes anything:
   :class:`~blobpad.StoreFull`.  Commits that free space (``write(fn, frees=True)``:
   delete, gc) are let through, and a refused commit first drops every old value kept for
