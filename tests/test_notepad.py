@@ -184,6 +184,20 @@ def test_the_library_append_joins_on_a_new_line_unless_told_not_to(store):
     assert r.ok and pad.read("plan") == "x" * 10
     with pytest.raises(InvalidArgument, match="join"):
         pad.append("y", join="no")
+    # a side that already breaks the line (CRLF or CR too) gets no newline of the store's
+    for text, added, want in (("a\r\n", "b", "a\r\nb"), ("a", "\r\nb", "a\r\nb"), ("a\r", "b", "a\rb"),
+                              ("a", "\nb", "a\nb"), ("a", "b", "a\nb")):
+        pad.write(text)
+        pad.append(added)
+        assert pad.read() == want, (text, added)
+        pad.write(text)
+        pad.prepend(added)
+        assert pad.read() == (added + text if added.endswith(("\n", "\r")) or text.startswith(("\n", "\r"))
+                              else f"{added}\n{text}")
+    pad.write("a")
+    pad.append("\r\nb")
+    pad.update("delete", content="\r\nb")  # appending then deleting the same text leaves the text as it was
+    assert pad.read() == "a"
 
 
 def test_load_legacy_notes_moves_the_single_key_scratchpad_into_notes_once(store):

@@ -205,8 +205,9 @@ def _ref_problem(ref: object) -> str | None:
 
 
 def _join(first: str, second: str) -> str:
-    """``first`` then ``second``, on separate lines unless either side is empty or already breaks."""
-    if first and second and not first.endswith("\n") and not second.startswith("\n"):
+    """``first`` then ``second``, on separate lines unless either side is empty or already breaks
+    (a line end of any kind: ``\n``, ``\r\n``, ``\r``)."""
+    if first and second and not first.endswith(("\n", "\r")) and not second.startswith(("\n", "\r")):
         return f"{first}\n{second}"
     return first + second
 
