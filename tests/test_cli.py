@@ -476,6 +476,33 @@ def test_grep_with_context_reads_the_lines_around_the_matches(tmp_path, rg):
                 assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), (name, args, pattern)
 
 
+def test_grep_pages_print_a_binary_entrys_own_bytes_read_window_by_window(tmp_path, rg):
+    """The pages of grep (-m, --json aside) and of grep-session print a binary entry's lines as
+    their own bytes, not the U+FFFD the library shows: read ahead for a page, window by window
+    (``blobpad.cli._CONTEXT_WINDOW`` lines), where each line was read on its own (two reads a
+    line).  rg's bytes, with matches dense, then farther apart than a window."""
+    from blobpad.cli import _CONTEXT_WINDOW
+
+    n = 3 * _CONTEXT_WINDOW
+    hit = {i for i in range(1, n) if i < 3000 and i % 3 == 0} | {_CONTEXT_WINDOW + 7, 2 * _CONTEXT_WINDOW + 500, n - 1}
+    binary = b"".join(b"%s %d \xff\xfe %s\n" % (b"hit" if i in hit else b"calm", i, b"\x80" * (i % 4))
+                      for i in range(1, n + 1))
+    (tmp_path / "bin.log").write_bytes(binary)
+    (tmp_path / "text.log").write_text("".join(f"{'hit' if i % 7 == 0 else 'calm'} {i}\n" for i in range(1, 500)))
+    db = tmp_path / "db"
+    ids = {name: json.loads(ok(bp("put", str(tmp_path / name), "--session", "s", "--name", name, db=db)))["id"]
+           for name in ("bin.log", "text.log")}
+    for args in (["-m", "5000"], ["-m", "5000", "-C", "2"]):
+        mine = bp("grep", ids["bin.log"], *args, "hit", db=db)
+        ref = subprocess.run([rg, "-n", "-a", *args, "hit", "bin.log"], capture_output=True, cwd=tmp_path)
+        assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), args
+    for args in ([], ["-C", "1"], ["-A", "3"]):
+        mine = bp("grep-session", "s", *args, "hit", db=db)
+        ref = subprocess.run([rg, "-n", "-a", "--sort", "path", *args, "hit", "bin.log", "text.log"],
+                             capture_output=True, cwd=tmp_path)
+        assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), args
+
+
 def test_grep_that_times_out_between_pages_says_timed_out_not_truncated(tmp_path):
     """A budget that runs out between two pages (here while the first page waits for a reader
     of the output that is 3 s late) ends the command as timed out: exit 3, the timeout said,
