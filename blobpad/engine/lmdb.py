@@ -256,6 +256,14 @@ def _check_header(data: str) -> None:
     so an older state of the store.  The pages LMDB writes in turn hold
     consecutive transaction ids, their own page numbers, its magic and version, the
     page size and the flags of the two built-in trees; anything else is damage.
+
+    One exception: damage in the *older* of the two, where LMDB reads only its flags,
+    magic, version and transaction id (it takes the newer one's state, and its next
+    commit writes its meta over the older).  A page damaged elsewhere whose flags, magic
+    and version are sound and whose transaction id is one less than the sound page's is
+    that older page: the store opens on the sound one (where a store was unopenable
+    over one bit there).  A page whose id is not exactly one less is not trusted to be
+    the older: CorruptData, as for any damage to the newer page.
     """
     try:
         with open(data, "rb") as fh:
@@ -268,23 +276,30 @@ def _check_header(data: str) -> None:
         return  # empty or foreign: LMDB's own open says so
     psize = _DB.unpack_from(head, 40)[0]
     damaged = not (512 <= psize <= 65536 and psize & (psize - 1) == 0 and len(head) >= 2 * psize)
-    txnids = []
+    if damaged:
+        raise CorruptData(f"the header (meta pages) of {data} is damaged", hint=HINT_VERIFY)
+    sound, txnids, read_by_lmdb = [], [], []
     for page in range(2):
-        if damaged:
-            break
         at = page * psize
         pgno, _pad, flags, _lower, _upper, magic, version, _addr, mapsize = _META.unpack_from(head, at)
         free = _DB.unpack_from(head, at + 40)
         main = _DB.unpack_from(head, at + 40 + _DB.size)
         last_pg, txnid = struct.unpack_from("<QQ", head, at + 40 + 2 * _DB.size)
-        damaged = not (
-            pgno == page and flags == _P_META and magic == _MDB_MAGIC and version == 1 and free[0] == psize
+        read_by_lmdb.append(flags == _P_META and magic == _MDB_MAGIC and version == 1)
+        sound.append(
+            pgno == page and read_by_lmdb[-1] and free[0] == psize
             and free[1] == _INTEGERKEY and main[1] == 0 and free[2] <= 32 and main[2] <= 32
             and all(db[7] == _NO_PAGE or 2 <= db[7] <= last_pg for db in (free, main)) and mapsize >= psize
         )
         txnids.append(txnid)
-    if damaged or (abs(txnids[0] - txnids[1]) != 1 and txnids != [0, 0]):  # [0, 0]: created, never written
-        raise CorruptData(f"the header (meta pages) of {data} is damaged", hint=HINT_VERIFY)
+    if all(sound) and (abs(txnids[0] - txnids[1]) == 1 or txnids == [0, 0]):  # [0, 0]: created, never written
+        return
+    if sound.count(True) == 1:
+        good = sound.index(True)
+        older = 1 - good
+        if read_by_lmdb[older] and txnids[older] + 1 == txnids[good]:
+            return  # damage in the older page, which LMDB reads past and its next commit rewrites
+    raise CorruptData(f"the header (meta pages) of {data} is damaged", hint=HINT_VERIFY)
 
 
 class _EngineFailure(BlobpadError):
