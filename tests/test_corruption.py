@@ -779,12 +779,13 @@ from pathlib import Path
 src, work, expected = Path(sys.argv[1]), Path(sys.argv[2]), json.load(open(sys.argv[3]))
 cases = json.loads(sys.argv[4])
 out = []
-for i, (page, offset, bit) in enumerate(cases):
+for i, flips in enumerate(cases):
     copy = work / str(i)  # a path of its own: a process holds an open store's file by its path
     shutil.copytree(src, copy)
     data = copy / "data.mdb"
     img = bytearray(data.read_bytes())
-    img[page * 4096 + offset] ^= 1 << bit
+    for page, offset, mask in flips:
+        img[page * 4096 + offset] ^= mask
     data.write_bytes(bytes(img))
     try:
         store = blobpad.open(copy, cache_bytes=0)
@@ -796,10 +797,18 @@ for i, (page, offset, bit) in enumerate(cases):
         if any(store.get(eid) != text for eid, text in expected.items()):
             out.append("wrong")
             continue
-        e = store.put("after the damage\\n")  # its commit writes its meta over the older page
-    with blobpad.open(copy, cache_bytes=0) as again:
-        healed = again.verify().ok and again.get(e.id) == "after the damage\\n" and all(
-            again.get(eid) == text for eid, text in expected.items())
+        try:
+            e = store.put("after the damage\\n")  # its commit writes its meta over the older page
+        except blobpad.BlobpadError as exc:
+            out.append(f"put failed: {exc}")
+            continue
+    try:
+        with blobpad.open(copy, cache_bytes=0) as again:
+            healed = again.verify().ok and again.get(e.id) == "after the damage\\n" and all(
+                again.get(eid) == text for eid, text in expected.items())
+    except blobpad.BlobpadError as exc:
+        out.append(f"reopen failed: {exc}")
+        continue
     out.append("opened" if healed else "not healed")
     shutil.rmtree(copy)
 print(json.dumps(out))
@@ -811,7 +820,8 @@ def test_one_damaged_bit_in_the_older_meta_page_leaves_the_store_open(tmp_path):
     version and transaction id, and its next commit writes over it.  Damage to the older page's
     other fields made the whole store unopenable (50 of its first 160 bytes); it now opens on the
     sound page, reads every entry exactly, and the next put writes the older page anew.  Damage
-    to the fields LMDB reads is still refused: never an older state."""
+    to the fields LMDB reads is still refused: never an older state.  So is a newer page naming
+    a tree root of the wrong kind, checked at open now."""
     path = tmp_path / "store"
     expected = {}
     with blobpad.open(path) as s:
@@ -825,13 +835,32 @@ def test_one_damaged_bit_in_the_older_meta_page_leaves_the_store_open(tmp_path):
     (tmp_path / "expected.json").write_text(json.dumps(expected))
     # (damage to the newer page is refused or read right: test_byteflip.py; some of it LMDB itself
     # trips over at a later commit, as it trusts the page it reads)
-    cases = [(older, offset, offset % 8) for offset in range(160)]
+    cases = [[(older, offset, 1 << offset % 8)] for offset in range(160)]
+    # and the newer page naming, as a tree's root, a page of another kind (an overflow page, a page
+    # never written), or a depth its root page does not have: refused at open, where LMDB failed at
+    # the next commit ("Located page was wrong type") or aborted on an assertion
+    newer = 1 - older
+    kinds = {int.from_bytes(img[p * _PAGE : p * _PAGE + 8], "little"): img[p * _PAGE + 10] & 0x0F
+             for p in range(2, len(img) // _PAGE)}
+    overflow = next(p for p, kind in kinds.items() if kind == 0x04)
+    unwritten = next(p for p in range(2, len(img) // _PAGE) if not any(img[p * _PAGE : p * _PAGE + 16]))
+
+    def pointing(at: int, page: int) -> list[tuple[int, int, int]]:  # the root field at ``at`` set to ``page``
+        old = img[newer * _PAGE + at : newer * _PAGE + at + 8]
+        return [(newer, at + i, b ^ n) for i, (b, n) in enumerate(zip(old, page.to_bytes(8, "little"), strict=True))
+                if b != n]
+
+    roots = [pointing(80, overflow), pointing(128, overflow), pointing(128, unwritten),
+             [(newer, 94, 0x02)]]  # the main tree's depth 1 (one leaf) said to be 3
+    assert img[newer * _PAGE + 94] == 1
     proc = subprocess.run([sys.executable, "-c", _META_FLIPS, str(path), str(tmp_path / "work"),
-                           str(tmp_path / "expected.json"), json.dumps(cases)],
+                           str(tmp_path / "expected.json"), json.dumps(cases + roots)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"the process died ({proc.returncode}): {proc.stderr[-1500:]}"
     outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
-    by = {(page, offset): outcome for (page, offset, _), outcome in zip(cases, outcomes, strict=True)}
+    assert outcomes[len(cases):] == ["refused"] * len(roots)
+    outcomes = outcomes[: len(cases)]
+    by = {(flips[0][0], flips[0][1]): outcome for flips, outcome in zip(cases, outcomes, strict=True)}
     assert set(outcomes) <= {"refused", "opened"}, {k: v for k, v in by.items() if v not in ("refused", "opened")}
     # the older page: refused only where LMDB reads it (flags 10-11, magic 16-19, version 20-23) or
     # where the damage hides which page is older (its transaction id 144-151) or where the page size is

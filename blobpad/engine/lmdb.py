@@ -246,6 +246,7 @@ def _scanned_value(space: str, view: Any, limit: int) -> bytes:
 _META = struct.Struct("<QHHHHIIQQ")  # a meta page: pgno, pad, flags, lower, upper, magic, version, address, mapsize
 _DB = struct.Struct("<IHHQQQQQ")  # a tree's record: pad (page size for the free tree), flags, depth, counts, root
 _P_META, _MDB_MAGIC, _INTEGERKEY, _NO_PAGE = 0x08, 0xBEEFC0DE, 0x08, (1 << 64) - 1
+_P_BRANCH, _P_LEAF, _P_OVERFLOW = 0x01, 0x02, 0x04
 
 
 def _check_header(data: str) -> None:
@@ -264,21 +265,67 @@ def _check_header(data: str) -> None:
     that older page: the store opens on the sound one (where a store was unopenable
     over one bit there).  A page whose id is not exactly one less is not trusted to be
     the older: CorruptData, as for any damage to the newer page.
+
+    The roots of the two trees the newer page names are read too: each must hold its own
+    number (LMDB writes it in every page) and be a leaf where the tree's depth is 1, a
+    branch where it is more, so a damaged root pointer or depth that names a page of
+    another kind is found here, not by LMDB at the next commit (an error, or one of its
+    assertions, which abort the process).  A writer in another process may commit
+    meanwhile and reuse those pages: a root found wrong is believed only once the meta
+    pages, read again, still name it.
     """
     try:
         with open(data, "rb") as fh:
-            head = fh.read(2 * 65536)
+            for _attempt in range(_HEADER_TRIES):
+                head = fh.read(2 * 65536)
+                if len(head) < 2 * 4096:
+                    return  # empty or foreign: LMDB's own open says so
+                roots = _sound_header(data, head)
+                if not roots or _roots_sound(fh, head, roots):
+                    return
+                fh.seek(0)
+                if fh.read(2 * 65536) == head:  # no commit since: the root pointer is damage
+                    raise CorruptData(f"the header (meta pages) of {data} names a tree root that is not one "
+                                      "(damaged)", hint=HINT_VERIFY)
+                fh.seek(0)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise _os_error(exc, os.path.dirname(data), f"cannot read {data}") from None
-    if len(head) < 2 * 4096:
-        return  # empty or foreign: LMDB's own open says so
+
+
+#: times the header check reads the meta pages again when another process committed meanwhile
+_HEADER_TRIES = 5
+
+
+def _roots_sound(fh: Any, head: bytes, roots: list[tuple[int, int]]) -> bool:
+    """Whether each of ``roots`` (page number, depth of its tree) is a page holding its own
+    number, a leaf for a tree of depth 1 and a branch for a deeper one (a page past the end
+    of the file is not judged: a file can end before its last page)."""
+    psize = _DB.unpack_from(head, 40)[0]
+    for root, depth in roots:
+        fh.seek(root * psize)
+        page = fh.read(12)
+        if len(page) < 12:
+            continue
+        pgno, _pad, flags = struct.unpack_from("<QHH", page)
+        kind = flags & (_P_BRANCH | _P_LEAF | _P_OVERFLOW | _P_META)  # LMDB's in-memory bits aside
+        if pgno != root or kind != (_P_LEAF if depth == 1 else _P_BRANCH):
+            return False
+    return True
+
+
+def _sound_header(data: str, head: bytes) -> list[tuple[int, int]]:
+    """Check the meta pages in ``head`` (see :func:`_check_header`); return the tree roots the
+    page LMDB reads names, with their trees' depths (none for a store never written)."""
     psize = _DB.unpack_from(head, 40)[0]
     damaged = not (512 <= psize <= 65536 and psize & (psize - 1) == 0 and len(head) >= 2 * psize)
     if damaged:
         raise CorruptData(f"the header (meta pages) of {data} is damaged", hint=HINT_VERIFY)
-    sound, txnids, read_by_lmdb = [], [], []
+    sound: list[bool] = []
+    txnids: list[int] = []
+    read_by_lmdb: list[bool] = []
+    roots: list[list[tuple[int, int]]] = []
     for page in range(2):
         at = page * psize
         pgno, _pad, flags, _lower, _upper, magic, version, _addr, mapsize = _META.unpack_from(head, at)
@@ -292,13 +339,14 @@ def _check_header(data: str) -> None:
             and all(db[7] == _NO_PAGE or 2 <= db[7] <= last_pg for db in (free, main)) and mapsize >= psize
         )
         txnids.append(txnid)
+        roots.append([(db[7], db[2]) for db in (free, main) if db[7] != _NO_PAGE])
     if all(sound) and (abs(txnids[0] - txnids[1]) == 1 or txnids == [0, 0]):  # [0, 0]: created, never written
-        return
+        return roots[txnids[1] > txnids[0]]
     if sound.count(True) == 1:
         good = sound.index(True)
         older = 1 - good
         if read_by_lmdb[older] and txnids[older] + 1 == txnids[good]:
-            return  # damage in the older page, which LMDB reads past and its next commit rewrites
+            return roots[good]  # damage in the older page, which LMDB reads past and its next commit rewrites
     raise CorruptData(f"the header (meta pages) of {data} is damaged", hint=HINT_VERIFY)
 
 
