@@ -628,6 +628,7 @@ def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
     roll back puts whose process died, and remove expired notepads; report what was freed."""
     total_entries = total_chunks = total_bytes = 0
     problems: list[str] = []
+    engine.mend()  # before any scan: a Redis index out of order makes scans CorruptData
     engine.release_dead_readers()  # a reader killed inside its snapshot keeps every page freed since from reuse
     while True:  # in bounded transactions, so a big gc never holds the writer for long
 

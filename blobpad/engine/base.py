@@ -157,7 +157,9 @@ class Engine(Protocol):
 
     An engine that keeps values outside its transactions (the Redis engine keeps a
     cluster's chunks under keys of their own) may also offer ``collect() -> int``: free
-    what nothing names any more; :meth:`Checked.collect` calls it when there is one."""
+    what nothing names any more; :meth:`Checked.collect` calls it when there is one.  One that keeps
+    structures beside its records it can rebuild from them (the Redis engine's sorted sets) may
+    offer ``mend() -> int``: set them right; :meth:`Checked.mend` calls it, first thing in gc()."""
 
     #: the engine's target: a directory for LMDB, ``memory://...`` for memory
     target: str
@@ -569,6 +571,13 @@ class Checked:
         that keeps nothing there has no ``collect``: 0); ``gc()`` calls it.  Return how many it freed."""
         collect = getattr(self.engine, "collect", None)
         return int(collect()) if collect is not None else 0
+
+    def mend(self) -> int:
+        """Set right what an engine keeps beside its records and can rebuild from them (the Redis
+        engine: the order of its keyspaces' sorted sets), before ``gc()`` scans anything; an engine
+        with nothing of the kind has no ``mend``: 0.  Return how many things it set right."""
+        mend = getattr(self.engine, "mend", None)
+        return int(mend()) if mend is not None else 0
 
     def release_dead_readers(self) -> int:
         """Free what readers that died inside a transaction still hold (an engine whose readers

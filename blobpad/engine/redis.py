@@ -1106,15 +1106,23 @@ class RedisEngine:
         ]
         return raw, problems
 
+    def mend(self) -> int:
+        """Put the members of the keyspaces' sorted sets found at a score other than 0 back at 0
+        (:meth:`_misplaced`: damage, which makes scans CorruptData); return how many.  ``gc()``
+        calls it first, so that its own scans see the keys in order again."""
+        mended = 0
+        for name, members in self._misplaced():  # XX: a member a write removed since stays removed
+            self._call("an index put back in order",
+                       lambda n=name, m=members: self._client.zadd(n, dict.fromkeys(m, 0), xx=True, ch=True))
+            mended += len(members)
+        return mended
+
     def collect(self) -> int:
-        """Put back in order the keyspaces' sorted sets (:meth:`_misplaced`, damage), then let expire
-        (in ``_LEASE_MS``) the chunk keys of a cluster store that are permanent but named by
-        no pointer (the race in the module docstring); return how many chunk keys.  ``gc()`` calls it.
+        """Let expire (in ``_LEASE_MS``) the chunk keys of a cluster store that are permanent but named by
+        no pointer (the race in the module docstring); return how many.  ``gc()`` calls it.
 
         The keys are listed first and the pointers read after, from a new snapshot: a key made permanent
         before the listing was committed before it, so its pointer is in that snapshot unless freed."""
-        for name, members in self._misplaced():  # XX: a member a write removed since stays removed
-            self._call("an index put back in order", lambda n=name, m=members: self._client.zadd(n, dict.fromkeys(m, 0), xx=True))
         if not self._spread:
             return 0
 
