@@ -284,7 +284,8 @@ def _check_header(data: str) -> None:
                 if not roots or _roots_sound(fh, head, roots):
                     return
                 fh.seek(0)
-                if fh.read(2 * 65536) == head:  # no commit since: the root pointer is damage
+                metas = 2 * _DB.unpack_from(head, 40)[0]
+                if fh.read(metas) == head[:metas]:  # the meta pages as they were, so no commit since: damage
                     raise CorruptData(f"the header (meta pages) of {data} names a tree root that is not one "
                                       "(damaged)", hint=HINT_VERIFY)
                 fh.seek(0)
