@@ -2018,3 +2018,31 @@ def test_an_index_member_out_of_order_never_lists_another_sessions_entries(serve
                 assert client.zscore(zset, victim) == 0
     finally:
         client.close()
+
+
+def test_a_store_counter_that_is_no_number_is_corrupt_data_naming_it(server):
+    """The store's version and trim counters are plain keys its scripts read as numbers: one that is
+    not a number (damage) was a script error ("refused a read: user_script:113"); it is CorruptData
+    naming the key, and the store works again once the key is put right."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    with blobpad.open(_url(server, namespace=ns)) as store:
+        e = store.put("kept\n", session="s")
+    client = server.client()
+    try:
+        for name in ("v", "hz"):
+            key = f"bp:{{{ns}}}:{name}".encode()
+            was = client.get(key)
+            for damage in (b"", b"12x", b"\xff"):
+                client.set(key, damage)
+                with (pytest.raises(blobpad.CorruptData, match=re.escape(key.decode()) + r" .*damaged"),
+                      blobpad.open(_url(server, namespace=ns)) as store):
+                    store.get(e.id)
+                    store.put("more\n", session="s")
+            if was is None:
+                client.delete(key)
+            else:
+                client.set(key, was)
+            with blobpad.open(_url(server, namespace=ns)) as store:
+                assert store.get(e.id) == "kept\n" and store.verify().ok
+    finally:
+        client.close()

@@ -204,6 +204,13 @@ end
 # rewritten by every put) has them in a sorted set of its own, gv:s NUL k, and "z" in gl:s, so
 # that adding, finding and trimming one costs the same whatever their number.
 _VERSIONS_FN = r"""
+local function num(key)  -- a counter of the store's (its version, the last version trimmed); absent: 0
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  local n = tonumber(raw)
+  if not n then error(redis.error_reply('BLOBPAD-DAMAGED ' .. key)) end  -- RedisEngine._call: CorruptData
+  return n
+end
 local function gv(P, s, k) return P .. 'gv:' .. s .. '\0' .. k end
 local function after(P, s, k, S)  -- the first version above S, or nil
   local gl = redis.call('HGET', P .. 'gl:' .. s, k)
@@ -291,7 +298,7 @@ _MOVING = """redis.call('EXISTS', P .. 'moving:0', P .. 'moving:1')
 
 _RESOLVE = _LEX_FN + _VERSIONS_FN + _STAMP_FN + r"""
 local P = string.sub(KEYS[1], 1, -2)
-""" + _MOVING + r"""local V = tonumber(redis.call('GET', KEYS[1]) or '0')
+""" + _MOVING + r"""local V = num(KEYS[1])
 local function at(s, k, S)
   local cur = redis.call('HGET', P .. 'h:' .. s, k)
   if cur and stamp(cur, V) <= S then return string.sub(cur, 13) end
@@ -310,7 +317,7 @@ end
 _READ_LUA = "#!lua flags=no-writes\n" + _RESOLVE + r"""
 local S = tonumber(ARGV[1])
 if S == nil then S = V end
-if tonumber(redis.call('GET', P .. 'hz') or '0') > S then return {-1} end
+if num(P .. 'hz') > S then return {-1} end
 local op, s = ARGV[2], ARGV[3]
 local out = {S}
 if op == 'get' then
@@ -374,10 +381,10 @@ if done then return {tonumber(done)} end
 if redis.call('GET', P .. 'id') ~= ARGV[4] then return {0, 'gone'} end  -- emptied or made again since the open
 local first = redis.call('GET', P .. 'first')  -- a write that kept conflicting goes first (RedisEngine.write)
 if first and first ~= ARGV[6] then return {0, 'yield'} end
-local V = tonumber(redis.call('GET', KEYS[1]) or '0')
+local V = num(KEYS[1])
 local S = tonumber(ARGV[1])
 if S == nil then S = V end
-local hz = tonumber(redis.call('GET', P .. 'hz') or '0')
+local hz = num(P .. 'hz')
 if hz > S then return {0, 'expired'} end
 local function lastmod(s, k)
   local cur = redis.call('HGET', P .. 'h:' .. s, k)
@@ -487,7 +494,7 @@ for _, mem in ipairs(redis.call('ZRANGEBYSCORE', P .. 'gq', '-inf', '+inf', 'LIM
     end
   end
 end
-out[1] = trim(P, math.huge, tonumber(redis.call('GET', P .. 'hz') or '0'))
+out[1] = trim(P, math.huge, num(P .. 'hz'))
 return out
 """.replace("%(trim)d", str(_TRIM))
 #: the most calls of _ROOM_LUA one full server's refusal makes (each drops up to _TRIM old values)
@@ -607,6 +614,12 @@ class RedisEngine:
                         f"({type(exc).__name__}: {_reason(exc)})"
                     ) from None
             except self._redis_error as exc:
+                said = re.search(r"BLOBPAD-DAMAGED (\S+)", str(exc))
+                if said is not None:
+                    raise CorruptData(
+                        f"the store's record {said.group(1)} on the Redis server {self._shown} is damaged (not a "
+                        "number); it cannot be read or written until it is put right", hint=HINT_VERIFY,
+                    ) from None
                 if not _slot_moving(exc):
                     raise BlobpadError(f"the Redis server {self._shown} refused {what}: {_reason(exc)}") from None
                 if time.monotonic() >= deadline:  # the store's slot is being moved to another node (resharding)
