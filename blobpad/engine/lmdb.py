@@ -255,8 +255,9 @@ def _check_header(data: str) -> None:
     LMDB trusts its meta pages: a damaged flag there fails one of its assertions
     (the process aborts), a damaged transaction id makes it take the older meta and
     so an older state of the store.  The pages LMDB writes in turn hold
-    consecutive transaction ids, their own page numbers, its magic and version, the
-    page size and the flags of the two built-in trees; anything else is damage.
+    consecutive transaction ids, its magic and version, the page size and the flags of
+    the two built-in trees; anything else is damage (but in a page's number, which LMDB
+    neither reads nor writes again).
 
     One exception: damage in the *older* of the two, where LMDB reads only its flags,
     magic, version and transaction id (it takes the newer one's state, and its next
@@ -329,13 +330,15 @@ def _sound_header(data: str, head: bytes) -> list[tuple[int, int]]:
     roots: list[list[tuple[int, int]]] = []
     for page in range(2):
         at = page * psize
-        pgno, _pad, flags, _lower, _upper, magic, version, _addr, mapsize = _META.unpack_from(head, at)
+        _pgno, _pad, flags, _lower, _upper, magic, version, _addr, mapsize = _META.unpack_from(head, at)
         free = _DB.unpack_from(head, at + 40)
         main = _DB.unpack_from(head, at + 40 + _DB.size)
         last_pg, txnid = struct.unpack_from("<QQ", head, at + 40 + 2 * _DB.size)
         read_by_lmdb.append(flags == _P_META and magic == _MDB_MAGIC and version == 1)
+        # (not its page number, which LMDB neither reads nor writes again: a commit rewrites a meta
+        # page from its map size on, so damage before that, to what LMDB does not read, stays)
         sound.append(
-            pgno == page and read_by_lmdb[-1] and free[0] == psize
+            read_by_lmdb[-1] and free[0] == psize
             and free[1] == _INTEGERKEY and main[1] == 0 and free[2] <= 32 and main[2] <= 32
             and all(db[7] == _NO_PAGE or 2 <= db[7] <= last_pg for db in (free, main)) and mapsize >= psize
         )
