@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import math
 import os
@@ -580,6 +581,45 @@ def _print_every_line(store: Any, args: argparse.Namespace) -> int:
 
 #: lines of context ``grep -A/-B/-C`` reads at a time (a window ends there, or at a gap of more lines than this)
 _CONTEXT_WINDOW = 16384
+#: bytes a window of lines is read in at once; a larger one (long lines between the matches) is read line by line
+_WINDOW_BYTES = 16 << 20
+
+
+class _WindowLines:
+    """Lines ``first`` to ``last`` of an entry (bytes ``start`` to ``end``), asked for in
+    ascending order (:meth:`get`): read at once when they take at most :data:`_WINDOW_BYTES`,
+    else one at a time from a stream of their own, the lines asked for read whole and those
+    between skipped a MB at a time, so that long lines no match prints are never held
+    (ten 40 MB lines between two matches took 844 MB)."""
+
+    def __init__(self, store: Any, entry_id: str, first: int, last: int) -> None:
+        self.first = self.at = first  # ``at``: the line the stream stands at
+        start, end = store.line_offsets(entry_id, first, last)
+        self.lines: list[bytes] | None = None
+        self.stream: Any = None
+        if end - start <= _WINDOW_BYTES:
+            with store.stream(entry_id) as content:
+                content.seek(start)
+                self.lines = content.read(end - start).removesuffix(b"\n").split(b"\n")
+        else:
+            self.stream = io.BufferedReader(store.stream(entry_id), 1 << 20)
+            self.stream.seek(start)
+
+    def get(self, k: int) -> bytes | None:
+        """Line ``k`` without its newline (None past the window's end)."""
+        if self.lines is not None:
+            return self.lines[k - self.first] if k - self.first < len(self.lines) else None
+        while self.at < k:  # skip a line without holding it
+            while (piece := self.stream.readline(1 << 20)) and not piece.endswith(b"\n"):
+                pass
+            self.at += 1
+        line = self.stream.readline()
+        self.at += 1
+        return line.removesuffix(b"\n") if line else None
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
 
 
 def _print_with_context(store: Any, args: argparse.Namespace, before: int, after: int) -> int:
@@ -599,13 +639,13 @@ def _print_with_context(store: Any, args: argparse.Namespace, before: int, after
         total = store.stat(args.id).lines
         searched = found.searched_lines if found.timed_out else total
         spool.seek(0)
-        with store.stream(args.id) as content:
-            printed: int | None = None
-            for first, last, matches in _context_windows(_spooled_numbers(spool), before, after, total):
-                start, end = store.line_offsets(args.id, first, last)
-                content.seek(start)
-                lines = content.read(end - start).removesuffix(b"\n").split(b"\n")
+        printed: int | None = None
+        for first, last, matches in _context_windows(_spooled_numbers(spool), before, after, total):
+            lines = _WindowLines(store, args.id, first, last)
+            try:
                 printed = _print_window(lines, first, matches, before, after, printed, searched or 0, regex)
+            finally:
+                lines.close()
     if found.timed_out:
         return _timed_out(args, found.searched_lines, total, "matches above are those of")
     return OK if found.found else NOT_FOUND
@@ -638,7 +678,7 @@ def _context_windows(numbers: Iterable[int], before: int, after: int,
         yield first, last, matches
 
 
-def _print_window(lines: list[bytes], first: int, matches: list[int], before: int, after: int,
+def _print_window(lines: _WindowLines, first: int, matches: list[int], before: int, after: int,
                   printed: int | None, searched: int, regex: Any) -> int | None:
     """Print the context of ``matches`` from ``lines`` (line ``first`` on) as ``rg -n`` does:
     ``N:`` for a match, ``N-`` for context, ``--`` between lines apart, no line up to
@@ -651,9 +691,9 @@ def _print_window(lines: list[bytes], first: int, matches: list[int], before: in
     out: list[bytes] = []
     for m in matches:
         for k in range(max(m - before, first, (printed or 0) + 1), m + after + 1):
-            if k - first >= len(lines):
+            line = lines.get(k)
+            if line is None:
                 break
-            line = lines[k - first]
             hit = k in hits or (k > known and regex.search(strict_utf8(line)) is not None)
             if printed is not None and k > printed + 1:
                 out.append(b"--\n")
@@ -716,6 +756,8 @@ class _Exact:
             total = self._store.stat(entry_id).lines
             for first, last, inside in _context_windows(sorted(set(numbers)), 0, 0, total):
                 start, end = self._store.line_offsets(entry_id, first, last)
+                if end - start > _WINDOW_BYTES:  # long lines between them: line() reads each on its own
+                    continue
                 lines = self._store.byte_range(entry_id, start, end).removesuffix(b"\n").split(b"\n")
                 for number in inside:
                     self._read[(entry_id, number)] = lines[number - first].decode("utf-8", "surrogateescape")

@@ -503,6 +503,35 @@ def test_grep_pages_print_a_binary_entrys_own_bytes_read_window_by_window(tmp_pa
         assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), args
 
 
+def test_lines_no_match_prints_are_skipped_not_held(tmp_path, rg, capsysbinary, monkeypatch):
+    """A window of lines to print whose bytes pass ``blobpad.cli._WINDOW_BYTES`` (long lines
+    between two matches: ten 40 MB lines took 844 MB) is read line by line, the lines between
+    skipped a piece at a time; so are the binary lines a page reads ahead.  Shrunk here so a
+    test-sized entry takes that path: rg's bytes still, for grep with context and -m, and
+    grep-session, text and binary."""
+    import blobpad.cli
+
+    monkeypatch.setattr(blobpad.cli, "_WINDOW_BYTES", 4096)
+    long = "y" * 50_000
+    text = "".join(f"{'hit' if i % 9 in (0, 1) else long} {i}\n" for i in range(1, 120)) + "hit last"
+    binary = b"".join(b"%s %d \xff\n" % (b"hit" if i % 9 in (0, 1) else long.encode(), i) for i in range(1, 120))
+    db = tmp_path / "db"
+    for name, content in (("text.log", text.encode()), ("bin.log", binary)):
+        (tmp_path / name).write_bytes(content)
+        ok(bp("put", str(tmp_path / name), "--session", "s", "--name", name, db=db))
+    with blobpad.open(db) as store:
+        ids = {e.name: e.id for e in store.named(session="s")}
+    runs = [(["grep", ids[name], *args, "hit"], [*args, "hit", name])
+            for name in ("text.log", "bin.log") for args in (["-A", "1"], ["-C", "2"], ["-B", "3", "-m", "20"])]
+    runs += [(["grep-session", "s", *args, "hit"], ["--sort", "path", *args, "hit", "bin.log", "text.log"])
+             for args in ([], ["-C", "1"])]
+    for mine_args, rg_args in runs:
+        rc = blobpad.cli.main(["--db", str(db), *mine_args])
+        out, _ = capsysbinary.readouterr()
+        ref = subprocess.run([rg, "-n", "-a", *rg_args], capture_output=True, cwd=tmp_path)
+        assert (rc, out) == (ref.returncode, ref.stdout), mine_args
+
+
 def test_grep_that_times_out_between_pages_says_timed_out_not_truncated(tmp_path):
     """A budget that runs out between two pages (here while the first page waits for a reader
     of the output that is 3 s late) ends the command as timed out: exit 3, the timeout said,
