@@ -276,7 +276,12 @@ class Store(ReadsMixin):
             self._putter = Putter(self._backend, self._codec, self._catalog, self.chunk_params, self.now, self._cap,
                                   filters=self.filters)
             self._backend.room = self._make_room  # a write refused as full: what expired goes, then it runs again
-            recover(self._backend, self.now)
+            try:
+                recover(self._backend, self.now)
+            except CorruptData:
+                if not self._backend.mend():  # a Redis index out of order is set right, and read again
+                    raise
+                recover(self._backend, self.now)
             # time.monotonic() of the next sweep after a put (see _sweep): not before a store has been open
             # for SWEEP_SECONDS, so that a short-lived process (a CLI command) only does what it was asked
             self._next_sweep = self._next_recover = time.monotonic() + SWEEP_SECONDS
@@ -843,6 +848,7 @@ class Store(ReadsMixin):
         roll back puts whose process died, and remove expired notepads; report what was freed
         (see :func:`blobpad.maintenance.gc`).  Refused inside :meth:`snapshot`, as every write is."""
         self._backend.refuse_pinned("gc()")
+        self._backend.mend()  # before any scan, the journal's too (see blobpad.maintenance.gc)
         aborted = recover(self._backend, self.now)
         return maintenance.gc(self._backend, self._catalog, self.now(), aborted)
 

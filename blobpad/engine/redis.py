@@ -326,6 +326,9 @@ if op == 'get' then
 end
 local lo, hi, limit = ARGV[4], ARGV[5], tonumber(ARGV[7])
 local reverse = ARGV[6] == '1'
+-- every member scores 0, or ZRANGEBYLEX's answer is undefined (damage): said, never a partial listing
+local z = P .. 'z:' .. s
+if redis.call('ZCOUNT', z, '-inf', '(0') + redis.call('ZCOUNT', z, '(0', '+inf') > 0 then return {-3} end
 local a
 if reverse then
   a = redis.call('ZREVRANGEBYLEX', P .. 'z:' .. s, hi, lo, 'LIMIT', 0, limit)
@@ -816,6 +819,12 @@ class RedisEngine:
         res = self._call("a read", lambda: self._read_script(keys=[self._version_key], args=args))
         if res[0] == -1:
             raise _Expired(self._snapshot_gone()
+            )
+        if res[0] == -3:  # the read script's check of the sorted set it was to scan (see _check_order)
+            raise CorruptData(
+                f"the server's index of the {args[2].decode() if isinstance(args[2], bytes) else args[2]} keyspace "
+                "is damaged (a member's score is not 0: its keys come out of order or not at all); gc() puts it "
+                "back in order, verify() reports it", hint=HINT_VERIFY,
             )
         return res
 
