@@ -1071,7 +1071,8 @@ class ReadsMixin:
         ``fixed``, ``max_per_entry``; ``max_matches``, the context and ``timeout`` may
         change), continues exactly after the last match returned; it is None when nothing
         is left.  A cursor of another search, or one that does not parse, raises
-        InvalidArgument.  Entries deleted or expired between pages are skipped; entries
+        InvalidArgument (so does one an older blobpad returned, before 2026-11-28: a cursor
+        now says whether its entry was counted in ``searched_entries``).  Entries deleted or expired between pages are skipped; entries
         put meanwhile are searched if they sort after the cursor.
         """
         check_str("session", session, allow_none=False)
