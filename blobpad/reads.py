@@ -1072,8 +1072,9 @@ class ReadsMixin:
         change), continues exactly after the last match returned; it is None when nothing
         is left.  A cursor of another search, or one that does not parse, raises
         InvalidArgument (so does one an older blobpad returned, before 2026-11-28: a cursor
-        now says whether its entry was counted in ``searched_entries``).  Entries deleted or expired between pages are skipped; entries
-        put meanwhile are searched if they sort after the cursor.
+        now says whether its entry was counted in ``searched_entries``).  Entries deleted
+        or expired between pages are skipped; entries put meanwhile are searched if they
+        sort after the cursor.
         """
         check_str("session", session, allow_none=False)
         timeout = check_timeout(timeout)
