@@ -755,12 +755,14 @@ class _Exact:
         for entry_id, numbers in wanted.items():
             total = self._store.stat(entry_id).lines
             for first, last, inside in _context_windows(sorted(set(numbers)), 0, 0, total):
-                start, end = self._store.line_offsets(entry_id, first, last)
-                if end - start > _WINDOW_BYTES:  # long lines between them: line() reads each on its own
-                    continue
-                lines = self._store.byte_range(entry_id, start, end).removesuffix(b"\n").split(b"\n")
-                for number in inside:
-                    self._read[(entry_id, number)] = lines[number - first].decode("utf-8", "surrogateescape")
+                lines = _WindowLines(self._store, entry_id, first, last)
+                try:
+                    for number in inside:
+                        line = lines.get(number)
+                        if line is not None:
+                            self._read[(entry_id, number)] = line.decode("utf-8", "surrogateescape")
+                finally:
+                    lines.close()
 
 
 def _holds_match(regex: Any, exact: _Exact, entry_id: str, number: int, text: str) -> bool:
