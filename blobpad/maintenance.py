@@ -625,10 +625,11 @@ def _page_damage(engine: Checked) -> list[str]:
 
 def gc(engine: Checked, catalog: Catalog, now: float, aborted: int) -> GcReport:
     """Remove expired entries (through the expiry index), free unreferenced chunks,
-    roll back puts whose process died, and remove expired notepads; report what was freed."""
+    roll back puts whose process died, and remove expired notepads; report what was freed.
+    The caller (``Store.gc``) has mended the engine (:meth:`Checked.mend`) and rolled back
+    the puts whose process died (``aborted``) first: both before any scan of this one."""
     total_entries = total_chunks = total_bytes = 0
     problems: list[str] = []
-    engine.mend()  # before any scan: a Redis index out of order makes scans CorruptData
     engine.release_dead_readers()  # a reader killed inside its snapshot keeps every page freed since from reuse
     while True:  # in bounded transactions, so a big gc never holds the writer for long
 

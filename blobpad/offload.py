@@ -547,8 +547,7 @@ class Offloader:
         after the highest *live* name: once the highest was deleted its number is given
         again (and a deleted session counts from 1), as a name written again names other
         content in seed 003 anyway."""
-        key = (session, prefix)
-        known = self._highest.get(key)
+        known = self._highest.get((session, prefix))
         if known is not None:
             try:
                 self.store.find(f"{prefix}{known}", session=session)
@@ -569,7 +568,6 @@ class Offloader:
         with _RESERVED_LOCK:
             if n > self._highest.get((session, prefix), 0):
                 self._highest[(session, prefix)] = n
-
 
     def _release_name(self, session: str, name: str) -> None:
         with _RESERVED_LOCK:
